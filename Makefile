@@ -1,0 +1,45 @@
+# make build: set up a virtualenv, install dashgen, render rendered/.
+# make test:  the same set-up plus Prometheus' tools, then the whole suite.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN     = $(VENV)/bin
+# Debian's package; apt needs root, so use sudo when not root and it exists.
+SUDO   := $(shell [ "$$(id -u)" -ne 0 ] && command -v sudo >/dev/null && echo sudo)
+
+.PHONY: build check lint test rules-test prometheus bench clean
+
+$(BIN)/dashgen: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@
+
+build: $(BIN)/dashgen
+	$(BIN)/dashgen build
+
+check: $(BIN)/dashgen
+	$(BIN)/dashgen check
+
+# promtool and prometheus from the Debian package, when missing.
+prometheus:
+	@if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then \
+		echo "installing Prometheus (Debian package prometheus)"; \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \
+	fi
+
+lint: $(BIN)/dashgen prometheus
+	$(BIN)/dashgen lint
+
+rules-test: $(BIN)/dashgen prometheus
+	$(BIN)/dashgen test
+
+test: $(BIN)/dashgen prometheus
+	$(BIN)/dashgen check
+	$(BIN)/python -m pytest -q
+
+bench: $(BIN)/dashgen prometheus
+	for script in bench/*.py; do $(BIN)/python $$script || exit 1; done
+
+clean:
+	rm -rf $(VENV) *.egg-info

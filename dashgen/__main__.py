@@ -1,0 +1,3 @@
+from dashgen.cli import main
+
+main()

@@ -1,0 +1,250 @@
+"""The metric catalog: every metric a dashboard panel or a rule may query.
+
+It is the contract between the exporter (which produces the verl_* series) and the
+queries (which are checked against it at build time). Names of verl's per-step
+metrics follow one pinned rule, `verl_metric_name`.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+
+class MetricType(str, enum.Enum):
+    GAUGE = "gauge"
+    COUNTER = "counter"
+    HISTOGRAM = "histogram"
+
+
+class Source(str, enum.Enum):
+    VERL = "verl exporter"
+    RAY = "Ray node metrics"
+    DCGM = "DCGM exporter"
+    VLLM = "vLLM"
+    SGLANG = "SGLang"
+    PROMETHEUS = "Prometheus"
+    RECORDING_RULE = "recording rule"
+
+
+# Labels Prometheus attaches to every scraped series.
+TARGET_LABELS = frozenset({"job", "instance"})
+VERL_LABELS = TARGET_LABELS | {"project", "experiment"}
+RAY_NODE_LABELS = TARGET_LABELS | {"ip", "SessionName", "Version", "IsHeadNode", "RayNodeType"}
+RAY_GPU_LABELS = RAY_NODE_LABELS | {"GpuIndex", "GpuDeviceName", "GpuUuid"}
+DCGM_LABELS = TARGET_LABELS | {"gpu", "UUID", "device", "modelName", "Hostname", "pci_bus_id", "GPU_I_PROFILE",
+                               "GPU_I_ID", "namespace", "pod", "container"}
+VLLM_LABELS = TARGET_LABELS | {"model_name", "engine"}
+SGLANG_LABELS = TARGET_LABELS | {"model_name", "engine_type", "tp_rank", "pp_rank", "dp_rank", "moe_ep_rank"}
+
+HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    type: MetricType
+    unit: str  # a Grafana unit id: "s", "bytes", "percent", "percentunit", "short", "none"
+    help: str
+    labels: frozenset[str]
+    source: Source
+    # verl log keys this metric is read from, in order of preference (version aliases).
+    verl_keys: tuple[str, ...] = ()
+    # Multiply the logged value by this to get the metric's base unit.
+    scale: float = 1.0
+
+
+# --- The naming rule for verl's per-step keys ---------------------------------------
+
+_NOT_NAME_CHAR = re.compile(r"[^a-z0-9]+")
+
+
+def _sanitise(text: str) -> str:
+    return _NOT_NAME_CHAR.sub("_", text.lower())
+
+
+def verl_metric_name(key: str) -> tuple[str, float]:
+    """Prometheus name and scale factor for a verl log key (pinned contract).
+
+    `actor/ppo_kl` -> `verl_actor_ppo_kl`; `timing_s/gen` -> `verl_timing_gen_seconds`;
+    `timing_per_token_ms/gen` -> `verl_timing_per_token_gen_seconds` (x 1e-3);
+    `perf/max_memory_reserved_gb` -> `verl_perf_max_memory_reserved_bytes` (x 2^30).
+    """
+    if key.startswith("timing_s/"):
+        return f"verl_timing_{_sanitise(key[len('timing_s/'):])}_seconds", 1.0
+    if key.startswith("timing_per_token_ms/"):
+        return f"verl_timing_per_token_{_sanitise(key[len('timing_per_token_ms/'):])}_seconds", 1e-3
+    if key.startswith("perf/") and key.endswith("_gb"):
+        return f"verl_{_sanitise(key[:-len('_gb')])}_bytes", float(2**30)
+    return f"verl_{_sanitise(key)}", 1.0
+
+
+# --- verl's per-step metrics ---------------------------------------------------------
+# (key or keys, Grafana unit, help). Every one is a gauge holding the newest step's value.
+
+_TIMING_STAGES = {
+    "step": "whole training step",
+    "gen": "rollout generation",
+    "gen_max": "the greedy baseline rollout (REMAX)",
+    "reward": "reward computation",
+    "old_log_prob": "recomputing old log-probs",
+    "ref": "reference policy log-probs",
+    "values": "critic value estimation",
+    "adv": "advantage estimation",
+    "update_critic": "critic update",
+    "update_actor": "actor update",
+    "update_weights": "weight sync from trainer to rollout engine",
+    "testing": "validation",
+    "save_checkpoint": "checkpoint saving",
+}
+_PER_TOKEN_STAGES = ("gen", "ref", "values", "adv", "update_critic", "update_actor")
+
+_STATS = ("mean", "max", "min")
+
+_VERL_KEYS: list[tuple[tuple[str, ...], str, str]] = [
+    (("training/global_step",), "none", "Global training step"),
+    (("training/epoch",), "none", "Training epoch"),
+    # Actor (policy) update
+    (("actor/ppo_kl",), "none", "Approximate KL between the old and the current policy within the PPO update"),
+    (("actor/entropy", "actor/entropy_loss"), "none", "Mean token entropy of the policy (actor/entropy_loss before verl 0.4)"),
+    (("actor/grad_norm",), "none", "Actor gradient norm before clipping"),
+    (("actor/pg_loss",), "none", "Policy-gradient (actor) loss"),
+    (("actor/pg_clipfrac",), "percentunit", "Fraction of tokens whose ratio was clipped by the PPO clip"),
+    (("actor/pg_clipfrac_lower",), "percentunit", "Fraction of tokens clipped by the dual-clip lower bound"),
+    (("actor/kl_loss",), "none", "KL loss against the reference policy (use_kl_loss)"),
+    (("actor/kl_coef",), "none", "KL coefficient in effect"),
+    (("actor/lr",), "none", "Actor learning rate"),
+    # Critic (absent on critic-free GRPO runs) and data metrics
+    (("critic/vf_loss",), "none", "Critic value-function loss"),
+    (("critic/vf_clipfrac",), "percentunit", "Fraction of value predictions clipped"),
+    (("critic/vpred_mean",), "none", "Mean value prediction"),
+    (("critic/vf_explained_var",), "none", "Explained variance of the returns by the critic's values"),
+    (("critic/grad_norm",), "none", "Critic gradient norm before clipping"),
+    (("critic/lr",), "none", "Critic learning rate"),
+    *[((f"critic/{group}/{stat}",), "none", f"{stat.capitalize()} of the batch's sequence-level {what}")
+      for group, what in (("score", "score (reward before KL penalty)"), ("rewards", "reward (after KL penalty)"),
+                          ("advantages", "advantage"), ("returns", "return"), ("values", "value"))
+      for stat in _STATS],
+    *[((f"response_length/{stat}",), "none", f"{stat.capitalize()} response length in tokens") for stat in _STATS],
+    (("response_length/clip_ratio",), "percentunit", "Fraction of responses cut at the maximum response length"),
+    *[((f"prompt_length/{stat}",), "none", f"{stat.capitalize()} prompt length in tokens") for stat in _STATS],
+    (("prompt_length/clip_ratio",), "percentunit", "Fraction of prompts cut at the maximum prompt length"),
+    (("response/aborted_ratio",), "percentunit", "Fraction of rollout requests aborted"),
+    # Timing
+    *[((f"timing_s/{stage}",), "s", f"Wall time of {what}") for stage, what in _TIMING_STAGES.items()],
+    *[((f"timing_per_token_ms/{stage}",), "s", f"Wall time per token of {_TIMING_STAGES[stage]}")
+      for stage in _PER_TOKEN_STAGES],
+    # Throughput and memory
+    (("perf/total_num_tokens",), "short", "Tokens (prompt + response) in the step's batch"),
+    (("perf/time_per_step",), "s", "Wall time of the step"),
+    (("perf/throughput",), "short", "Tokens per second per GPU"),
+    (("perf/mfu/actor", "actor/mfu"), "percentunit", "Model FLOPs utilisation of the actor update"),
+    (("perf/mfu/critic", "critic/mfu"), "percentunit", "Model FLOPs utilisation of the critic update"),
+    # verl 0.8+ prefixes the worker's memory keys with its role (actor/perf/...).
+    (("perf/max_memory_allocated_gb", "actor/perf/max_memory_allocated_gb"), "bytes",
+     "Peak GPU memory allocated by PyTorch during the actor update"),
+    (("perf/max_memory_reserved_gb", "actor/perf/max_memory_reserved_gb"), "bytes",
+     "Peak GPU memory reserved by PyTorch's caching allocator during the actor update"),
+    (("perf/cpu_memory_used_gb", "actor/perf/cpu_memory_used_gb"), "bytes",
+     "Host memory in use on the actor's node (whole node, not the process)"),
+    # Data-parallel balance
+    *[((f"global_seqlen/{stat}",), "short", f"Per data-parallel rank token count: {stat.replace('_', ' ')}")
+      for stat in ("min", "max", "mean", "minmax_diff", "balanced_min", "balanced_max")],
+]
+
+
+def _verl_metrics() -> Iterable[Metric]:
+    for keys, unit, help_text in _VERL_KEYS:
+        name, scale = verl_metric_name(keys[0])
+        yield Metric(name, MetricType.GAUGE, unit, help_text, VERL_LABELS, Source.VERL, keys, scale)
+    exporter = [
+        ("verl_exporter_last_step_timestamp_seconds", MetricType.GAUGE, "dateTimeAsIso",
+         "Unix time at which the exporter read the newest step"),
+        ("verl_exporter_steps_total", MetricType.COUNTER, "short", "Steps read from the log"),
+        ("verl_exporter_parse_errors_total", MetricType.COUNTER, "short", "Log lines skipped as unparseable"),
+    ]
+    for name, mtype, unit, help_text in exporter:
+        yield Metric(name, mtype, unit, help_text, VERL_LABELS, Source.VERL)
+
+
+def _other_metrics() -> Iterable[Metric]:
+    G, C, H = MetricType.GAUGE, MetricType.COUNTER, MetricType.HISTOGRAM
+    rows = [
+        ("up", G, "none", "1 if the last scrape of the target succeeded", TARGET_LABELS, Source.PROMETHEUS),
+        # Ray node metrics: GPU memory in MiB whatever their help text says.
+        ("ray_node_gpus_utilization", G, "percent", "GPU utilisation", RAY_GPU_LABELS, Source.RAY),
+        ("ray_node_gram_used", G, "decmbytes", "GPU memory used, in MiB", RAY_GPU_LABELS, Source.RAY),
+        ("ray_node_gram_available", G, "decmbytes", "GPU memory available, in MiB", RAY_GPU_LABELS, Source.RAY),
+        ("ray_node_mem_used", G, "bytes", "Host memory used", RAY_NODE_LABELS, Source.RAY),
+        ("ray_node_mem_total", G, "bytes", "Host memory in total", RAY_NODE_LABELS, Source.RAY),
+        ("ray_node_cpu_utilization", G, "percent", "Host CPU utilisation", RAY_NODE_LABELS, Source.RAY),
+        # DCGM exporter
+        ("DCGM_FI_DEV_GPU_UTIL", G, "percent", "GPU utilisation", DCGM_LABELS, Source.DCGM),
+        ("DCGM_FI_DEV_FB_USED", G, "decmbytes", "Framebuffer memory used, in MiB", DCGM_LABELS, Source.DCGM),
+        ("DCGM_FI_DEV_FB_FREE", G, "decmbytes", "Framebuffer memory free, in MiB", DCGM_LABELS, Source.DCGM),
+        # vLLM V1
+        ("vllm:kv_cache_usage_perc", G, "percentunit", "KV-cache usage, 0 to 1", VLLM_LABELS, Source.VLLM),
+        ("vllm:num_requests_running", G, "short", "Requests being processed", VLLM_LABELS, Source.VLLM),
+        ("vllm:num_requests_waiting", G, "short", "Requests waiting to be scheduled", VLLM_LABELS, Source.VLLM),
+        ("vllm:num_preemptions_total", C, "short", "Requests preempted", VLLM_LABELS, Source.VLLM),
+        ("vllm:prompt_tokens_total", C, "short", "Prefill tokens processed", VLLM_LABELS, Source.VLLM),
+        ("vllm:generation_tokens_total", C, "short", "Generation tokens produced", VLLM_LABELS, Source.VLLM),
+        ("vllm:time_to_first_token_seconds", H, "s", "Time to first token", VLLM_LABELS, Source.VLLM),
+        ("vllm:inter_token_latency_seconds", H, "s", "Time between output tokens", VLLM_LABELS, Source.VLLM),
+        ("vllm:e2e_request_latency_seconds", H, "s", "End-to-end request latency", VLLM_LABELS, Source.VLLM),
+        # SGLang
+        ("sglang:token_usage", G, "percentunit", "KV-cache token usage, 0 to 1", SGLANG_LABELS, Source.SGLANG),
+        ("sglang:num_running_reqs", G, "short", "Requests being processed", SGLANG_LABELS, Source.SGLANG),
+        ("sglang:num_queue_reqs", G, "short", "Requests waiting in the queue", SGLANG_LABELS, Source.SGLANG),
+        ("sglang:gen_throughput", G, "short", "Generation throughput, tokens/s", SGLANG_LABELS, Source.SGLANG),
+        ("sglang:cache_hit_rate", G, "percentunit", "Prefix-cache hit rate", SGLANG_LABELS, Source.SGLANG),
+        ("sglang:prompt_tokens_total", C, "short", "Prefill tokens processed", SGLANG_LABELS, Source.SGLANG),
+        ("sglang:generation_tokens_total", C, "short", "Generation tokens produced", SGLANG_LABELS, Source.SGLANG),
+        ("sglang:time_to_first_token_seconds", H, "s", "Time to first token", SGLANG_LABELS, Source.SGLANG),
+        ("sglang:e2e_request_latency_seconds", H, "s", "End-to-end request latency", SGLANG_LABELS, Source.SGLANG),
+    ]
+    for name, mtype, unit, help_text, labels, source in rows:
+        yield Metric(name, mtype, unit, help_text, labels, source)
+
+
+class Catalog(Mapping[str, Metric]):
+    """Metrics by name; also resolves a histogram's `_bucket`, `_sum` and `_count` series."""
+
+    def __init__(self, metrics: Iterable[Metric]):
+        self._metrics: dict[str, Metric] = {}
+        for metric in metrics:
+            if metric.name in self._metrics:
+                raise ValueError(f"metric {metric.name} is declared twice in the catalog")
+            self._metrics[metric.name] = metric
+
+    def __getitem__(self, name: str) -> Metric:
+        return self._metrics[name]
+
+    def __iter__(self):
+        return iter(self._metrics)
+
+    def __len__(self) -> int:
+        return len(self._metrics)
+
+    def with_metrics(self, metrics: Iterable[Metric]) -> "Catalog":
+        return Catalog([*self._metrics.values(), *metrics])
+
+    def resolve(self, series_name: str) -> tuple[Metric, str] | None:
+        """The metric a series name belongs to, and its histogram suffix ('' otherwise)."""
+        if series_name in self._metrics:
+            return self._metrics[series_name], ""
+        for suffix in HISTOGRAM_SUFFIXES:
+            base = series_name[: -len(suffix)]
+            if series_name.endswith(suffix) and self._metrics.get(base, None) is not None:
+                if self._metrics[base].type is MetricType.HISTOGRAM:
+                    return self._metrics[base], suffix
+        return None
+
+    def verl_key_map(self) -> dict[str, Metric]:
+        """verl log key -> metric, for every key (aliases included) the catalog knows."""
+        return {key: m for m in self._metrics.values() for key in m.verl_keys}
+
+
+CATALOG = Catalog([*_verl_metrics(), *_other_metrics()])

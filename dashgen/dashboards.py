@@ -1,0 +1,283 @@
+"""Compile a dashboard definition (dashgen.model) into Grafana dashboard JSON.
+
+The path: check every query against the catalog -> lay panels out on Grafana's 24-column
+grid -> build grafanalib objects -> normalise grafanalib's output into a modern, null-free
+model (schemaVersion 39) that diffs well.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import zlib
+from typing import Any, Iterable
+
+import attr
+import grafanalib.core as G
+from grafanalib._gen import DashboardEncoder
+
+from dashgen.catalog import Catalog
+from dashgen.config import Config
+from dashgen.errors import BuildError
+from dashgen.model import GRID_COLUMNS, Dashboard, Heatmap, Panel, Position, Row, TimeSeries, Variable
+from dashgen.selectors import checked_expression, dashboard_selectors, expand_selectors
+
+SCHEMA_VERSION = 39
+DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
+_UID = re.compile(r"[A-Za-z0-9_-]{1,40}")
+
+# grafanalib fields that are legacy, UI state or defaults Grafana fills in itself.
+_LEGACY_DASHBOARD_KEYS = {"__inputs", "gnetId", "hideControls", "rows", "sharedCrosshair", "style", "version"}
+_LEGACY_PANEL_KEYS = {"cacheTimeout", "editable", "error", "height", "hideTimeOverride", "interval", "maxDataPoints",
+                      "maxPerRow", "minSpan", "repeat", "repeatDirection", "span", "timeFrom", "timeShift",
+                      "transparent"}
+_LEGACY_TARGET_KEYS = {"hide", "instant", "interval", "intervalFactor", "metric", "query", "step", "target"}
+_LEGACY_VARIABLE_KEYS = {"auto", "auto_count", "auto_min", "tags", "tagsQuery", "tagValuesQuery", "useTags"}
+
+
+@attr.s
+class ModernHeatmap(G.Panel):
+    """Grafana's heatmap panel (v10+) fed with ready-made rows: one time series per row."""
+
+    unit = attr.ib(default="none")
+    colorScheme = attr.ib(default="Viridis")
+    valueMin = attr.ib(default=None)
+    valueMax = attr.ib(default=None)
+
+    def to_json_data(self):
+        color = {"mode": "scheme", "scheme": self.colorScheme, "scale": "linear", "steps": 64,
+                 "fill": "dark-orange", "exponent": 0.5, "reverse": False}
+        if self.valueMin is not None:
+            color["min"] = self.valueMin
+        if self.valueMax is not None:
+            color["max"] = self.valueMax
+        return self.panel_json({
+            "type": "heatmap",
+            "fieldConfig": {"defaults": {"custom": {"hideFrom": {"legend": False, "tooltip": False, "viz": False},
+                                                    "scaleDistribution": {"type": "linear"}}},
+                            "overrides": []},
+            "options": {
+                "calculate": False,
+                "cellGap": 1,
+                # yAxis.unit would format the row labels; the values' unit belongs here.
+                "cellValues": {"unit": self.unit},
+                "color": color,
+                "exemplars": {"color": "rgba(255,0,255,0.7)"},
+                # The default filter hides cells <= 1e-9: an idle GPU (0%) is exactly what to see.
+                "filterValues": {"le": -1e-9},
+                "legend": {"show": True},
+                "rowsFrame": {"layout": "auto"},
+                "showValue": "never",
+                "tooltip": {"mode": "single", "showColorScale": True, "yHistogram": False},
+                "yAxis": {"axisPlacement": "left", "reverse": False},
+            },
+        })
+
+
+def compile_dashboard(definition: Dashboard, config: Config, catalog: Catalog, origin: str) -> dict[str, Any]:
+    """The dashboard's normalised JSON model; BuildError naming `origin` and the panel on any problem."""
+    where = f"{origin}: dashboard {definition.uid!r}"
+    if not _UID.fullmatch(definition.uid):
+        raise BuildError(f"{where}: uid must be 1-40 characters of letters, digits, '-' or '_'")
+    selectors = dashboard_selectors(config)
+
+    def expr_of(text: str, panel_title: str) -> str:
+        return checked_expression(text, selectors, catalog, f"{where}, panel {panel_title!r}")[0]
+
+    panels = _layout(definition, where)
+    ids: dict[int, str] = {}
+    built: list[Any] = []
+    for row, row_y, placed in panels:
+        children = []
+        for panel, pos in placed:
+            panel_id = _panel_id(definition.uid, row.title, panel.title)
+            if panel_id in ids:
+                raise BuildError(f"{where}: panels {ids[panel_id]!r} and {panel.title!r} in row {row.title!r} "
+                                 f"get the same id; give them different titles")
+            ids[panel_id] = panel.title
+            targets = [G.Target(expr=expr_of(q.expr, panel.title), legendFormat=q.legend, refId=_ref_id(i),
+                                datasource=DATASOURCE) for i, q in enumerate(panel.queries)]
+            if not targets:
+                raise BuildError(f"{where}, panel {panel.title!r}: a panel needs at least one query")
+            children.append(_grafanalib_panel(panel, panel_id, targets, pos))
+        row_panel = G.RowPanel(title=row.title, id=_panel_id(definition.uid, row.title, ""),
+                               gridPos=G.GridPos(h=1, w=GRID_COLUMNS, x=0, y=row_y), collapsed=row.collapsed,
+                               panels=children if row.collapsed else [])
+        built.append(row_panel)
+        if not row.collapsed:
+            built.extend(children)
+
+    dashboard = G.Dashboard(
+        title=definition.title,
+        uid=definition.uid,
+        description=definition.description,
+        tags=list(definition.tags),
+        panels=built,
+        editable=False,
+        graphTooltip=1,
+        refresh=config.dashboard_refresh,
+        schemaVersion=SCHEMA_VERSION,
+        time=G.Time(config.dashboard_time_from, "now"),
+        timezone="browser",
+        templating=G.Templating(list=[_datasource_variable(), *(
+            _query_variable(v, expand_selectors(v.query, selectors)) for v in definition.variables)]),
+    )
+    raw = json.loads(json.dumps(dashboard.to_json_data(), cls=DashboardEncoder))
+    return _normalise_dashboard(raw)
+
+
+def _layout(definition: Dashboard, where: str) -> list[tuple[Row, int, list[tuple[Panel, Position]]]]:
+    """Row by row: each row header, then its panels flowed left to right, wrapping at 24 columns."""
+    result = []
+    y = 0
+    for row in definition.rows:
+        row_y = y
+        top = row_y + 1
+        placed: list[tuple[Panel, Position]] = []
+        x, line_y, line_h = 0, top, 0
+        for panel in row.panels:
+            if panel.position is not None:
+                p = panel.position
+                pos = Position(p.x, top + p.y, p.w, p.h)
+            else:
+                if x + panel.width > GRID_COLUMNS:
+                    x, line_y, line_h = 0, line_y + line_h, 0
+                pos = Position(x, line_y, panel.width, panel.height)
+                x, line_h = x + panel.width, max(line_h, panel.height)
+            if pos.w < 1 or pos.h < 1 or pos.x < 0 or pos.y < top or pos.x + pos.w > GRID_COLUMNS:
+                raise BuildError(f"{where}, panel {panel.title!r}: does not fit the {GRID_COLUMNS}-column grid "
+                                 f"(x={pos.x}, w={pos.w}, h={pos.h})")
+            placed.append((panel, pos))
+        _check_overlaps(placed, where, row.title)
+        bottom = max((p.y + p.h for _, p in placed), default=top)
+        y = top if row.collapsed else bottom
+        result.append((row, row_y, placed))
+    return result
+
+
+def _check_overlaps(placed: list[tuple[Panel, Position]], where: str, row_title: str) -> None:
+    for i, (a, pa) in enumerate(placed):
+        for b, pb in placed[i + 1:]:
+            if pa.x < pb.x + pb.w and pb.x < pa.x + pa.w and pa.y < pb.y + pb.h and pb.y < pa.y + pa.h:
+                raise BuildError(f"{where}, row {row_title!r}: panels {a.title!r} and {b.title!r} overlap "
+                                 f"({pa} and {pb}); move one with its position")
+
+
+def _panel_id(uid: str, row_title: str, panel_title: str) -> int:
+    # Derived from names, so adding a panel does not renumber the others (small diffs).
+    return zlib.crc32(f"{uid}/{row_title}/{panel_title}".encode()) % 1_000_000 + 1
+
+
+def _ref_id(index: int) -> str:
+    letters = ""
+    index += 1
+    while index:
+        index, rem = divmod(index - 1, 26)
+        letters = chr(ord("A") + rem) + letters
+    return letters
+
+
+def _grafanalib_panel(panel: Panel, panel_id: int, targets: list, pos: Position):
+    common = dict(title=panel.title, id=panel_id, description=panel.description or None, dataSource=DATASOURCE,
+                  targets=targets, gridPos=G.GridPos(h=pos.h, w=pos.w, x=pos.x, y=pos.y))
+    if isinstance(panel, TimeSeries):
+        return G.TimeSeries(**common, unit=panel.unit, valueMin=panel.min, valueMax=panel.max,
+                            fillOpacity=panel.fill_opacity, legendCalcs=["lastNotNull"], tooltipMode="multi",
+                            showPoints="never", spanNulls=True,
+                            extraJson={"options": {"legend": {"showLegend": True}}})
+    if isinstance(panel, Heatmap):
+        return ModernHeatmap(**common, unit=panel.unit, colorScheme=panel.color_scheme,
+                             valueMin=panel.min, valueMax=panel.max)
+    raise TypeError(f"not a panel: {panel!r}")
+
+
+def _datasource_variable() -> dict[str, Any]:
+    return {"name": "datasource", "label": "Data source", "type": "datasource", "query": "prometheus",
+            "hide": 0, "includeAll": False, "multi": False, "refresh": 1, "regex": "", "options": [],
+            "current": {}}
+
+
+def _query_variable(variable: Variable, query: str) -> G.Template:
+    return G.Template(name=variable.name, label=variable.label, query=query, dataSource=DATASOURCE,
+                      multi=variable.multi, includeAll=variable.include_all, refresh=2, sort=1,
+                      allValue=".*" if variable.include_all else None, default="All" if variable.include_all else None)
+
+
+def _normalise_dashboard(raw: dict[str, Any]) -> dict[str, Any]:
+    for key in _LEGACY_DASHBOARD_KEYS:
+        raw.pop(key, None)
+    raw["panels"] = [_normalise_panel(p) for p in raw["panels"]]
+    raw["templating"]["list"] = [_normalise_variable(v) for v in raw["templating"]["list"]]
+    raw["timepicker"] = {}
+    raw["annotations"] = {"list": []}
+    cleaned = _drop_nulls(raw)
+    cleaned["id"] = None  # Grafana assigns the numeric id; provisioned files must not carry one.
+    return cleaned
+
+
+def _normalise_panel(panel: dict[str, Any]) -> dict[str, Any]:
+    for key in _LEGACY_PANEL_KEYS:
+        panel.pop(key, None)
+    for key in ("links", "transformations"):
+        if not panel.get(key):
+            panel.pop(key, None)
+    if panel["type"] == "row":
+        for key in ("datasource", "fieldConfig", "targets", "description"):
+            panel.pop(key, None)
+        panel["panels"] = [_normalise_panel(p) for p in panel.get("panels", [])]
+        return panel
+    # grafanalib's empty threshold list is not a valid threshold set; Grafana's default is.
+    panel["fieldConfig"]["defaults"].pop("thresholds", None)
+    panel["targets"] = [_normalise_target(t) for t in panel["targets"]]
+    return panel
+
+
+def _normalise_target(target: dict[str, Any]) -> dict[str, Any]:
+    for key in _LEGACY_TARGET_KEYS:
+        target.pop(key, None)
+    target["editorMode"] = "code"
+    target["range"] = True
+    if not target.get("legendFormat"):
+        target.pop("legendFormat", None)
+    return target
+
+
+def _normalise_variable(variable: dict[str, Any]) -> dict[str, Any]:
+    for key in _LEGACY_VARIABLE_KEYS:
+        variable.pop(key, None)
+    if variable["type"] == "query":
+        variable["definition"] = variable["query"]
+        variable["query"] = {"query": variable["query"], "refId": "PrometheusVariableQueryEditor-VariableQuery"}
+        variable["current"] = ({"selected": True, "text": ["All"], "value": ["$__all"]}
+                               if variable.get("includeAll") else {})
+        variable["regex"] = variable.get("regex") or ""
+    return variable
+
+
+def _drop_nulls(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _drop_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_drop_nulls(v) for v in value]
+    return value
+
+
+def dashboard_to_text(model: dict[str, Any]) -> str:
+    """The committed form: sorted keys, 2-space indent, trailing newline."""
+    return json.dumps(model, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def metrics_used(definition: Dashboard, config: Config) -> dict[str, list[str]]:
+    """Panel title -> the metric names its queries select (for `dashgen list`)."""
+    from dashgen.promql import metrics_in
+
+    selectors = dashboard_selectors(config)
+    return {panel.title: sorted(set().union(*(metrics_in(expand_selectors(q.expr, selectors))
+                                              for q in panel.queries)))
+            for row in definition.rows for panel in row.panels}
+
+
+def iter_panels(model: dict[str, Any]) -> Iterable[dict[str, Any]]:
+    for panel in model.get("panels", []):
+        yield panel
+        yield from panel.get("panels", [])

@@ -1,0 +1,65 @@
+"""Import the definition modules of a project: panels/*.py and alerts/*.py.
+
+Each is imported from its file (modules starting with `_` are helpers and are skipped),
+so an error can name the file, and a project needs no packaging of its definitions.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+from dashgen.errors import BuildError
+
+
+@dataclass(frozen=True)
+class DefinitionModule:
+    path: Path  # relative to the project root, for messages
+    module: ModuleType
+
+
+def load_modules(root: Path, folder: str, entry_point: str) -> list[DefinitionModule]:
+    """Every definition module in root/folder, in name order; each must define `entry_point`."""
+    directory = root / folder
+    if not directory.is_dir():
+        return []
+    if str(root) not in sys.path:
+        # Definitions may share helpers (`from panels._common import ...`).
+        sys.path.insert(0, str(root))
+    modules = []
+    for path in sorted(directory.glob("*.py")):
+        if path.name.startswith("_"):
+            continue
+        shown = path.relative_to(root)
+        name = f"dashgen_definitions.{folder}.{path.stem}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:  # a definition module's own bug: report it with its place
+            raise BuildError(f"{shown}: importing the module failed: {type(exc).__name__}: {exc}\n"
+                             f"{_user_frames(exc, path)}") from None
+        if not callable(getattr(module, entry_point, None)):
+            raise BuildError(f"{shown}: defines no function {entry_point}(config)")
+        modules.append(DefinitionModule(shown, module))
+    return modules
+
+
+def call_definition(definition: DefinitionModule, entry_point: str, *args):
+    try:
+        return getattr(definition.module, entry_point)(*args)
+    except BuildError:
+        raise
+    except Exception as exc:
+        raise BuildError(f"{definition.path}: {entry_point}() raised {type(exc).__name__}: {exc}\n"
+                         f"{_user_frames(exc, Path(definition.module.__file__))}") from None
+
+
+def _user_frames(exc: BaseException, path: Path) -> str:
+    """The traceback lines inside the definition file, where the mistake is."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename) == path]
+    return "".join(f"  line {f.lineno}: {f.line}\n" for f in frames).rstrip()

@@ -1,0 +1,138 @@
+"""The small typed definitions dashboard authors write (see panels/).
+
+Authors state what differs between panels: title, queries, unit, size. The compiler
+(dashgen/dashboards.py) owns layout, ids, refIds, datasource references and selector
+substitution.
+
+In expressions, a bare name inside a selector's braces stands for a set of matchers the
+compiler fills in from the config:
+
+- `run`      the run picked in the dashboard: `job=~"$job", project=~"$project", experiment=~"$experiment"`
+- `gpu`      the per-GPU metrics' scrape job (Ray node metrics or the DCGM exporter)
+- `node`     Ray's node metrics job
+- `rollout`  the rollout engines' scrape job
+
+e.g. `verl_actor_ppo_kl{run}` or `ray_node_gpus_utilization{gpu, GpuIndex="0"}`.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+GRID_COLUMNS = 24
+
+
+@dataclass(frozen=True)
+class Query:
+    expr: str
+    legend: str = ""
+
+
+@dataclass(frozen=True)
+class Position:
+    """Explicit placement inside a row (x, y relative to the row's first line); rarely needed."""
+
+    x: int
+    y: int
+    w: int
+    h: int
+
+
+@dataclass(frozen=True)
+class TimeSeries:
+    title: str
+    queries: tuple[Query, ...]
+    unit: str = "none"
+    description: str = ""
+    width: int = 8
+    height: int = 8
+    min: float | None = None
+    max: float | None = None
+    fill_opacity: int = 10
+    position: Position | None = None
+
+
+@dataclass(frozen=True)
+class Heatmap:
+    """One heatmap row per series (e.g. per GPU), time across, colour = the series' value."""
+
+    title: str
+    queries: tuple[Query, ...]
+    unit: str = "none"  # unit of the cell values
+    description: str = ""
+    width: int = 12
+    height: int = 9
+    min: float | None = None
+    max: float | None = None
+    color_scheme: str = "Viridis"  # a d3 scheme name: Viridis, Oranges, Turbo, ...
+    position: Position | None = None
+
+
+Panel = TimeSeries | Heatmap
+
+
+@dataclass(frozen=True)
+class Row:
+    title: str
+    panels: tuple[Panel, ...]
+    collapsed: bool = False
+
+
+@dataclass(frozen=True)
+class Variable:
+    """A query template variable over label values (multi-select with All)."""
+
+    name: str
+    label: str
+    query: str  # label_values(...) text; may use `run`-style selectors
+    multi: bool = True
+    include_all: bool = True
+
+
+@dataclass(frozen=True)
+class Dashboard:
+    uid: str
+    title: str
+    rows: tuple[Row, ...]
+    description: str = ""
+    tags: tuple[str, ...] = ()
+    variables: tuple[Variable, ...] = field(default_factory=tuple)
+
+
+# --- Rules (see alerts/) ----------------------------------------------------------------
+# In rule expressions, `{verl}` stands for the exporter's scrape job and `{gpu}`, `{node}`,
+# `{rollout}` for the others, as above; there is no `run`: rules see every run at once.
+
+
+class Severity(str, enum.Enum):
+    CRITICAL = "critical"  # page someone: the run is wasting GPUs now
+    WARNING = "warning"  # look today
+    INFO = "info"  # worth knowing; never pages
+
+
+@dataclass(frozen=True)
+class Alert:
+    name: str  # CamelCase, unique across all alerts
+    expr: str
+    severity: Severity
+    summary: str  # plain text, one line
+    description: str  # Prometheus template: {{ $labels.experiment }}, {{ $value | humanize }}
+    for_: str = "0s"
+    meaning: str = ""  # runbook: what it usually means in RL training
+    next_steps: tuple[str, ...] = ()  # runbook: what to look at next, in order
+    labels: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Recording:
+    record: str  # level:metric:operations
+    expr: str
+    help: str
+
+
+@dataclass(frozen=True)
+class RuleGroup:
+    name: str
+    rules: tuple[Alert | Recording, ...]
+    interval: str | None = None  # default: the config's rule_interval

@@ -1,0 +1,220 @@
+"""Static checks of PromQL expressions against the metric catalog.
+
+An expression is parsed (after Grafana's variables are substituted), then walked once:
+each selector must name a catalog metric and match only its labels; `by`/`on`/
+`group_left` may only name labels the sub-expression carries; `rate`-like functions
+take counters and `histogram_quantile` takes histogram buckets.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import promql_parser as pp
+
+from dashgen.catalog import Catalog, Metric, MetricType
+
+# Grafana's built-in interval variables, replaced by a representative duration.
+_GRAFANA_DURATIONS = {"__rate_interval": "1m", "__interval": "1m", "__range": "1h", "__interval_ms": "60000",
+                      "__range_s": "3600", "__range_ms": "3600000"}
+_VARIABLE = re.compile(r"\$\{(\w+)(?::\w+)?\}|\$(\w+)|\[\[(\w+)(?::\w+)?\]\]")
+
+_COUNTER_FUNCTIONS = {"rate", "irate", "increase", "resets"}
+# Functions that keep their argument's labels; anything else listed here changes them.
+_LABEL_FREE_FUNCTIONS = {"time", "vector", "scalar", "pi", "minute", "hour", "day_of_month", "day_of_week",
+                         "day_of_year", "days_in_month", "month", "year"}
+
+
+class QueryError(ValueError):
+    """What is wrong with one expression."""
+
+
+@dataclass(frozen=True)
+class SeriesInfo:
+    """What the checker knows about the result of a sub-expression."""
+
+    labels: frozenset[str]
+    is_scalar: bool = False
+    # Set only for a bare selector of a catalog series (possibly inside a range).
+    metric: Metric | None = None
+    suffix: str = ""
+    has_buckets: bool = False
+
+
+def substitute_grafana_variables(expr: str) -> str:
+    def replace(match: re.Match) -> str:
+        name = match.group(1) or match.group(2) or match.group(3)
+        return _GRAFANA_DURATIONS.get(name, "var")
+
+    return _VARIABLE.sub(replace, expr)
+
+
+def metrics_in(expr: str) -> set[str]:
+    """Names of the series an expression selects (no checks)."""
+    names: set[str] = set()
+
+    def visit(node):
+        if isinstance(node, pp.VectorSelector) and node.name:
+            names.add(node.name)
+
+    pp.walk(pp.parse(substitute_grafana_variables(expr)), visit)
+    return names
+
+
+def check_expression(expr: str, catalog: Catalog) -> SeriesInfo:
+    """Raise QueryError naming the first problem; return the result's labels otherwise."""
+    try:
+        tree = pp.parse(substitute_grafana_variables(expr))
+    except ValueError as exc:
+        raise QueryError(f"PromQL syntax error: {exc}") from None
+    return _Checker(catalog).visit(tree)
+
+
+class _Checker:
+    def __init__(self, catalog: Catalog):
+        self.catalog = catalog
+
+    def visit(self, node) -> SeriesInfo:
+        method = getattr(self, "visit_" + type(node).__name__, None)
+        if method is None:
+            raise QueryError(f"unsupported PromQL construct {type(node).__name__}: {node}")
+        return method(node)
+
+    def visit_NumberLiteral(self, node) -> SeriesInfo:
+        return SeriesInfo(frozenset(), is_scalar=True)
+
+    def visit_StringLiteral(self, node) -> SeriesInfo:
+        return SeriesInfo(frozenset(), is_scalar=True)
+
+    def visit_ParenExpr(self, node) -> SeriesInfo:
+        return self.visit(node.expr)
+
+    def visit_UnaryExpr(self, node) -> SeriesInfo:
+        return self.visit(node.expr)
+
+    def visit_SubqueryExpr(self, node) -> SeriesInfo:
+        inner = self.visit(node.expr)
+        return SeriesInfo(inner.labels, has_buckets=inner.has_buckets)
+
+    def visit_MatrixSelector(self, node) -> SeriesInfo:
+        return self.visit(node.vector_selector)
+
+    def visit_VectorSelector(self, node) -> SeriesInfo:
+        name = node.name
+        matchers = list(node.matchers.matchers)
+        for group in node.matchers.or_matchers:
+            matchers.extend(group)
+        if not name:
+            named = [m for m in matchers if m.name == "__name__" and m.op == pp.MatchOp.Equal]
+            if not named:
+                raise QueryError(f"selector {node} does not name a metric; name one catalog metric exactly")
+            name = named[0].value
+        resolved = self.catalog.resolve(name)
+        if resolved is None:
+            hint = _closest(name, self.catalog)
+            raise QueryError(f"unknown metric {name!r}" + (f" (did you mean {hint!r}?)" if hint else "")
+                             + "; declare it in dashgen/catalog.py if it is real")
+        metric, suffix = resolved
+        labels = set(metric.labels)
+        if suffix == "_bucket":
+            labels.add("le")
+        for matcher in matchers:
+            if matcher.name != "__name__" and matcher.name not in labels:
+                raise QueryError(f"metric {name!r} has no label {matcher.name!r} "
+                                 f"(its labels: {', '.join(sorted(labels))})")
+        return SeriesInfo(frozenset(labels), metric=metric, suffix=suffix, has_buckets=suffix == "_bucket")
+
+    def visit_Call(self, node) -> SeriesInfo:
+        func = node.func.name
+        args = [self.visit(arg) for arg in node.args]
+        if func in _COUNTER_FUNCTIONS:
+            arg = args[0]
+            if arg.metric is not None and arg.metric.type is MetricType.GAUGE:
+                raise QueryError(f"{func}() applied to gauge {arg.metric.name!r}; {func}() is for counters "
+                                 f"(use e.g. delta(), deriv() or *_over_time() on a gauge)")
+            if arg.metric is not None and arg.metric.type is MetricType.HISTOGRAM and not arg.suffix:
+                raise QueryError(f"{func}() needs a histogram's _bucket, _sum or _count series, "
+                                 f"not {arg.metric.name!r}")
+        if func == "histogram_quantile":
+            vector = args[1]
+            if not vector.has_buckets:
+                raise QueryError("histogram_quantile() needs a histogram's _bucket series as its second argument")
+            if "le" not in vector.labels:
+                raise QueryError("histogram_quantile() needs the 'le' label; keep it in the aggregation (by (le, ...))")
+            return SeriesInfo(vector.labels - {"le"})
+        if func in _LABEL_FREE_FUNCTIONS:
+            return SeriesInfo(frozenset(), is_scalar=func != "vector")
+        if func in ("label_replace", "label_join"):
+            first = args[0]
+            destination = node.args[1].val
+            return SeriesInfo(first.labels | {destination}, has_buckets=first.has_buckets)
+        if func == "absent" or func == "absent_over_time":
+            return SeriesInfo(args[0].labels)
+        vectors = [a for a in args if not a.is_scalar]
+        if not vectors:
+            return SeriesInfo(frozenset())
+        first = vectors[0]
+        return SeriesInfo(first.labels, has_buckets=first.has_buckets)
+
+    def visit_AggregateExpr(self, node) -> SeriesInfo:
+        inner = self.visit(node.expr)
+        if node.param is not None:
+            self.visit(node.param)
+        op = str(node.op)
+        modifier = node.modifier
+        grouping = set(modifier.labels) if modifier is not None else set()
+        is_without = modifier is not None and modifier.type == pp.AggModifierType.Without
+        if modifier is not None and not is_without:
+            missing = sorted(grouping - inner.labels)
+            if missing:
+                raise QueryError(f"aggregation by ({', '.join(sorted(grouping))}) names label(s) "
+                                 f"{', '.join(missing)} that {node.expr} does not carry "
+                                 f"(it has: {', '.join(sorted(inner.labels)) or 'none'})")
+        if op in ("topk", "bottomk", "limitk", "limit_ratio"):
+            return SeriesInfo(inner.labels, has_buckets=inner.has_buckets)
+        if is_without:
+            labels = inner.labels - grouping
+        else:
+            labels = frozenset(grouping)
+        if op == "count_values":
+            labels = labels | {node.param.val}
+        return SeriesInfo(frozenset(labels), has_buckets=inner.has_buckets)
+
+    def visit_BinaryExpr(self, node) -> SeriesInfo:
+        lhs = self.visit(node.lhs)
+        rhs = self.visit(node.rhs)
+        if lhs.is_scalar and rhs.is_scalar:
+            return SeriesInfo(frozenset(), is_scalar=True)
+        if lhs.is_scalar or rhs.is_scalar:
+            vector = rhs if lhs.is_scalar else lhs
+            return SeriesInfo(vector.labels, has_buckets=vector.has_buckets)
+        modifier = node.modifier
+        matching = modifier.matching if modifier is not None else None
+        op = str(node.op)
+        if matching is not None and matching.type == pp.LabelModifierType.Include:
+            for side_name, side in (("left", lhs), ("right", rhs)):
+                missing = sorted(set(matching.labels) - side.labels)
+                if missing:
+                    raise QueryError(f"on({', '.join(matching.labels)}) names label(s) {', '.join(missing)} "
+                                     f"that the {side_name} side of {op} does not carry "
+                                     f"(it has: {', '.join(sorted(side.labels)) or 'none'})")
+        labels = set(lhs.labels)
+        group_labels = set(modifier.group_labels or []) if modifier is not None else set()
+        if group_labels:
+            one_side = rhs if modifier.card == pp.VectorMatchCardinality.ManyToOne else lhs
+            missing = sorted(group_labels - one_side.labels)
+            if missing:
+                raise QueryError(f"group_left/group_right copies label(s) {', '.join(missing)} "
+                                 f"that the 'one' side does not carry")
+            labels |= group_labels
+        if op == "or":
+            labels |= rhs.labels
+        return SeriesInfo(frozenset(labels), has_buckets=lhs.has_buckets)
+
+
+def _closest(name: str, catalog: Catalog) -> str | None:
+    import difflib
+
+    matches = difflib.get_close_matches(name, list(catalog), n=1, cutoff=0.75)
+    return matches[0] if matches else None

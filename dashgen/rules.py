@@ -1,0 +1,141 @@
+"""Compile alert and recording rule definitions (alerts/*.py) into Prometheus rule files.
+
+Each module's `rules(config)` returns one RuleGroup or a list of them; its groups go to
+rendered/rules/<module>.yaml. Expressions pass the same catalog checks as panel queries;
+recorded series join the catalog (with the labels their expression keeps), so later rules
+and panels can query them. The runbook, rendered/docs/alerts.md, comes from the same
+definitions.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from dashgen.catalog import Catalog, Metric, MetricType, Source
+from dashgen.config import DURATION, Config
+from dashgen.errors import BuildError
+from dashgen.loader import call_definition, load_modules
+from dashgen.model import Alert, Recording, RuleGroup, Severity
+from dashgen.selectors import checked_expression, rule_selectors
+
+_ALERT_NAME = re.compile(r"[A-Z][A-Za-z0-9]*")
+_RECORD_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+RULES_DIR = "rules"
+DOCS_FILE = "docs/alerts.md"
+
+
+@dataclass
+class RulesOutput:
+    files: dict[str, str] = field(default_factory=dict)
+    catalog: Catalog | None = None
+    alerts: list[tuple[str, Alert, str]] = field(default_factory=list)  # (module path, alert, expanded expr)
+
+
+def runbook_anchor(alert_name: str) -> str:
+    # Markdown renderers (GitHub's among them) anchor "## VerlKLSpike" as #verlklspike.
+    return alert_name.lower()
+
+
+def render_rules(root: Path, config: Config, catalog: Catalog) -> RulesOutput:
+    out = RulesOutput(catalog=catalog)
+    selectors = rule_selectors(config)
+    seen: dict[str, Path] = {}
+    for definition in load_modules(root, "alerts", "rules"):
+        result = call_definition(definition, "rules", config)
+        groups = [result] if isinstance(result, RuleGroup) else result
+        if not isinstance(groups, (list, tuple)) or not all(isinstance(g, RuleGroup) for g in groups):
+            raise BuildError(f"{definition.path}: rules() must return a RuleGroup or a list of RuleGroups")
+        rendered_groups = []
+        for group in groups:
+            rendered_rules = []
+            for rule in group.rules:
+                name = rule.name if isinstance(rule, Alert) else rule.record
+                where = f"{definition.path}: {'alert' if isinstance(rule, Alert) else 'recording rule'} {name!r}"
+                if name in seen:
+                    raise BuildError(f"{where}: the name is already used in {seen[name]}; names must be unique")
+                seen[name] = definition.path
+                expr, result_info = checked_expression(rule.expr, selectors, out.catalog, where)
+                if isinstance(rule, Recording):
+                    if not _RECORD_NAME.fullmatch(rule.record):
+                        raise BuildError(f"{where}: not a valid metric name")
+                    labels = result_info.labels
+                    out.catalog = out.catalog.with_metrics([Metric(
+                        rule.record, MetricType.GAUGE, "none", rule.help, labels, Source.RECORDING_RULE)])
+                    rendered_rules.append({"record": rule.record, "expr": expr})
+                elif isinstance(rule, Alert):
+                    _check_alert(rule, where)
+                    out.alerts.append((str(definition.path), rule, expr))
+                    rendered_rules.append(_alert_yaml(rule, expr, config))
+                else:
+                    raise BuildError(f"{definition.path}: group {group.name!r} holds {type(rule).__name__}, "
+                                     f"not an Alert or Recording")
+            interval = group.interval or config.rule_interval
+            if not DURATION.fullmatch(interval):
+                raise BuildError(f"{definition.path}: group {group.name!r}: interval {interval!r} is not a duration")
+            rendered_groups.append({"name": group.name, "interval": interval, "rules": rendered_rules})
+        header = f"# Rendered by `dashgen build` from {definition.path.as_posix()}; do not edit.\n"
+        out.files[f"{RULES_DIR}/{definition.path.stem}.yaml"] = header + _to_yaml({"groups": rendered_groups})
+    if out.alerts:
+        out.files[DOCS_FILE] = _render_docs(out.alerts, config)
+    return out
+
+
+def _check_alert(alert: Alert, where: str) -> None:
+    if not _ALERT_NAME.fullmatch(alert.name):
+        raise BuildError(f"{where}: alert names are CamelCase (letters and digits, starting upper-case)")
+    if not isinstance(alert.severity, Severity):
+        raise BuildError(f"{where}: severity {alert.severity!r} is not one of "
+                         f"{', '.join(s.value for s in Severity)}; use dashgen.model.Severity")
+    if not alert.summary.strip():
+        raise BuildError(f"{where}: summary is empty; say in one line what is wrong")
+    if not alert.description.strip():
+        raise BuildError(f"{where}: description is empty")
+    if not DURATION.fullmatch(alert.for_):
+        raise BuildError(f"{where}: for_ = {alert.for_!r} is not a Prometheus duration (e.g. 90s, 10m, 1h)")
+    if "severity" in dict(alert.labels):
+        raise BuildError(f"{where}: set severity with the severity field, not in labels")
+
+
+def _alert_yaml(alert: Alert, expr: str, config: Config) -> dict:
+    rule: dict = {"alert": alert.name, "expr": expr}
+    if alert.for_ not in ("0s", "0m"):
+        rule["for"] = alert.for_
+    rule["labels"] = {"severity": alert.severity.value, **dict(sorted(alert.labels))}
+    rule["annotations"] = {
+        "summary": alert.summary.strip(),
+        "description": textwrap.dedent(alert.description).strip(),
+        "runbook_url": f"{config.runbook_base_url}#{runbook_anchor(alert.name)}",
+    }
+    return rule
+
+
+class _RuleDumper(yaml.SafeDumper):
+    pass
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str):
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_RuleDumper.add_representer(str, _represent_str)
+
+
+def _to_yaml(data: dict) -> str:
+    return yaml.dump(data, Dumper=_RuleDumper, sort_keys=False, default_flow_style=False, width=1000,
+                     allow_unicode=True)
+
+
+def _render_docs(alerts: list[tuple[str, Alert, str]], config: Config) -> str:
+    from dashgen.build import templates
+
+    order = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
+    ordered = sorted(alerts, key=lambda item: (order[item[1].severity], item[1].name))
+    return templates().get_template("alerts.md.j2").render(
+        alerts=[{"module": module, "alert": alert, "expr": expr, "anchor": runbook_anchor(alert.name)}
+                for module, alert, expr in ordered], config=config)

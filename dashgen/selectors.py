@@ -1,0 +1,124 @@
+"""Expansion of named selectors (`verl_actor_ppo_kl{run}`) into label matchers.
+
+Definitions never spell out job names or template variables themselves; the compiler
+fills them in from the config, so one setting changes every query that uses it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Mapping
+
+import textwrap
+
+from dashgen.catalog import Catalog
+from dashgen.config import Config
+from dashgen.errors import BuildError
+from dashgen.promql import QueryError, SeriesInfo, check_expression
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def dashboard_selectors(config: Config) -> dict[str, str]:
+    gpu_job = config.ray_job if config.gpu_source == "ray" else config.dcgm_job
+    return {
+        "run": 'job=~"$job", project=~"$project", experiment=~"$experiment"',
+        "gpu": f'job="{gpu_job}"',
+        "node": f'job="{config.ray_job}"',
+        "rollout": f'job="{config.rollout_job}"',
+    }
+
+
+def rule_selectors(config: Config) -> dict[str, str]:
+    gpu_job = config.ray_job if config.gpu_source == "ray" else config.dcgm_job
+    return {
+        "verl": f'job="{config.verl_job}"',
+        "gpu": f'job="{gpu_job}"',
+        "node": f'job="{config.ray_job}"',
+        "rollout": f'job="{config.rollout_job}"',
+    }
+
+
+def checked_expression(text: str, selectors: Mapping[str, str], catalog: Catalog,
+                       where: str) -> tuple[str, SeriesInfo]:
+    """Expand a definition's expression and check it; BuildError naming `where` if it fails."""
+    try:
+        expr = expand_selectors(textwrap.dedent(text).strip(), selectors)
+        return expr, check_expression(expr, catalog)
+    except QueryError as exc:
+        raise BuildError(f"{where}: {exc}\n  expr: {text.strip()}") from None
+
+
+def expand_selectors(expr: str, selectors: Mapping[str, str]) -> str:
+    """Replace each bare name inside `{...}` by its matchers; quoted text is left alone."""
+    out: list[str] = []
+    i = 0
+    while i < len(expr):
+        char = expr[i]
+        if char == '"' or char == "'" or char == "`":
+            end = _string_end(expr, i)
+            out.append(expr[i:end])
+            i = end
+        elif char == "{" and not (i > 0 and expr[i - 1] == "$"):
+            end = _brace_end(expr, i)
+            if end == len(expr):  # unclosed: leave it for the parser to report
+                out.append(expr[i:])
+                break
+            out.append("{" + _expand_items(expr[i + 1:end], selectors) + "}")
+            i = end + 1
+        else:
+            out.append(char)
+            i += 1
+    return "".join(out)
+
+
+def _expand_items(body: str, selectors: Mapping[str, str]) -> str:
+    items = _split_top_level(body)
+    expanded = []
+    for item in items:
+        name = item.strip()
+        if _IDENTIFIER.fullmatch(name):
+            if name not in selectors:
+                raise QueryError(f"unknown selector {name!r} in braces; known: {', '.join(sorted(selectors))}")
+            expanded.append(selectors[name])
+        elif name:
+            expanded.append(name)
+    return ", ".join(expanded)
+
+
+def _split_top_level(body: str) -> list[str]:
+    items, start, i = [], 0, 0
+    while i < len(body):
+        if body[i] in "\"'`":
+            i = _string_end(body, i)
+            continue
+        if body[i] == ",":
+            items.append(body[start:i])
+            start = i + 1
+        i += 1
+    items.append(body[start:])
+    return items
+
+
+def _string_end(text: str, start: int) -> int:
+    quote, i = text[start], start + 1
+    while i < len(text):
+        if text[i] == "\\" and quote != "`":
+            i += 2
+            continue
+        if text[i] == quote:
+            return i + 1
+        i += 1
+    return len(text)
+
+
+def _brace_end(text: str, start: int) -> int:
+    i = start + 1
+    while i < len(text):
+        if text[i] in "\"'`":
+            i = _string_end(text, i)
+            continue
+        if text[i] == "}":
+            return i
+        i += 1
+    return len(text)

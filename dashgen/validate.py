@@ -1,0 +1,63 @@
+"""Validate rendered dashboards against JSON Schemas generated from Grafana's own types.
+
+The schemas (dashgen/schemas/, made by schema/generate.mjs from npm @grafana/schema) cover
+the dashboard model and the options/field config of the panel types dashgen emits.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+import jsonschema
+
+from dashgen.errors import BuildError
+
+# panel type -> (options schema, fieldConfig.defaults.custom schema)
+_PANEL_SCHEMAS = {
+    "timeseries": ("panel-timeseries-options", "panel-timeseries-fieldconfig"),
+    "heatmap": ("panel-heatmap-options", "panel-heatmap-fieldconfig"),
+}
+
+
+@lru_cache(maxsize=None)
+def _validator(name: str) -> jsonschema.Draft7Validator:
+    text = resources.files("dashgen").joinpath(f"schemas/{name}.schema.json").read_text()
+    return jsonschema.Draft7Validator(json.loads(text))
+
+
+def schema_errors(model: dict[str, Any]) -> list[str]:
+    """Every schema violation of a dashboard model, as 'path: message' lines."""
+    problems = [_describe(e, "") for e in _validator("grafana-dashboard").iter_errors(model)]
+    for index, panel in enumerate(_all_panels(model)):
+        schemas = _PANEL_SCHEMAS.get(panel.get("type"))
+        if schemas is None:
+            continue
+        where = f"panel {panel.get('title', index)!r} "
+        options_schema, custom_schema = schemas
+        problems += [_describe(e, where + "options") for e in _validator(options_schema).iter_errors(
+            panel.get("options", {}))]
+        custom = panel.get("fieldConfig", {}).get("defaults", {}).get("custom", {})
+        problems += [_describe(e, where + "fieldConfig.defaults.custom")
+                     for e in _validator(custom_schema).iter_errors(custom)]
+    return problems
+
+
+def validate_dashboard(model: dict[str, Any], origin: str) -> None:
+    problems = schema_errors(model)
+    if problems:
+        raise BuildError(f"{origin}: the rendered dashboard does not match Grafana's schema:\n  "
+                         + "\n  ".join(problems[:10]))
+
+
+def _all_panels(model: dict[str, Any]):
+    for panel in model.get("panels", []):
+        yield panel
+        yield from panel.get("panels", [])
+
+
+def _describe(error: jsonschema.ValidationError, prefix: str) -> str:
+    path = "/".join(str(p) for p in error.absolute_path)
+    return f"{prefix}{'/' if prefix and path else ''}{path or ('' if prefix else '(top)')}: {error.message}"

@@ -1,0 +1,251 @@
+"""The verl RL training dashboard: stability, losses, per-rank heatmap, memory timeline.
+
+`{run}` selects the run picked in the dashboard's job/project/experiment variables; `{gpu}`,
+`{node}` and `{rollout}` the scrape jobs named in the config (see dashgen/model.py).
+"""
+
+from dashgen.config import Config
+from dashgen.model import Dashboard, Heatmap, Query, Row, TimeSeries, Variable
+
+MIB = 2**20
+
+# --- Training stability ------------------------------------------------------------
+
+reward = TimeSeries(
+    "Reward (score)",
+    (Query("verl_critic_score_mean{run}", "mean {{experiment}}"),
+     Query("verl_critic_score_min{run}", "min {{experiment}}"),
+     Query("verl_critic_score_max{run}", "max {{experiment}}")),
+    description="Sequence-level score of the step's batch (critic/score/*): the reward before any KL penalty.",
+    width=6,
+)
+kl = TimeSeries(
+    "KL divergence",
+    (Query("verl_actor_ppo_kl{run}", "PPO KL (old vs new) {{experiment}}"),
+     Query("verl_actor_kl_loss{run}", "KL to reference {{experiment}}")),
+    description="actor/ppo_kl: drift within one PPO update. actor/kl_loss: distance to the reference policy "
+                "(only with actor.use_kl_loss).",
+    width=6,
+)
+entropy = TimeSeries(
+    "Policy entropy",
+    (Query("verl_actor_entropy{run}", "{{experiment}}"),),
+    description="Mean token entropy. A slow decline is normal; a drop towards zero is mode collapse.",
+    width=6,
+)
+grad_norm = TimeSeries(
+    "Actor grad norm",
+    (Query("verl_actor_grad_norm{run}", "{{experiment}}"),),
+    description="Gradient norm before clipping; spikes together with KL are the classic divergence signature.",
+    width=6,
+)
+clip_fraction = TimeSeries(
+    "PPO clip fraction",
+    (Query("verl_actor_pg_clipfrac{run}", "clipped {{experiment}}"),
+     Query("verl_actor_pg_clipfrac_lower{run}", "dual-clip lower {{experiment}}")),
+    unit="percentunit",
+    width=6,
+)
+response_length = TimeSeries(
+    "Response length",
+    (Query("verl_response_length_mean{run}", "mean {{experiment}}"),
+     Query("verl_response_length_max{run}", "max {{experiment}}"),
+     Query("verl_response_length_min{run}", "min {{experiment}}")),
+    description="Tokens per response.",
+    width=6,
+)
+response_clip_ratio = TimeSeries(
+    "Response length clip ratio",
+    (Query("verl_response_length_clip_ratio{run}", "{{experiment}}"),),
+    unit="percentunit",
+    description="Fraction of responses cut at max_response_length; rising means answers are being truncated.",
+    width=6,
+)
+aborted_ratio = TimeSeries(
+    "Rollout aborted ratio",
+    (Query("verl_response_aborted_ratio{run}", "{{experiment}}"),),
+    unit="percentunit",
+    description="Fraction of rollout requests aborted (verl 0.6+).",
+    width=6,
+)
+
+# --- Losses ------------------------------------------------------------------------
+
+_CRITIC_FREE = " Empty on critic-free runs (GRPO, RLOO, REINFORCE++): they train no critic."
+
+policy_loss = TimeSeries("Actor policy loss", (Query("verl_actor_pg_loss{run}", "{{experiment}}"),), width=6)
+kl_loss = TimeSeries(
+    "KL loss",
+    (Query("verl_actor_kl_loss{run}", "{{experiment}}"),),
+    description="KL loss to the reference policy; empty unless actor.use_kl_loss is set.",
+    width=6,
+)
+value_loss = TimeSeries(
+    "Critic value loss",
+    (Query("verl_critic_vf_loss{run}", "{{experiment}}"),),
+    description="Value-function loss of the critic." + _CRITIC_FREE,
+    width=6,
+)
+explained_variance = TimeSeries(
+    "Critic explained variance",
+    (Query("verl_critic_vf_explained_var{run}", "{{experiment}}"),),
+    description="How much of the returns' variance the critic's values explain (1 is perfect)." + _CRITIC_FREE,
+    width=6,
+)
+
+# --- Per-rank heatmap --------------------------------------------------------------
+
+token_imbalance = TimeSeries(
+    "Data-parallel token imbalance",
+    (Query("verl_global_seqlen_max{run}", "max rank tokens {{experiment}}"),
+     Query("verl_global_seqlen_min{run}", "min rank tokens {{experiment}}"),
+     Query("verl_global_seqlen_balanced_max{run}", "max after balancing {{experiment}}"),
+     Query("verl_global_seqlen_balanced_min{run}", "min after balancing {{experiment}}")),
+    unit="short",
+    description="Tokens per data-parallel rank before and after sequence balancing (trainer.balance_batch).",
+    width=24,
+    height=7,
+)
+
+# --- Memory timeline ---------------------------------------------------------------
+
+peak_memory = TimeSeries(
+    "Peak GPU memory per step",
+    (Query("verl_perf_max_memory_allocated_bytes{run}", "allocated {{experiment}}"),
+     Query("verl_perf_max_memory_reserved_bytes{run}", "reserved {{experiment}}")),
+    unit="bytes",
+    description="torch.cuda max_memory_allocated vs max_memory_reserved during the actor update.",
+)
+allocator_gap = TimeSeries(
+    "Reserved - allocated gap",
+    (Query("verl_perf_max_memory_reserved_bytes{run} - verl_perf_max_memory_allocated_bytes{run}",
+           "{{experiment}}"),),
+    unit="bytes",
+    description="Memory the caching allocator holds but does not use: a widening gap is fragmentation.",
+)
+kv_cache = TimeSeries(
+    "Rollout KV-cache usage",
+    (Query("vllm:kv_cache_usage_perc{rollout}", "vLLM {{instance}} engine {{engine}}"),
+     Query("sglang:token_usage{rollout}", "SGLang {{instance}}")),
+    unit="percentunit",
+    min=0,
+    max=1,
+    width=12,
+)
+cpu_memory = TimeSeries(
+    "Host memory",
+    (Query("verl_perf_cpu_memory_used_bytes{run}", "actor node (verl) {{experiment}}"),
+     Query("ray_node_mem_used{node}", "used {{ip}}"),
+     Query("ray_node_mem_total{node}", "total {{ip}}")),
+    unit="bytes",
+    width=12,
+)
+
+# --- Collapsed rows ----------------------------------------------------------------
+
+_STAGES = ("gen", "reward", "old_log_prob", "ref", "values", "adv", "update_critic", "update_actor", "update_weights")
+
+step_time = TimeSeries(
+    "Step time by stage",
+    (Query("verl_timing_step_seconds{run}", "step {{experiment}}"),
+     *(Query(f"verl_timing_{stage}_seconds{{run}}", f"{stage} {{{{experiment}}}}") for stage in _STAGES)),
+    unit="s",
+    width=12,
+)
+time_since_step = TimeSeries(
+    "Time since the last step",
+    (Query("time() - verl_exporter_last_step_timestamp_seconds{run}", "{{experiment}}"),),
+    unit="s",
+    description="Grows without bound when training hangs: compare with the step time.",
+    width=6,
+)
+global_step = TimeSeries("Global step", (Query("verl_training_global_step{run}", "{{experiment}}"),), width=6)
+
+throughput = TimeSeries(
+    "Throughput per GPU",
+    (Query("verl_perf_throughput{run}", "{{experiment}}"),),
+    unit="short",
+    description="Tokens per second per GPU (perf/throughput).",
+)
+mfu = TimeSeries(
+    "Model FLOPs utilisation",
+    (Query("verl_perf_mfu_actor{run}", "actor {{experiment}}"),
+     Query("verl_perf_mfu_critic{run}", "critic {{experiment}}")),
+    unit="percentunit",
+)
+batch_tokens = TimeSeries(
+    "Tokens per step",
+    (Query("verl_perf_total_num_tokens{run}", "{{experiment}}"),),
+    unit="short",
+)
+
+vllm_requests = TimeSeries(
+    "vLLM requests",
+    (Query("sum by (instance) (vllm:num_requests_running{rollout})", "running {{instance}}"),
+     Query("sum by (instance) (vllm:num_requests_waiting{rollout})", "waiting {{instance}}")),
+    unit="short",
+)
+generation_rate = TimeSeries(
+    "Generation tokens/s",
+    (Query("sum by (instance) (rate(vllm:generation_tokens_total{rollout}[$__rate_interval]))", "vLLM {{instance}}"),
+     Query("sum by (instance) (rate(sglang:generation_tokens_total{rollout}[$__rate_interval]))",
+           "SGLang {{instance}}")),
+    unit="short",
+)
+time_to_first_token = TimeSeries(
+    "Time to first token p90",
+    (Query("histogram_quantile(0.9, sum by (le, instance) "
+           "(rate(vllm:time_to_first_token_seconds_bucket{rollout}[$__rate_interval])))", "vLLM {{instance}}"),
+     Query("histogram_quantile(0.9, sum by (le, instance) "
+           "(rate(sglang:time_to_first_token_seconds_bucket{rollout}[$__rate_interval])))", "SGLang {{instance}}")),
+    unit="s",
+)
+
+
+def _gpu_panels(config: Config) -> tuple[Heatmap, Heatmap, TimeSeries]:
+    if config.gpu_source == "dcgm":
+        util, used, legend = "DCGM_FI_DEV_GPU_UTIL{gpu}", "DCGM_FI_DEV_FB_USED{gpu}", "{{Hostname}} GPU {{gpu}}"
+    else:
+        util, used, legend = "ray_node_gpus_utilization{gpu}", "ray_node_gram_used{gpu}", "{{ip}} GPU {{GpuIndex}}"
+    utilisation = Heatmap(
+        "GPU utilisation per GPU",
+        (Query(util, legend),),
+        unit="percent",
+        min=0,
+        max=100,
+        description="One row per GPU. A dark row among bright ones is a straggler or a hung worker.",
+    )
+    memory = Heatmap(
+        "GPU memory used per GPU",
+        (Query(f"{used} * {MIB}", legend),),
+        unit="bytes",
+        description="One row per GPU (the exporters report MiB; shown in bytes).",
+    )
+    memory_timeline = TimeSeries("GPU memory used", (Query(f"{used} * {MIB}", legend),), unit="bytes")
+    return utilisation, memory, memory_timeline
+
+
+def dashboard(config: Config) -> Dashboard:
+    gpu_utilisation, gpu_memory, gpu_memory_timeline = _gpu_panels(config)
+    return Dashboard(
+        uid="verl-training",
+        title="verl RL training",
+        description="One verl PPO/GRPO run: stability, losses, per-GPU load and memory. Rendered by dashgen.",
+        tags=("verl", "rl", "dashgen"),
+        variables=(
+            Variable("job", "Job", "label_values(verl_exporter_steps_total, job)"),
+            Variable("project", "Project", 'label_values(verl_exporter_steps_total{job=~"$job"}, project)'),
+            Variable("experiment", "Experiment",
+                     'label_values(verl_exporter_steps_total{job=~"$job", project=~"$project"}, experiment)'),
+        ),
+        rows=(
+            Row("Training stability", (reward, kl, entropy, grad_norm,
+                                       clip_fraction, response_length, response_clip_ratio, aborted_ratio)),
+            Row("Losses", (policy_loss, kl_loss, value_loss, explained_variance)),
+            Row("Per-rank heatmap", (gpu_utilisation, gpu_memory, token_imbalance)),
+            Row("Memory timeline", (peak_memory, allocator_gap, gpu_memory_timeline, kv_cache, cpu_memory)),
+            Row("Step time and progress", (step_time, time_since_step, global_step), collapsed=True),
+            Row("Throughput and MFU", (throughput, mfu, batch_tokens), collapsed=True),
+            Row("Rollout engine", (vllm_requests, generation_rate, time_to_first_token), collapsed=True),
+        ),
+    )

@@ -1,0 +1,29 @@
+import hashlib
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from dashgen.cli import cli
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A copy of this repository's definitions and rendered files, free to break."""
+    for folder in ("panels", "alerts", "rendered"):
+        if (REPO / folder).exists():
+            shutil.copytree(REPO / folder, tmp_path / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    return tmp_path
+
+
+def run(*args: str):
+    """Invoke the dashgen CLI in-process; returns click's Result (exit_code, output)."""
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+def tree_digest(folder: Path) -> dict[str, str]:
+    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}

@@ -1,0 +1,184 @@
+"""dashgen build / check on a copy of the project: output shape, determinism, bad input."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, run, tree_digest
+from dashgen.build import render_project
+from dashgen.config import Config
+from dashgen.dashboards import iter_panels
+from dashgen.validate import schema_errors
+
+DASHBOARD = "rendered/dashboards/verl-training.json"
+LEGACY_KEYS = {"rows", "style", "hideControls", "sharedCrosshair", "gnetId", "span", "minSpan", "height",
+               "cacheTimeout", "maxDataPoints", "intervalFactor", "step", "cards", "dataFormat", "xBucketSize"}
+
+
+def load(project: Path) -> dict:
+    return json.loads((project / DASHBOARD).read_text())
+
+
+def all_keys(value, path=""):
+    if isinstance(value, dict):
+        for key, child in value.items():
+            yield f"{path}/{key}", key, child
+            yield from all_keys(child, f"{path}/{key}")
+    elif isinstance(value, list):
+        for i, child in enumerate(value):
+            yield from all_keys(child, f"{path}/{i}")
+
+
+def test_committed_rendered_tree_is_up_to_date():
+    result = run("check", "--root", str(REPO))
+    assert result.exit_code == 0, result.output
+
+
+def test_two_builds_are_byte_identical(project):
+    assert run("build", "--root", str(project)).exit_code == 0
+    first = tree_digest(project / "rendered")
+    (project / DASHBOARD).unlink()
+    assert run("build", "--root", str(project)).exit_code == 0
+    assert tree_digest(project / "rendered") == first
+    assert first == tree_digest(REPO / "rendered")
+
+
+def test_dashboard_shape(project):
+    model = load(project)
+    assert model["uid"] == "verl-training" and model["title"] == "verl RL training"
+    assert model["id"] is None and model["schemaVersion"] >= 39
+    rows = [p["title"] for p in model["panels"] if p["type"] == "row"]
+    assert rows[:4] == ["Training stability", "Losses", "Per-rank heatmap", "Memory timeline"]
+    variables = {v["name"]: v for v in model["templating"]["list"]}
+    assert set(variables) == {"datasource", "job", "project", "experiment"}
+    assert variables["datasource"]["query"] == "prometheus"
+    for panel in iter_panels(model):
+        if panel["type"] != "row":
+            assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
+            assert all(t["datasource"] == panel["datasource"] for t in panel["targets"])
+
+
+def test_output_reviews_well(project):
+    text = (project / DASHBOARD).read_text()
+    model = json.loads(text)
+    assert text == json.dumps(model, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    for path, key, value in all_keys(model):
+        assert value is not None or path == "/id", f"null at {path}"
+        assert key not in LEGACY_KEYS, f"legacy key at {path}"
+    ids = [p["id"] for p in iter_panels(model)]
+    assert len(ids) == len(set(ids))
+    top = [p["gridPos"] for p in model["panels"]]
+    for i, a in enumerate(top):
+        assert a["x"] + a["w"] <= 24
+        for b in top[i + 1:]:
+            assert not (a["x"] < b["x"] + b["w"] and b["x"] < a["x"] + a["w"]
+                        and a["y"] < b["y"] + b["h"] and b["y"] < a["y"] + a["h"]), (a, b)
+
+
+def test_heatmaps_are_modern_one_row_per_gpu(project):
+    heatmaps = [p for p in iter_panels(load(project)) if p["type"] == "heatmap"]
+    assert {p["title"] for p in heatmaps} >= {"GPU utilisation per GPU", "GPU memory used per GPU"}
+    for panel in heatmaps:
+        assert panel["options"]["calculate"] is False
+        assert panel["options"]["cellValues"]["unit"] in ("percent", "bytes")
+        assert "unit" not in panel["options"]["yAxis"]
+        for target in panel["targets"]:
+            assert target["format"] == "time_series"
+            assert "GPU" in target["legendFormat"]
+
+
+def test_rendered_dashboard_matches_grafana_schema(project):
+    assert schema_errors(load(project)) == []
+
+
+def test_schema_rejects_what_grafana_would_not_load(project):
+    model = load(project)
+    model["rows"] = []
+    model["panels"][1]["gridPos"]["h"] = "8"
+    problems = "\n".join(schema_errors(model))
+    assert "rows" in problems and "panels/1/gridPos/h" in problems
+
+
+def test_gpu_source_switches_to_dcgm(project):
+    files = render_project(project, Config(gpu_source="dcgm")).files
+    model = json.loads(files["dashboards/verl-training.json"])
+    exprs = [t["expr"] for p in iter_panels(model) if p["type"] == "heatmap" for t in p["targets"]]
+    assert all("DCGM_FI_DEV" in e and 'job="dcgm"' in e for e in exprs)
+
+
+def test_check_fails_after_an_unbuilt_source_edit(project):
+    assert run("check", "--root", str(project)).exit_code == 0
+    module = project / "panels" / "verl_training.py"
+    module.write_text(module.read_text().replace('"Policy entropy"', '"Token entropy"'))
+    result = run("check", "--root", str(project))
+    assert result.exit_code == 1
+    assert "rendered/dashboards/verl-training.json: differs from its sources" in result.output
+    assert run("build", "--root", str(project)).exit_code == 0
+    assert run("check", "--root", str(project)).exit_code == 0
+
+
+def test_check_reports_left_over_files(project):
+    (project / "rendered" / "dashboards" / "old.json").write_text("{}\n")
+    result = run("check", "--root", str(project))
+    assert result.exit_code == 1 and "rendered/dashboards/old.json: not produced by the sources" in result.output
+
+
+BAD_PANEL_MODULE = '''
+from dashgen.model import Dashboard, Query, Row, TimeSeries
+
+def dashboard(config):
+    return Dashboard(uid="{uid}", title="Broken", rows=(Row("Only row", ({panels})),))
+'''
+
+
+@pytest.mark.parametrize("panels, uid, expected", [
+    ('TimeSeries("Reward", (Query("verl_critic_score_mena{run}"),)),', "broken",
+     ["panels/broken.py", "panel 'Reward'", "unknown metric 'verl_critic_score_mena'",
+      "did you mean 'verl_critic_score_mean'"]),
+    ('TimeSeries("KL", (Query("max_over_time(verl_actor_ppo_kl{run}[5m]"),)),', "broken",
+     ["panels/broken.py", "panel 'KL'", "PromQL syntax error", "expr: max_over_time("]),
+    ('TimeSeries("Score rate", (Query("rate(verl_critic_score_mean{run}[5m])"),)),', "broken",
+     ["panel 'Score rate'", "rate() applied to gauge 'verl_critic_score_mean'"]),
+    ('TimeSeries("Copy", (Query("verl_actor_entropy{run}"),)),', "verl-training",
+     ["uid 'verl-training' is already used by", "panels/broken.py", "panels/verl_training.py"]),
+    ('TimeSeries("A", (Query("verl_actor_entropy{run}"),), position=__import__("dashgen.model").model.Position(0, 0, 12, 8)), '
+     'TimeSeries("B", (Query("verl_actor_entropy{run}"),), position=__import__("dashgen.model").model.Position(6, 4, 12, 8)),',
+     "broken", ["panels/broken.py", "panels 'A' and 'B' overlap"]),
+])
+def test_bad_panel_definitions_are_rejected_and_rendered_is_untouched(project, panels, uid, expected):
+    before = tree_digest(project / "rendered")
+    (project / "panels" / "broken.py").write_text(BAD_PANEL_MODULE.format(uid=uid, panels=panels))
+    result = run("build", "--root", str(project))
+    assert result.exit_code == 1
+    assert result.output.count("Error:") == 1
+    for fragment in expected:
+        assert fragment in result.output
+    assert tree_digest(project / "rendered") == before
+
+
+def test_a_module_that_raises_is_named_with_its_line(project):
+    before = tree_digest(project / "rendered")
+    (project / "panels" / "raises.py").write_text("def dashboard(config):\n    return 1 / 0\n")
+    result = run("build", "--root", str(project))
+    assert result.exit_code == 1
+    assert re.search(r"panels/raises.py: dashboard\(\) raised ZeroDivisionError.*\n\s+line 2: return 1 / 0",
+                     result.output)
+    assert tree_digest(project / "rendered") == before
+
+
+def test_a_module_that_fails_to_import_is_named(project):
+    (project / "panels" / "typo.py").write_text("from dashgen.model import Dashbord\n")
+    result = run("build", "--root", str(project))
+    assert result.exit_code == 1 and "panels/typo.py: importing the module failed: ImportError" in result.output
+
+
+def test_bad_config_is_named(project, tmp_path):
+    config = tmp_path / "bad.yaml"
+    config.write_text("rule_interval: 1 minute\nverl_jbo: x\n")
+    result = run("build", "--root", str(project), "--config", str(config))
+    assert result.exit_code == 1 and "unknown config field(s) verl_jbo" in result.output
+    config.write_text("rule_interval: 1 minute\n")
+    result = run("build", "--root", str(project), "--config", str(config))
+    assert result.exit_code == 1 and "rule_interval = '1 minute' is not a Prometheus duration" in result.output
