@@ -1,0 +1,20 @@
+"""Vocabulary shared by the alert modules: the run's labels, series, and template text."""
+
+# The labels that identify one training run; composite alerts match signals on all of them.
+RUN = "job, instance, project, experiment"
+
+KL = "verl_actor_ppo_kl{verl}"
+GRAD_NORM = "verl_actor_grad_norm{verl}"
+ENTROPY = "verl_actor_entropy{verl}"
+SCORE = "verl_critic_score_mean{verl}"
+
+# Prometheus alert templates.
+RUN_NAME = "{{ $labels.project }}/{{ $labels.experiment }}"
+VALUE = '{{ printf "%.4g" $value }}'
+
+
+def complete_baseline_median(series: str, baseline: str, recent: str) -> str:
+    """Median of `series` over `baseline`, ending `recent` ago; empty until that window is
+    covered from its start, so nothing is compared against a run's first few steps."""
+    return (f"quantile_over_time(0.5, {series}[{baseline}] offset {recent})\n"
+            f"  and present_over_time({series}[{recent}] offset {baseline})")

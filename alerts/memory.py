@@ -1,0 +1,34 @@
+"""Memory: the caching allocator reserves nearly all GPU memory while fragmenting it."""
+
+from alerts._common import RUN, RUN_NAME
+
+from dashgen.config import Config
+from dashgen.model import Alert, RuleGroup, Severity
+
+RESERVED = "verl_perf_max_memory_reserved_bytes{verl}"
+ALLOCATED = "verl_perf_max_memory_allocated_bytes{verl}"
+
+
+def rules(config: Config) -> RuleGroup:
+    fraction, gap = config.memory_pressure_reserved_fraction, config.memory_pressure_gap_fraction
+    pressure = Alert(
+        name="VerlGPUMemoryPressure",
+        severity=Severity.WARNING,
+        expr=(f"({RESERVED} > {fraction:g} * {config.gpu_memory_bytes})\n"
+              f"and on({RUN})\n"
+              f"({RESERVED} - {ALLOCATED} >= {gap:g} * {RESERVED})"),
+        for_=config.memory_pressure_for,
+        summary="GPU memory reserved is near the card's limit while much of it is unused fragments.",
+        description=(f"Run {RUN_NAME}: peak reserved memory is {{{{ $value | humanize1024 }}}}B, above "
+                     f"{fraction:.0%} of {config.gpu_memory_bytes / 2**30:g} GiB, and at least {gap:.0%} "
+                     f"of it is reserved but not allocated."),
+        meaning="PyTorch's caching allocator holds memory it cannot reuse for the next large tensor; the next "
+                "longer batch can fail with CUDA out-of-memory although allocated memory looks fine. Common "
+                "with variable sequence lengths and with vLLM/SGLang sharing the GPU with the trainer.",
+        next_steps=(
+            "Compare the Memory timeline's allocated and reserved curves: a widening gap is fragmentation.",
+            "Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, lower the rollout engine's "
+            "gpu_memory_utilization, or reduce ppo_max_token_len_per_gpu / micro-batch size.",
+        ),
+    )
+    return RuleGroup("verl-memory", (pressure,))

@@ -1,0 +1,145 @@
+"""Alert rules: compiled files, promtool lint and fixtures, runbook, and rejected definitions."""
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import REPO, run, tree_digest
+from dashgen.config import duration_seconds
+
+RULES = sorted((REPO / "rendered" / "rules").glob("*.yaml"))
+FIXTURES = sorted((REPO / "tests" / "rules").glob("*.yaml"))
+
+
+def rendered_alerts() -> dict[str, dict]:
+    alerts = {}
+    for path in RULES:
+        for group in yaml.safe_load(path.read_text())["groups"]:
+            for rule in group["rules"]:
+                if "alert" in rule:
+                    alerts[rule["alert"]] = rule
+    return alerts
+
+
+def test_every_pinned_alert_is_rendered_with_severity_summary_description_runbook():
+    alerts = rendered_alerts()
+    assert set(alerts) == {
+        "VerlTrainingDivergence", "VerlKLSpike", "VerlEntropyCollapse", "VerlRewardCliff", "VerlRewardStagnation",
+        "VerlResponseTruncation", "VerlTrainingStalled", "VerlMetricsAbsent", "VerlGPUMemoryPressure",
+        "VerlGPUStraggler", "VerlBatchTokenRunaway", "VerlRolloutAborts", "VerlNaNMetrics"}
+    for name, rule in alerts.items():
+        assert rule["labels"]["severity"] in ("critical", "warning", "info")
+        assert rule["annotations"]["summary"] and "{{" not in rule["annotations"]["summary"]
+        assert rule["annotations"]["description"]
+        assert rule["annotations"]["runbook_url"].endswith(f"alerts.md#{name.lower()}")
+
+
+def test_rule_files_use_only_standard_prometheus_fields():
+    # What Prometheus 2.x/3.x, Thanos and Mimir rulers all accept, nothing else.
+    for path in RULES:
+        data = yaml.safe_load(path.read_text())
+        assert set(data) == {"groups"}
+        for group in data["groups"]:
+            assert set(group) <= {"name", "interval", "rules"}
+            for rule in group["rules"]:
+                assert set(rule) <= {"alert", "record", "expr", "for", "labels", "annotations"}
+
+
+def test_every_runbook_url_points_at_an_existing_section():
+    docs = (REPO / "rendered" / "docs" / "alerts.md").read_text()
+    anchors = {heading.lower() for heading in re.findall(r"^## (\w+)$", docs, flags=re.M)}
+    for name, rule in rendered_alerts().items():
+        assert rule["annotations"]["runbook_url"].split("#")[1] in anchors, name
+
+
+def test_promtool_lint_passes():
+    result = run("lint", "--root", str(REPO))
+    assert result.exit_code == 0, result.output
+    assert result.output.count("SUCCESS") == len(RULES)
+
+
+def test_promtool_fixtures_pass():
+    result = run("test", "--root", str(REPO))
+    assert result.exit_code == 0, result.output
+    assert result.output.count("SUCCESS") == len(FIXTURES)
+
+
+def test_every_alert_has_a_firing_case_after_its_for_and_a_silent_case():
+    firing, silent = {}, set()
+    for path in FIXTURES:
+        for case in yaml.safe_load(path.read_text())["tests"]:
+            for check in case.get("alert_rule_test", []):
+                name = check["alertname"]
+                if check.get("exp_alerts"):
+                    firing.setdefault(name, []).append(duration_seconds(check["eval_time"]))
+                else:
+                    silent.add(name)
+    for name, rule in rendered_alerts().items():
+        assert name in firing and name in silent, name
+        pending = duration_seconds(rule.get("for", "0s"))
+        assert max(firing[name]) >= pending, name
+
+
+def test_fixtures_fail_when_the_rules_change(project, tmp_path):
+    """The fixtures pin behaviour: a divergence factor of 20 no longer fires on a 10x KL jump."""
+    shutil.copytree(REPO / "tests" / "rules", project / "tests" / "rules")
+    config = tmp_path / "strict.yaml"
+    config.write_text("divergence_kl_factor: 20\n")
+    assert run("build", "--root", str(project), "--config", str(config)).exit_code == 0
+    result = run("test", "--root", str(project))
+    assert result.exit_code != 0
+    assert "VerlTrainingDivergence" in result.output and "FAILED" in result.output
+
+
+def test_missing_promtool_names_the_install_command(monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    result = run("lint", "--root", str(REPO))
+    assert result.exit_code == 1
+    assert "promtool not found" in result.output and "apt-get install" in result.output
+    monkeypatch.setenv("PROMTOOL", "/nonexistent/promtool")
+    result = run("test", "--root", str(REPO))
+    assert result.exit_code == 1 and "$PROMTOOL is set to '/nonexistent/promtool'" in result.output
+
+
+BAD_ALERT_MODULE = '''
+from dashgen.model import Alert, RuleGroup, Severity
+
+def rules(config):
+    return RuleGroup("broken", (Alert({fields}),))
+'''
+GOOD_FIELDS = dict(name='"VerlBroken"', expr='"verl_actor_ppo_kl{verl} > 1"', severity="Severity.WARNING",
+                   summary='"KL is high."', description='"KL is high."', for_='"5m"')
+
+
+@pytest.mark.parametrize("change, expected", [
+    ({"name": '"VerlKLSpike"'}, "alert 'VerlKLSpike': the name is already used in alerts/stability.py"),
+    ({"severity": '"page"'}, "alert 'VerlBroken': severity 'page' is not one of critical, warning, info"),
+    ({"severity": "None"}, "alert 'VerlBroken': severity None is not one of"),
+    ({"summary": '"  "'}, "alert 'VerlBroken': summary is empty"),
+    ({"for_": '"five minutes"'}, "alert 'VerlBroken': for_ = 'five minutes' is not a Prometheus duration"),
+    ({"expr": '"increase(verl_critic_score_mean{verl}[30m]) < 0.01"'},
+     "alert 'VerlBroken': increase() applied to gauge 'verl_critic_score_mean'"),
+    ({"expr": '"verl_actor_ppo_kl{verl, gpu_index=\\"0\\"} > 1"'}, "has no label 'gpu_index'"),
+])
+def test_bad_alert_definitions_are_rejected_and_rendered_is_untouched(project, change, expected):
+    before = tree_digest(project / "rendered")
+    fields = ", ".join(f"{k}={v}" for k, v in {**GOOD_FIELDS, **change}.items())
+    (project / "alerts" / "zz_broken.py").write_text(BAD_ALERT_MODULE.format(fields=fields))
+    result = run("build", "--root", str(project))
+    assert result.exit_code == 1
+    assert result.output.count("Error:") == 1
+    assert "alerts/zz_broken.py" in result.output or "alerts/stability.py" in result.output
+    assert expected in result.output
+    assert tree_digest(project / "rendered") == before
+
+
+def test_a_valid_new_alert_module_is_rendered_into_its_own_rule_file(project):
+    fields = ", ".join(f"{k}={v}" for k, v in GOOD_FIELDS.items())
+    (project / "alerts" / "zz_extra.py").write_text(BAD_ALERT_MODULE.format(fields=fields))
+    assert run("build", "--root", str(project)).exit_code == 0
+    text = (project / "rendered" / "rules" / "zz_extra.yaml").read_text()
+    assert 'expr: verl_actor_ppo_kl{job="verl"} > 1' in text
+    assert "## VerlBroken" in (project / "rendered" / "docs" / "alerts.md").read_text()
