@@ -101,3 +101,44 @@ def _promtool_and_exit(args: list[str]) -> None:
     sys.stdout.write(result.stdout)
     sys.stderr.write(result.stderr)
     sys.exit(result.returncode)
+
+
+@cli.command()
+@click.option("--jsonl", "path", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="verl's step log (trainer.logger includes 'file'); may not exist yet.")
+@click.option("--listen", default="127.0.0.1:9464", show_default=True, help="host:port to serve /metrics on.")
+@click.option("--project", default=None, help="Label value; default: the log's parent folder name.")
+@click.option("--experiment", default=None, help="Label value; default: the log's file name without .jsonl.")
+@click.option("--unknown-keys/--no-unknown-keys", default=True, show_default=True,
+              help="Also export keys the catalog does not know, named by the same rule.")
+@click.option("--poll-interval", default=0.5, show_default=True, type=click.FloatRange(0.01, 60),
+              help="Seconds between looks at the log.")
+def export(path: Path, listen: str, project: str | None, experiment: str | None, unknown_keys: bool,
+           poll_interval: float) -> None:
+    """Follow verl's JSONL step log and serve its newest step on /metrics for Prometheus."""
+    import signal
+    import threading
+
+    from prometheus_client import CollectorRegistry, start_http_server
+
+    from dashgen.exporter import LogFollower, RunState, follow_forever, run_from_path
+
+    host, _, port_text = listen.rpartition(":")
+    if not host or not port_text.isdigit():
+        raise BuildError(f"--listen {listen!r}: expected host:port, e.g. 127.0.0.1:9464")
+    default_project, default_experiment = run_from_path(path)
+    state = RunState(project or default_project, experiment or default_experiment, export_unknown=unknown_keys)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(state)
+    try:
+        start_http_server(int(port_text), addr=host.strip("[]"), registry=registry)
+    except OSError as exc:
+        raise BuildError(f"cannot listen on {listen}: {exc.strerror or exc}") from None
+    click.echo(f"dashgen export: serving {path} as project={state.labels[0]!r} experiment={state.labels[1]!r} "
+               f"on http://{listen}/metrics", err=True)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        follow_forever(LogFollower(path, state), poll_interval, stop)
+    except KeyboardInterrupt:
+        pass

@@ -1,0 +1,195 @@
+"""Serve verl's per-step metrics to Prometheus.
+
+Two front ends over one state: `LogFollower` reads verl's JSONL step log like `tail -F`
+(`dashgen export`), and `VerlPrometheusLogger.log(data, step)` is called by code that drives
+verl's tracking itself. Only the newest step's values are held, so memory stays flat
+however long the run.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Callable, Iterator
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from dashgen.catalog import CATALOG, Catalog
+from dashgen.verl_log import LineError, StepMapper, parse_line
+
+LABELS = ("project", "experiment")
+READ_CHUNK = 1 << 20
+
+
+class RunState:
+    """The newest step of one run, as a prometheus_client collector."""
+
+    def __init__(self, project: str, experiment: str, catalog: Catalog = CATALOG, export_unknown: bool = True):
+        self.labels = (project, experiment)
+        self._mapper = StepMapper(catalog, export_unknown)
+        self._help = {name: m.help for name, m in catalog.items()}
+        self._lock = threading.Lock()
+        self._values: dict[str, float] = {}
+        self.last_step: int | None = None
+        self.last_step_time: float | None = None
+        self.steps_total = 0
+        self.parse_errors_total = 0
+
+    def record(self, step: int, data: dict) -> None:
+        """Take one step's data: it replaces the previous step's values wholesale."""
+        values = self._mapper.map(data)
+        with self._lock:
+            self._values = values
+            self.last_step = step
+            self.last_step_time = time.time()
+            self.steps_total += 1
+
+    def skip(self, step: int) -> None:
+        """Count a step whose values a newer step already replaces (catching up on a long log)."""
+        with self._lock:
+            self.last_step = step
+            self.steps_total += 1
+
+    def parse_error(self) -> None:
+        with self._lock:
+            self.parse_errors_total += 1
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            values = dict(self._values)
+            last_time, steps, errors = self.last_step_time, self.steps_total, self.parse_errors_total
+        for name in sorted(values):
+            family = GaugeMetricFamily(name, self._help.get(name, "verl metric (no catalog entry)"),
+                                       labels=LABELS)
+            family.add_metric(self.labels, values[name])
+            yield family
+        if last_time is not None:
+            family = GaugeMetricFamily("verl_exporter_last_step_timestamp_seconds",
+                                       self._help["verl_exporter_last_step_timestamp_seconds"], labels=LABELS)
+            family.add_metric(self.labels, last_time)
+            yield family
+        for name, value in (("verl_exporter_steps", steps), ("verl_exporter_parse_errors", errors)):
+            family = CounterMetricFamily(name, self._help[f"{name}_total"], labels=LABELS)
+            family.add_metric(self.labels, value)
+            yield family
+
+
+class VerlPrometheusLogger:
+    """For people who build verl's Tracking themselves: `log(data, step)` like any backend.
+
+    >>> logger = VerlPrometheusLogger("gsm8k", "ppo-7b")
+    >>> logger.log({"actor/ppo_kl": 0.01}, step=1)
+    Serve `logger.registry` with prometheus_client (e.g. start_http_server(9464, registry=...)).
+    """
+
+    def __init__(self, project: str, experiment: str, registry: CollectorRegistry | None = None,
+                 export_unknown: bool = True):
+        self.state = RunState(project, experiment, export_unknown=export_unknown)
+        self.registry = registry if registry is not None else CollectorRegistry(auto_describe=False)
+        self.registry.register(self.state)
+
+    def log(self, data: dict, step: int) -> None:
+        try:
+            self.state.record(int(step), data)
+        except Exception:  # monitoring must never take the training job down
+            self.state.parse_error()
+
+
+class LogFollower:
+    """Follow a JSONL file like `tail -F`: wait for it, survive truncation and replacement,
+    hold back a partial last line until it is complete."""
+
+    def __init__(self, path: Path, state: RunState, say: Callable[[str], None] = lambda m: print(m, file=sys.stderr)):
+        self.path = path
+        self.state = state
+        self.say = say
+        self._file = None
+        self._inode: tuple[int, int] | None = None
+        self._offset = 0
+        self._partial = b""
+        self._said_missing = False
+        self._previous_step: int | None = None
+
+    def poll(self) -> int:
+        """Read whatever is new; returns the number of complete lines handled."""
+        self._reopen_if_changed()
+        if self._file is None:
+            return 0
+        handled = 0
+        last_good: tuple[int, dict] | None = None
+        while True:
+            chunk = self._file.read(READ_CHUNK)
+            if not chunk:
+                break
+            self._offset += len(chunk)
+            lines = (self._partial + chunk).split(b"\n")
+            self._partial = lines.pop()
+            for line in lines:
+                handled += 1
+                if not line.strip():
+                    continue
+                try:
+                    parsed = parse_line(line)
+                except LineError:
+                    self.state.parse_error()
+                    continue
+                self._check_order(parsed[0])
+                if last_good is not None:
+                    # Catching up: only the newest step's values matter, but every step counts.
+                    self.state.skip(last_good[0])
+                last_good = parsed
+        if last_good is not None:
+            self.state.record(*last_good)
+        return handled
+
+    def _check_order(self, step: int) -> None:
+        previous = self._previous_step
+        self._previous_step = step
+        if previous is not None and step < previous:
+            self.say(f"dashgen export: step went back from {previous} to {step} in {self.path} "
+                     f"(a restarted or resumed run); exporting the new steps")
+
+    def _reopen_if_changed(self) -> None:
+        try:
+            stat = os.stat(self.path)
+        except FileNotFoundError:
+            if not self._said_missing:
+                self.say(f"dashgen export: waiting for {self.path} to appear")
+                self._said_missing = True
+            return
+        self._said_missing = False
+        identity = (stat.st_dev, stat.st_ino)
+        if self._file is not None and identity == self._inode and stat.st_size >= self._offset:
+            return
+        if self._file is not None:
+            reason = "replaced" if identity != self._inode else "truncated"
+            self.say(f"dashgen export: {self.path} was {reason}; reading it from the start")
+            self._file.close()
+        self._file = open(self.path, "rb")
+        self._inode = identity
+        self._offset = 0
+        self._partial = b""
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def run_from_path(path: Path) -> tuple[str, str]:
+    """verl's file logger writes $VERL_FILE_LOGGER_ROOT/<project>/<experiment>.jsonl."""
+    return path.resolve().parent.name or "default", path.stem or "default"
+
+
+def follow_forever(follower: LogFollower, interval: float, stop: threading.Event) -> None:
+    while not stop.is_set():
+        try:
+            follower.poll()
+        except OSError as exc:  # e.g. the file vanished between stat and read: try again
+            follower.say(f"dashgen export: reading {follower.path} failed ({exc}); retrying")
+            follower.close()
+        stop.wait(interval)
