@@ -23,6 +23,7 @@ from dashgen.verl_log import LineError, StepMapper, parse_line
 
 LABELS = ("project", "experiment")
 READ_CHUNK = 1 << 20
+HEAD_BYTES = 256
 
 
 class RunState:
@@ -111,6 +112,7 @@ class LogFollower:
         self._inode: tuple[int, int] | None = None
         self._offset = 0
         self._partial = b""
+        self._head = b""
         self._said_missing = False
         self._previous_step: int | None = None
 
@@ -126,6 +128,8 @@ class LogFollower:
             if not chunk:
                 break
             self._offset += len(chunk)
+            if len(self._head) < HEAD_BYTES:
+                self._head = (self._head + chunk)[:HEAD_BYTES]
             lines = (self._partial + chunk).split(b"\n")
             self._partial = lines.pop()
             for line in lines:
@@ -163,7 +167,8 @@ class LogFollower:
             return
         self._said_missing = False
         identity = (stat.st_dev, stat.st_ino)
-        if self._file is not None and identity == self._inode and stat.st_size >= self._offset:
+        if self._file is not None and identity == self._inode and stat.st_size >= self._offset \
+                and self._same_head():
             return
         if self._file is not None:
             reason = "replaced" if identity != self._inode else "truncated"
@@ -173,6 +178,12 @@ class LogFollower:
         self._inode = identity
         self._offset = 0
         self._partial = b""
+        self._head = b""
+
+    def _same_head(self) -> bool:
+        """A run restarted between two polls may already have written past the old offset:
+        the file's first bytes tell a rewritten log from a grown one."""
+        return os.pread(self._file.fileno(), len(self._head), 0) == self._head
 
     def close(self) -> None:
         if self._file is not None:

@@ -1,0 +1,74 @@
+"""Benchmark `dashgen export` on a 10,000-step verl log (issue: serve the last step within 2 s).
+
+Measures, on this machine: the time from starting the exporter to /metrics serving step
+10,000; its resident memory then; and again after 10,000 more steps are appended (flat
+memory means the second figure is about the first).
+
+    .venv/bin/python bench/export_10k.py
+"""
+
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from synthetic_runs import step_line  # noqa: E402
+
+from dashgen.prometheus_server import free_port  # noqa: E402
+
+STEPS = 10_000
+
+
+def rss_mib(pid: int) -> float:
+    for row in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if row.startswith("VmRSS:"):
+            return int(row.split()[1]) / 1024
+    raise RuntimeError("no VmRSS")
+
+
+def wait_for_step(port: int, step: int, timeout: float = 60) -> float:
+    wanted = f"verl_training_global_step{{experiment=\"bench\",project=\"runs\"}} {float(step)}"
+    start = time.perf_counter()
+    while time.perf_counter() - start < timeout:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as response:
+                if wanted in response.read().decode():
+                    return time.perf_counter()
+        except OSError:
+            pass
+        time.sleep(0.01)
+    raise RuntimeError(f"step {step} not served within {timeout} s")
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "runs" / "bench.jsonl"
+        log.parent.mkdir()
+        with open(log, "w") as handle:
+            handle.writelines(step_line(step) for step in range(1, STEPS + 1))
+        size_mb = log.stat().st_size / 1e6
+        port = free_port()
+        started = time.perf_counter()
+        process = subprocess.Popen([sys.executable, "-m", "dashgen", "export", "--jsonl", str(log),
+                                    "--listen", f"127.0.0.1:{port}"], stderr=subprocess.DEVNULL)
+        try:
+            served = wait_for_step(port, STEPS)
+            rss_first = rss_mib(process.pid)
+            with open(log, "a") as handle:
+                handle.writelines(step_line(step) for step in range(STEPS + 1, 2 * STEPS + 1))
+            wait_for_step(port, 2 * STEPS)
+            rss_second = rss_mib(process.pid)
+        finally:
+            process.terminate()
+            process.wait(timeout=10)
+    print(f"log: {STEPS} steps, {size_mb:.1f} MB")
+    print(f"start -> last step served: {served - started:.2f} s (goal < 2 s)")
+    print(f"resident memory after {STEPS} steps: {rss_first:.1f} MiB; after {2 * STEPS}: {rss_second:.1f} MiB "
+          f"(ratio {rss_second / rss_first:.2f})")
+
+
+if __name__ == "__main__":
+    main()

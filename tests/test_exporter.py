@@ -1,0 +1,190 @@
+"""The verl step-log mapping, the tail -F follower, the /metrics exposition and `dashgen export`."""
+
+import json
+import math
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+from prometheus_client import CollectorRegistry, generate_latest
+
+from dashgen.exporter import LogFollower, RunState, VerlPrometheusLogger, run_from_path
+from dashgen.prometheus_server import free_port
+from dashgen.verl_log import StepMapper, parse_line
+
+
+def line(step, **data) -> str:
+    return json.dumps({"step": step, "data": {k.replace("__", "/"): v for k, v in data.items()}}) + "\n"
+
+
+def test_mapping_follows_the_catalog_names_and_units():
+    values = StepMapper().map({
+        "actor/ppo_kl": 0.02, "timing_s/step": 61.5, "timing_per_token_ms/gen": 2.0,
+        "perf/max_memory_reserved_gb": 1.5, "critic/score/mean": 1, "my/custom-metric": 3,
+    })
+    assert values == {"verl_actor_ppo_kl": 0.02, "verl_timing_step_seconds": 61.5,
+                      "verl_timing_per_token_gen_seconds": 0.002,
+                      "verl_perf_max_memory_reserved_bytes": 1.5 * 2**30, "verl_critic_score_mean": 1.0,
+                      "verl_my_custom_metric": 3.0}
+    assert StepMapper(export_unknown=False).map({"my/custom-metric": 3}) == {}
+
+
+def test_version_aliases_and_the_preferred_key():
+    assert StepMapper().map({"actor/entropy_loss": 0.7}) == {"verl_actor_entropy": 0.7}
+    # verl 0.8+ logs both; the current key wins whatever the order.
+    assert StepMapper().map({"actor/entropy_loss": 0.7, "actor/entropy": 0.6}) == {"verl_actor_entropy": 0.6}
+    assert StepMapper().map({"actor/perf/max_memory_allocated_gb": 2.0}) == {
+        "verl_perf_max_memory_allocated_bytes": 2.0 * 2**30}
+
+
+def test_null_and_nan_become_nan_and_non_numbers_are_skipped():
+    step, data = parse_line('{"step": 3, "data": {"actor/pg_loss": null, "actor/ppo_kl": NaN, '
+                            '"actor/grad_norm": Infinity, "note": "text", "flag": true, "nested": {"a": 1}}}')
+    values = StepMapper().map(data)
+    assert step == 3
+    assert math.isnan(values["verl_actor_pg_loss"]) and math.isnan(values["verl_actor_ppo_kl"])
+    assert values["verl_actor_grad_norm"] == math.inf
+    assert set(values) == {"verl_actor_pg_loss", "verl_actor_ppo_kl", "verl_actor_grad_norm"}
+
+
+def test_a_key_that_would_shadow_the_exporters_own_metrics_is_dropped():
+    assert StepMapper().map({"exporter/steps_total": 5}) == {}
+
+
+def exposition(state: RunState) -> str:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(state)
+    return generate_latest(registry).decode()
+
+
+def test_follower_waits_reads_holds_partial_lines_and_counts_garbage(tmp_path):
+    path = tmp_path / "proj" / "exp.jsonl"
+    said = []
+    state = RunState("proj", "exp")
+    follower = LogFollower(path, state, say=said.append)
+    assert follower.poll() == 0 and follower.poll() == 0
+    assert said == [f"dashgen export: waiting for {path} to appear"]  # said once
+    path.parent.mkdir()
+    with open(path, "w") as log:
+        log.write(line(1, actor__ppo_kl=0.01) + "garbage\n[1, 2]\n" + line(2, actor__ppo_kl=0.02))
+        log.write('{"step": 3, "data": {"actor/ppo_kl": 0.')  # verl is mid-write
+    follower.poll()
+    text = exposition(state)
+    assert 'verl_actor_ppo_kl{experiment="exp",project="proj"} 0.02' in text
+    assert 'verl_exporter_steps_total{experiment="exp",project="proj"} 2.0' in text
+    assert 'verl_exporter_parse_errors_total{experiment="exp",project="proj"} 2.0' in text
+    with open(path, "a") as log:
+        log.write('03}}\n')
+    follower.poll()
+    assert 'verl_actor_ppo_kl{experiment="exp",project="proj"} 0.03' in exposition(state)
+    assert state.last_step == 3 and state.steps_total == 3
+
+
+def test_truncation_and_replacement_start_over_and_a_backward_step_is_noted(tmp_path):
+    path = tmp_path / "run.jsonl"
+    said = []
+    state = RunState("p", "e")
+    follower = LogFollower(path, state, say=said.append)
+    path.write_text(line(1, actor__ppo_kl=0.1) + line(2, actor__ppo_kl=0.2) + line(3, actor__ppo_kl=0.3))
+    follower.poll()
+    assert state.last_step == 3
+    # verl opens the log with mode "w": a restarted run truncates it.
+    path.write_text(line(1, actor__ppo_kl=0.5))
+    follower.poll()
+    assert state.last_step == 1 and "verl_actor_ppo_kl" in exposition(state)
+    assert any("truncated" in m for m in said) and any("step went back from 3 to 1" in m for m in said)
+    replacement = tmp_path / "new.jsonl"
+    replacement.write_text(line(7, actor__ppo_kl=0.7))
+    os.replace(replacement, path)
+    follower.poll()
+    assert state.last_step == 7 and any("replaced" in m for m in said)
+    assert 'verl_actor_ppo_kl{experiment="e",project="p"} 0.7' in exposition(state)
+
+
+def test_a_step_drops_keys_it_no_longer_logs(tmp_path):
+    state = RunState("p", "e")
+    state.record(1, {"actor/ppo_kl": 0.1, "critic/vf_loss": 1.0})
+    state.record(2, {"actor/ppo_kl": 0.2})
+    assert "verl_critic_vf_loss" not in exposition(state)
+
+
+def test_library_form_updates_the_same_metrics_and_never_raises():
+    logger = VerlPrometheusLogger("gsm8k", "grpo")
+    logger.log({"actor/entropy": 0.4, "timing_s/gen": 12.0}, step=5)
+    logger.log("not a dict", step=6)  # type: ignore[arg-type]
+    text = generate_latest(logger.registry).decode()
+    assert 'verl_actor_entropy{experiment="grpo",project="gsm8k"} 0.4' in text
+    assert 'verl_timing_gen_seconds{experiment="grpo",project="gsm8k"} 12.0' in text
+    assert 'verl_exporter_parse_errors_total{experiment="grpo",project="gsm8k"} 1.0' in text
+
+
+def test_project_and_experiment_default_from_verls_log_path(tmp_path):
+    assert run_from_path(tmp_path / "gsm8k" / "ppo-qwen-7b.jsonl") == ("gsm8k", "ppo-qwen-7b")
+
+
+def export_process(path, port, *extra):
+    return subprocess.Popen([sys.executable, "-m", "dashgen", "export", "--jsonl", str(path),
+                             "--listen", f"127.0.0.1:{port}", *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def scrape(port: int, timeout: float = 10) -> str:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as response:
+                return response.read().decode()
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def test_export_serves_the_newest_step_and_follows_appends(tmp_path):
+    path = tmp_path / "proj" / "exp.jsonl"
+    path.parent.mkdir()
+    path.write_text(line(1, actor__ppo_kl=0.01))
+    port = free_port()
+    process = export_process(path, port, "--poll-interval", "0.05")
+    try:
+        assert 'verl_actor_ppo_kl{experiment="exp",project="proj"} 0.01' in scrape(port)
+        with open(path, "a") as log:
+            log.write(line(2, actor__ppo_kl=0.02))
+        deadline = time.monotonic() + 10
+        while 'verl_actor_ppo_kl{experiment="exp",project="proj"} 0.02' not in scrape(port):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+    assert process.returncode == 0
+
+
+def test_export_on_a_port_in_use_fails_with_a_clear_message(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        process = export_process(tmp_path / "x.jsonl", port)
+        try:
+            _, err = process.communicate(timeout=30)
+        finally:
+            process.kill()
+    assert process.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in err
+
+
+def test_a_log_rewritten_past_the_old_offset_between_polls_is_still_read_from_the_start(tmp_path):
+    path = tmp_path / "run.jsonl"
+    state = RunState("p", "e")
+    follower = LogFollower(path, state, say=lambda m: None)
+    path.write_text(line(1, actor__ppo_kl=0.1) + line(2, actor__ppo_kl=0.2))
+    follower.poll()
+    with open(path, "r+") as log:  # same inode, rewritten and longer than before
+        log.write(line(1, actor__ppo_kl=0.5, actor__grad_norm=1.0) + line(2, actor__ppo_kl=0.6) + line(3, actor__ppo_kl=0.7))
+    follower.poll()
+    assert state.parse_errors_total == 0 and state.last_step == 3
+    assert 'verl_actor_ppo_kl{experiment="e",project="p"} 0.7' in exposition(state)
