@@ -143,3 +143,11 @@ def test_a_valid_new_alert_module_is_rendered_into_its_own_rule_file(project):
     text = (project / "rendered" / "rules" / "zz_extra.yaml").read_text()
     assert 'expr: verl_actor_ppo_kl{job="verl"} > 1' in text
     assert "## VerlBroken" in (project / "rendered" / "docs" / "alerts.md").read_text()
+
+
+def test_rendered_prometheus_config_passes_promtool_check_config():
+    from dashgen.promtool import run_promtool
+
+    result = run_promtool(["check", "config", str(REPO / "rendered" / "prometheus" / "prometheus.yml")])
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"SUCCESS: {len(RULES)} rule files found" in result.stdout
