@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from dashgen.config import load_config
+from dashgen.config import Config, load_config
 from dashgen.errors import BuildError
+
+if TYPE_CHECKING:
+    from dashgen.backfill import Timing
 
 _root_option = click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=".",
                             show_default=True, help="Project folder holding panels/, alerts/ and rendered/.")
@@ -142,3 +146,130 @@ def export(path: Path, listen: str, project: str | None, experiment: str | None,
         follow_forever(LogFollower(path, state), poll_interval, stop)
     except KeyboardInterrupt:
         pass
+
+
+# --- Recorded runs: backfill and backtest ------------------------------------------------------
+
+def _timing_options(command):
+    options = [
+        click.option("--start", default=None,
+                     help="When the run began: Unix seconds or RFC 3339 (2025-05-01T12:00:00Z; no zone: UTC). "
+                          "Default: the file's modification time minus the run's length."),
+        click.option("--scrape-interval", default=None,
+                     help="Spacing of the samples, like the exporter's scrapes. Default: the config's "
+                          "scrape_interval (15s)."),
+        click.option("--default-step-time", default="60s", show_default=True,
+                     help="Spacing of steps that log no timing_s/step."),
+        click.option("--hold", default="0s", show_default=True,
+                     help="Keep serving the last step this long after it, as an exporter that outlives a hung "
+                          "trainer does (lets VerlTrainingStalled fire on a run that stopped)."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _parse_time(text: str) -> float:
+    from datetime import datetime, timezone
+
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        parsed = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise BuildError(f"--start {text!r}: expected Unix seconds or RFC 3339, e.g. 2025-05-01T12:00:00Z") from None
+    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)).timestamp()
+
+
+def _timing(start: str | None, scrape_interval: str | None, default_step_time: str, hold: str,
+            config: Config) -> Timing:
+    from dashgen.backfill import Timing
+    from dashgen.config import duration_seconds
+
+    seconds = {}
+    for option, text in (("--scrape-interval", scrape_interval or config.scrape_interval),
+                         ("--default-step-time", default_step_time), ("--hold", hold)):
+        try:
+            seconds[option] = duration_seconds(text)
+        except ValueError:
+            raise BuildError(f"{option} {text!r} is not a Prometheus duration (e.g. 15s, 1m, 2h)") from None
+    if seconds["--scrape-interval"] <= 0 or seconds["--default-step-time"] <= 0:
+        raise BuildError("--scrape-interval and --default-step-time must be longer than 0s")
+    return Timing(None if start is None else _parse_time(start), seconds["--scrape-interval"],
+                  seconds["--default-step-time"], seconds["--hold"])
+
+
+@cli.command()
+@click.argument("run_path", metavar="RUN.jsonl", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--tsdb", "tsdb_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Folder for the blocks: a Prometheus data directory (read at its next block reload) or a new one.")
+@_timing_options
+@click.option("--project", default=None, help="Label value; default: the log's parent folder name.")
+@click.option("--experiment", default=None, help="Label value; default: the log's file name without .jsonl.")
+@click.option("--instance", default=None, help="Label value; default: backfill/<project>/<experiment>.")
+@click.option("--unknown-keys/--no-unknown-keys", default=True, show_default=True,
+              help="Also backfill keys the catalog does not know, named by the same rule.")
+@_config_option
+def backfill(run_path: Path, tsdb_dir: Path, start: str | None, scrape_interval: str | None,
+             default_step_time: str, hold: str, project: str | None, experiment: str | None,
+             instance: str | None, unknown_keys: bool, config_path: Path | None) -> None:
+    """Turn a recorded verl run into Prometheus blocks, as if `dashgen export` had been scraped."""
+    import tempfile
+
+    from dashgen.backfill import create_blocks, read_run, run_labels, write_openmetrics
+    from dashgen.backtest import iso_time
+    from dashgen.promtool import find_binary
+
+    config = load_config(config_path)
+    timing = _timing(start, scrape_interval, default_step_time, hold, config)
+    find_binary("promtool")
+    run = read_run(run_path, run_labels(run_path, config.verl_job, project, experiment, instance), timing,
+                   export_unknown=unknown_keys)
+    for note in run.notes:
+        click.echo(f"dashgen backfill: {run_path}: {note}", err=True)
+    with tempfile.TemporaryDirectory(prefix="dashgen-backfill-") as tmp:
+        scraped = Path(tmp) / "run.om"
+        with open(scraped, "w") as handle:
+            samples = write_openmetrics([run], handle, timing.scrape_interval)
+        create_blocks(scraped, tsdb_dir, run.end - run.times[0])
+    labels = ", ".join(f'{name}="{value}"' for name, value in run.labels.items())
+    click.echo(f"backfilled {len(run.steps)} steps ({samples} samples) of {run_path} into {tsdb_dir}: "
+               f"{iso_time(run.times[0])} to {iso_time(run.end)}, labels {{{labels}}}")
+
+
+@cli.command()
+@click.argument("run_paths", metavar="RUN.jsonl...", nargs=-1, required=True,
+                type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@_root_option
+@_config_option
+@_timing_options
+@click.option("--format", "output_format", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also draw reward, KL, entropy and grad norm with the firing intervals shaded (PNG).")
+def backtest(run_paths: tuple[Path, ...], root: Path, config_path: Path | None, start: str | None,
+             scrape_interval: str | None, default_step_time: str, hold: str, output_format: str,
+             plot_path: Path | None) -> None:
+    """Replay recorded runs through a real Prometheus and show when each alert would have fired.
+
+    GPU alerts need Ray's or DCGM's metrics, which verl's step log does not hold: they never fire here.
+    """
+    import json
+
+    from dashgen.backtest import backtest as run_backtest
+    from dashgen.backtest import format_table, plot, require_matplotlib, to_json
+
+    config = load_config(config_path)
+    timing = _timing(start, scrape_interval, default_step_time, hold, config)
+    if plot_path is not None:
+        require_matplotlib()
+    outcomes = run_backtest(list(run_paths), root, config, timing,
+                            say=lambda message: click.echo(f"dashgen backtest: {message}", err=True))
+    if output_format == "json":
+        click.echo(json.dumps(to_json(outcomes), indent=2))
+    else:
+        click.echo(format_table(outcomes), nl=False)
+    if plot_path is not None:
+        plot(outcomes, plot_path)
+        click.echo(f"dashgen backtest: plot written to {plot_path}", err=True)

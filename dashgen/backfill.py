@@ -1,0 +1,269 @@
+"""A recorded verl run -> Prometheus TSDB blocks, made by `promtool tsdb create-blocks-from openmetrics`.
+
+verl's step log has step numbers but no clock. Each step's time is rebuilt from the
+cumulative `timing_s/step` (a step is logged when it ends), anchored at a start time that
+defaults to the file's modification time minus the run's length, so the last step lands
+when the file was last written. A run that would reach past now is moved back to end now:
+Prometheus drops samples of blocks that reach into the future.
+
+The samples then look like scrapes of `dashgen export`: every scrape interval, the newest
+step's values (same names, labels and unit conversions as the exporter, through
+`StepMapper`), `verl_exporter_last_step_timestamp_seconds`, the exporter's counters and
+`up 1`. Windows and `for:` of the alerts then judge a backfilled run like a scraped one.
+One difference remains: a key a step stops logging fades out after Prometheus' 5 minute
+lookback instead of at once, as OpenMetrics cannot carry the staleness marker a scrape writes.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, TextIO
+
+from dashgen.catalog import verl_metric_name
+from dashgen.errors import BuildError
+from dashgen.exporter import run_from_path
+from dashgen.promtool import run_promtool
+from dashgen.verl_log import LineError, StepMapper
+
+STEP_TIME_METRIC = verl_metric_name("timing_s/step")[0]
+LAST_STEP_METRIC = "verl_exporter_last_step_timestamp_seconds"
+# promtool's block lengths: 2h times a power of 3 (the TSDB's compaction ranges).
+SMALLEST_BLOCK_HOURS = 2
+
+
+@dataclass(frozen=True)
+class Timing:
+    """How a run's steps are placed on the clock and sampled."""
+    start: float | None = None  # Unix time the run began; None: file mtime minus the run's length
+    scrape_interval: float = 15.0
+    default_step_seconds: float = 60.0  # for steps that log no usable timing_s/step
+    # Keep serving the last step this long after it, as an exporter that outlives a hung trainer does.
+    hold_seconds: float = 0.0
+
+
+@dataclass
+class RecordedRun:
+    path: Path
+    labels: dict[str, str]  # job, instance, project, experiment, in that order
+    steps: list[int] = field(default_factory=list)
+    times: list[float] = field(default_factory=list)  # Unix time each step was logged
+    values: list[dict[str, float]] = field(default_factory=list)  # metric name -> value, per step
+    errors_seen: list[int] = field(default_factory=list)  # unparseable lines read by the time of each step
+    parse_errors: int = 0
+    untimed_steps: int = 0
+    end: float = 0.0  # time of the last sample: the last step plus the hold
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return f"{self.labels['project']}/{self.labels['experiment']}"
+
+    def step_at(self, when: float) -> int:
+        """The step the exporter was showing at `when`."""
+        return self.steps[max(bisect.bisect_right(self.times, when) - 1, 0)]
+
+    def scrapes(self, interval: float) -> list[tuple[int, int]]:
+        """(time in ms, index of the step shown) of each scrape, the last one at `end`."""
+        step_ms = [round(t * 1000) for t in self.times]
+        interval_ms = round(interval * 1000)
+        last_ms = round(self.end * 1000)
+        count = (last_ms - step_ms[0]) // interval_ms + 1
+        out: list[tuple[int, int]] = []
+        index = 0
+        for at in range(last_ms - (count - 1) * interval_ms, last_ms + 1, interval_ms):
+            while index + 1 < len(step_ms) and step_ms[index + 1] <= at:
+                index += 1
+            out.append((at, index))
+        return out
+
+
+def run_labels(path: Path, job: str, project: str | None = None, experiment: str | None = None,
+               instance: str | None = None) -> dict[str, str]:
+    """The labels a scrape of `dashgen export --jsonl path` would carry."""
+    default_project, default_experiment = run_from_path(path)
+    project, experiment = project or default_project, experiment or default_experiment
+    return {"job": job, "instance": instance or f"backfill/{project}/{experiment}",
+            "project": project, "experiment": experiment}
+
+
+def read_run(path: Path, labels: dict[str, str], timing: Timing, export_unknown: bool = True,
+             keep: set[str] | None = None, now: float | None = None) -> RecordedRun:
+    """Parse the step log and place its steps on the clock; BuildError if it holds no step.
+
+    `keep` limits the values held to these metric names (a long run's other keys cost memory).
+    """
+    run = RecordedRun(path, labels)
+    mapper = StepMapper(export_unknown=export_unknown)
+    durations: list[float] = []
+    lines = 0
+    try:
+        with open(path, "rb") as handle:
+            for line in handle:
+                if not line.strip():
+                    continue
+                lines += 1
+                try:
+                    step = mapper.step(line)
+                except LineError:
+                    run.parse_errors += 1
+                    continue
+                if run.steps and step.step < run.steps[-1]:
+                    run.notes.append(f"step went back from {run.steps[-1]} to {step.step} "
+                                     f"(a resumed run); its steps are placed after the earlier ones")
+                run.errors_seen.append(run.parse_errors)
+                run.steps.append(step.step)
+                run.values.append(step.values if keep is None else
+                                  {name: value for name, value in step.values.items() if name in keep})
+                durations.append(_step_seconds(step.values, timing.default_step_seconds))
+                run.untimed_steps += not _has_timing(step.values)
+        modified = os.stat(path).st_mtime
+    except OSError as exc:
+        raise BuildError(f"{path}: cannot read the step log: {exc.strerror or exc}") from None
+    if not run.steps:
+        raise BuildError(f"{path}: no step records in {lines} non-empty line(s) ({run.parse_errors} unparseable); "
+                         f"expected verl's file-logger JSONL, one {{\"step\": N, \"data\": {{...}}}} per line")
+    # Errors read after a step's line but before the next step belong to that step's scrapes.
+    run.errors_seen = [*run.errors_seen[1:], run.parse_errors]
+    if run.parse_errors:
+        run.notes.append(f"skipped {run.parse_errors} unparseable line(s)")
+    if run.untimed_steps:
+        run.notes.append(f"{run.untimed_steps} step(s) without timing_s/step placed "
+                         f"{timing.default_step_seconds:g} s after the previous one")
+    _place_on_clock(run, durations, timing, modified, time.time() if now is None else now)
+    return run
+
+
+def _has_timing(values: dict[str, float]) -> bool:
+    value = values.get(STEP_TIME_METRIC)
+    return value is not None and math.isfinite(value) and value > 0
+
+
+def _step_seconds(values: dict[str, float], default: float) -> float:
+    return values[STEP_TIME_METRIC] if _has_timing(values) else default
+
+
+def _place_on_clock(run: RecordedRun, durations: list[float], timing: Timing, modified: float,
+                    now: float) -> None:
+    offsets, total = [], 0.0
+    for seconds in durations:
+        total += seconds
+        offsets.append(total)
+    anchor = timing.start if timing.start is not None else modified - total
+    overshoot = anchor + total + timing.hold_seconds - now
+    if overshoot > 0:
+        anchor -= overshoot
+        run.notes.append(f"reconstructed times reached {overshoot:.0f} s past now; moved the run back to end now "
+                         f"(Prometheus drops samples from the future)")
+    run.times = [anchor + offset for offset in offsets]
+    run.end = run.times[-1] + timing.hold_seconds
+
+
+# --- OpenMetrics ---------------------------------------------------------------------------
+
+def openmetrics_value(value: float) -> str:
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    return repr(value)
+
+
+def label_text(labels: dict[str, str]) -> str:
+    escaped = (value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") for value in labels.values())
+    return "{" + ",".join(f'{name}="{value}"' for name, value in zip(labels, escaped)) + "}"
+
+
+EXPORTER_SAMPLES = frozenset({LAST_STEP_METRIC, "verl_exporter_steps_total", "verl_exporter_parse_errors_total"})
+
+
+def series_names(runs: list[RecordedRun]) -> set[str]:
+    """Names of every series a backfill of the runs writes."""
+    return {name for run in runs for step in run.values for name in step} | EXPORTER_SAMPLES | {"up"}
+
+
+@dataclass(frozen=True)
+class _Family:
+    name: str
+    type: str  # "gauge" or "counter"
+    sample: str  # the sample's name: the family's, or with _total for a counter
+    values: list  # per run: per-step value strings (None: not logged at that step)
+
+
+def _families(runs: list[RecordedRun], only: set[str] | None) -> Iterable[_Family]:
+    names = sorted({name for run in runs for step in run.values for name in step})
+    for name in names:
+        if only is None or name in only:
+            yield _Family(name, "gauge", name, [[openmetrics_value(step[name]) if name in step else None
+                                                  for step in run.values] for run in runs])
+    exporter = [(LAST_STEP_METRIC, "gauge", LAST_STEP_METRIC, lambda run: [repr(t) for t in run.times]),
+                ("verl_exporter_steps", "counter", "verl_exporter_steps_total",
+                 lambda run: [str(i + 1) for i in range(len(run.steps))]),
+                ("verl_exporter_parse_errors", "counter", "verl_exporter_parse_errors_total",
+                 lambda run: [str(n) for n in run.errors_seen])]
+    for family, kind, sample, per_step in exporter:
+        if only is None or sample in only:
+            yield _Family(family, kind, sample, [per_step(run) for run in runs])
+
+
+def write_openmetrics(runs: list[RecordedRun], out: TextIO, scrape_interval: float,
+                      only: set[str] | None = None) -> int:
+    """Write the runs' scrapes as OpenMetrics text (families grouped, samples in time order).
+
+    `only` limits the output to these sample names; returns the number of samples written.
+    """
+    scrapes = [run.scrapes(scrape_interval) for run in runs]
+    stamps = [[(index, f" {at // 1000}.{at % 1000:03d}\n") for at, index in run_scrapes] for run_scrapes in scrapes]
+    written = 0
+    for family in _families(runs, only):
+        out.write(f"# TYPE {family.name} {family.type}\n")
+        for run, run_stamps, per_step in zip(runs, stamps, family.values):
+            prefix = family.sample + label_text(run.labels) + " "
+            lines = [prefix + per_step[index] + stamp for index, stamp in run_stamps if per_step[index] is not None]
+            out.writelines(lines)
+            written += len(lines)
+    if only is None or "up" in only:
+        out.write("# TYPE up gauge\n")
+        for run, run_stamps in zip(runs, stamps):
+            prefix = "up" + label_text({"job": run.labels["job"], "instance": run.labels["instance"]}) + " 1"
+            out.writelines(prefix + stamp for _, stamp in run_stamps)
+            written += len(run_stamps)
+    out.write("# EOF\n")
+    return written
+
+
+def block_hours(span_seconds: float) -> int:
+    """The shortest block length promtool offers that holds `span_seconds`.
+
+    promtool 2.42 reads its whole input once per block, so a week-long run cut into its
+    default 2 h blocks takes minutes; one or two blocks take seconds. The price, as
+    Prometheus' docs say, is that retention drops a block only once all of it is too old.
+    """
+    hours = SMALLEST_BLOCK_HOURS
+    while hours * 3600 < span_seconds:
+        hours *= 3
+    return hours
+
+
+def create_blocks(openmetrics_file: Path, tsdb_dir: Path, span_seconds: float) -> None:
+    """`promtool tsdb create-blocks-from openmetrics` into tsdb_dir; BuildError with promtool's message."""
+    tsdb_dir.mkdir(parents=True, exist_ok=True)
+    result = run_promtool(["tsdb", "create-blocks-from", "openmetrics", "--quiet",
+                           f"--max-block-duration={block_hours(span_seconds)}h", str(openmetrics_file),
+                           str(tsdb_dir)])
+    if result.returncode != 0:
+        raise BuildError(f"promtool could not turn {openmetrics_file} into blocks in {tsdb_dir} "
+                         f"(exit {result.returncode}):\n{(result.stderr or result.stdout).strip()}")
+
+
+def check_unique_runs(runs: list[RecordedRun]) -> None:
+    seen: dict[str, Path] = {}
+    for run in runs:
+        if run.labels["instance"] in seen:
+            raise BuildError(f"{run.path} and {seen[run.labels['instance']]} both map to run {run.name}; "
+                             f"give one of them another file or folder name")
+        seen[run.labels["instance"]] = run.path

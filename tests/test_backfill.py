@@ -1,0 +1,128 @@
+"""`dashgen backfill`: a recorded run becomes blocks that a real Prometheus serves like scrapes of the exporter."""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from synthetic_runs import step_data, write_run
+
+from conftest import run
+from dashgen.backfill import Timing, read_run, run_labels
+from dashgen.backtest import serve_tsdb
+from dashgen.exporter import LogFollower, RunState
+
+START = 1_700_000_000  # a fixed, past anchor: results do not depend on the clock
+
+
+def _values_at(server, when: float) -> dict[tuple[str, tuple], float]:
+    result = server.api("query", query='{job="verl", __name__!="up"}', time=f"{when:.3f}")["result"]
+    return {(s["metric"]["__name__"], tuple(sorted((k, v) for k, v in s["metric"].items() if k != "__name__"))):
+            float(s["value"][1]) for s in result}
+
+
+def test_backfilled_series_match_the_exporter(tmp_path: Path):
+    log = write_run(tmp_path / "gsm8k" / "ppo-7b.jsonl", "healthy", steps=4)
+    last = step_data(5)
+    last["actor/ppo_kl"] = None  # verl's file logger writes NaN as null
+    with open(log, "a") as handle:
+        handle.write("not json\n")
+        handle.write(json.dumps({"step": 5, "data": last}) + "\n")
+
+    result = run("backfill", str(log), "--tsdb", str(tmp_path / "tsdb"), "--start", str(START))
+    assert result.exit_code == 0, result.output
+    assert "skipped 1 unparseable line(s)" in result.output
+
+    state = RunState("gsm8k", "ppo-7b")
+    LogFollower(log, state).poll()  # what `dashgen export` serves once it has read the whole log
+    exporter = {}
+    for family in state.collect():
+        for sample in family.samples:
+            exporter[sample.name] = sample.value
+    last_time = START + sum(step_data(n)["timing_s/step"] for n in range(1, 5)) + last["timing_s/step"]
+    with serve_tsdb(tmp_path) as server:
+        step_times = [float(s["value"][1]) for s in server.api(
+            "query", query="verl_exporter_last_step_timestamp_seconds", time=f"{last_time + 60:.3f}")["result"]]
+        assert step_times == [pytest.approx(last_time, abs=1e-3)]
+        backfilled = _values_at(server, last_time)
+        up = server.api("query", query='up{job="verl"}', time=f"{last_time:.3f}")["result"]
+
+    labels = (("experiment", "ppo-7b"), ("instance", "backfill/gsm8k/ppo-7b"), ("job", "verl"), ("project", "gsm8k"))
+    assert {key[1] for key in backfilled} == {labels}
+    names = {key[0] for key in backfilled}
+    assert names == set(exporter)
+    for name, value in exporter.items():
+        if name == "verl_exporter_last_step_timestamp_seconds":
+            continue  # the exporter's wall clock; the backfill's reconstructed time is checked above
+        got = backfilled[(name, labels)]
+        assert (math.isnan(got) and math.isnan(value)) or got == value, name
+    assert math.isnan(backfilled[("verl_actor_ppo_kl", labels)])
+    assert [s["value"][1] for s in up] == ["1"]
+    assert {s["metric"]["instance"] for s in up} == {"backfill/gsm8k/ppo-7b"}
+
+
+def test_values_repeat_at_the_scrape_interval_until_the_next_step(tmp_path: Path):
+    log = write_run(tmp_path / "p" / "e.jsonl", "healthy", steps=3)
+    result = run("backfill", str(log), "--tsdb", str(tmp_path / "tsdb"), "--start", str(START),
+                 "--scrape-interval", "10s")
+    assert result.exit_code == 0, result.output
+    recorded = read_run(log, run_labels(log, "verl"), Timing(start=START, scrape_interval=10))
+    with serve_tsdb(tmp_path) as server:
+        data = server.api("query", query="verl_actor_ppo_kl[1d]", time=str(recorded.end + 1))["result"]
+    samples = data[0]["values"]
+    times = [t for t, _ in samples]
+    assert all(round(b - a, 3) == 10 for a, b in zip(times, times[1:]))
+    assert times[-1] == pytest.approx(recorded.end, abs=1e-3)
+    assert times[0] >= recorded.times[0] and times[0] - recorded.times[0] < 10
+    for when, value in samples:
+        shown = max(i for i, t in enumerate(recorded.times) if t <= when + 1e-3)
+        assert float(value) == recorded.values[shown]["verl_actor_ppo_kl"]
+
+
+def test_step_times_come_from_timing_and_a_default_spacing(tmp_path: Path):
+    log = tmp_path / "p" / "e.jsonl"
+    log.parent.mkdir()
+    log.write_text("".join(json.dumps({"step": n, "data": data}) + "\n" for n, data in
+                           ((1, {"timing_s/step": 30.0}), (2, {"actor/ppo_kl": 0.1}), (3, {"timing_s/step": 5.0}))))
+    recorded = read_run(log, run_labels(log, "verl"), Timing(start=1000.0, default_step_seconds=100.0), now=10_000)
+    assert recorded.times == [1030.0, 1130.0, 1135.0]
+    assert "1 step(s) without timing_s/step" in " ".join(recorded.notes)
+
+    anchored_at_mtime = read_run(log, run_labels(log, "verl"), Timing(default_step_seconds=100.0))
+    assert anchored_at_mtime.times[-1] == pytest.approx(log.stat().st_mtime)
+
+
+def test_a_run_reaching_into_the_future_is_moved_back_to_now(tmp_path: Path):
+    log = write_run(tmp_path / "p" / "e.jsonl", "healthy", steps=3)
+    recorded = read_run(log, run_labels(log, "verl"), Timing(start=1_000_000.0, hold_seconds=60), now=1_000_100.0)
+    assert recorded.end == pytest.approx(1_000_100.0)
+    assert recorded.times[-1] == pytest.approx(1_000_040.0)
+    assert any("past now" in note for note in recorded.notes)
+
+    result = run("backfill", str(log), "--tsdb", str(tmp_path / "tsdb"), "--start", "2999-01-01T00:00:00Z")
+    assert result.exit_code == 0, result.output
+    assert "moved the run back to end now" in result.output
+
+
+@pytest.mark.parametrize("content, expected", [
+    ("", "no step records in 0 non-empty line(s)"),
+    ('garbage\n{"step": 1}\n[1, 2]\n', "no step records in 3 non-empty line(s) (3 unparseable)"),
+])
+def test_a_file_without_steps_is_refused(tmp_path: Path, content: str, expected: str):
+    log = tmp_path / "p" / "e.jsonl"
+    log.parent.mkdir()
+    log.write_text(content)
+    result = run("backfill", str(log), "--tsdb", str(tmp_path / "tsdb"))
+    assert result.exit_code == 1
+    assert expected in result.output
+    assert not (tmp_path / "tsdb").exists()
+
+
+def test_missing_promtool_names_the_install_command(tmp_path: Path, monkeypatch):
+    log = write_run(tmp_path / "p" / "e.jsonl", "healthy", steps=2)
+    monkeypatch.delenv("PROMTOOL", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    result = run("backfill", str(log), "--tsdb", str(tmp_path / "tsdb"))
+    assert result.exit_code == 1
+    assert "promtool not found on PATH" in result.output
+    assert "apt-get install" in result.output
