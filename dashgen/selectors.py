@@ -19,24 +19,19 @@ from dashgen.promql import QueryError, SeriesInfo, check_expression
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def dashboard_selectors(config: Config) -> dict[str, str]:
+def _scrape_job_selectors(config: Config) -> dict[str, str]:
     gpu_job = config.ray_job if config.gpu_source == "ray" else config.dcgm_job
-    return {
-        "run": 'job=~"$job", project=~"$project", experiment=~"$experiment"',
-        "gpu": f'job="{gpu_job}"',
-        "node": f'job="{config.ray_job}"',
-        "rollout": f'job="{config.rollout_job}"',
-    }
+    return {"gpu": f'job="{gpu_job}"', "node": f'job="{config.ray_job}"', "rollout": f'job="{config.rollout_job}"'}
+
+
+def dashboard_selectors(config: Config) -> dict[str, str]:
+    """`run` is the run picked with the dashboard's variables."""
+    return {"run": 'job=~"$job", project=~"$project", experiment=~"$experiment"', **_scrape_job_selectors(config)}
 
 
 def rule_selectors(config: Config) -> dict[str, str]:
-    gpu_job = config.ray_job if config.gpu_source == "ray" else config.dcgm_job
-    return {
-        "verl": f'job="{config.verl_job}"',
-        "gpu": f'job="{gpu_job}"',
-        "node": f'job="{config.ray_job}"',
-        "rollout": f'job="{config.rollout_job}"',
-    }
+    """`verl` is the exporter's scrape job; rules see every run at once."""
+    return {"verl": f'job="{config.verl_job}"', **_scrape_job_selectors(config)}
 
 
 def checked_expression(text: str, selectors: Mapping[str, str], catalog: Catalog,

@@ -13,6 +13,7 @@ from typing import Any
 
 import jsonschema
 
+from dashgen.dashboards import iter_panels
 from dashgen.errors import BuildError
 
 # panel type -> (options schema, fieldConfig.defaults.custom schema)
@@ -31,7 +32,7 @@ def _validator(name: str) -> jsonschema.Draft7Validator:
 def schema_errors(model: dict[str, Any]) -> list[str]:
     """Every schema violation of a dashboard model, as 'path: message' lines."""
     problems = [_describe(e, "") for e in _validator("grafana-dashboard").iter_errors(model)]
-    for index, panel in enumerate(_all_panels(model)):
+    for index, panel in enumerate(iter_panels(model)):
         schemas = _PANEL_SCHEMAS.get(panel.get("type"))
         if schemas is None:
             continue
@@ -50,12 +51,6 @@ def validate_dashboard(model: dict[str, Any], origin: str) -> None:
     if problems:
         raise BuildError(f"{origin}: the rendered dashboard does not match Grafana's schema:\n  "
                          + "\n  ".join(problems[:10]))
-
-
-def _all_panels(model: dict[str, Any]):
-    for panel in model.get("panels", []):
-        yield panel
-        yield from panel.get("panels", [])
 
 
 def _describe(error: jsonschema.ValidationError, prefix: str) -> str:
