@@ -33,7 +33,9 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("runs") / "synthetic"
     return {"healthy": write_run(folder / "healthy.jsonl", "healthy", STEPS),
             "diverging": write_run(folder / "diverging.jsonl", "diverging", STEPS, event_at=DIVERGES_AT),
-            "stalled": write_run(folder / "stalled.jsonl", "stalled", STEPS, event_at=80)}
+            "stalled": write_run(folder / "stalled.jsonl", "stalled", STEPS, event_at=80),
+            "reward_cliff": write_run(folder / "reward_cliff.jsonl", "reward_cliff", STEPS, event_at=DIVERGES_AT),
+            "truncation": write_run(folder / "truncation.jsonl", "truncation", STEPS, event_at=DIVERGES_AT)}
 
 
 @pytest.fixture(scope="module")
@@ -164,3 +166,17 @@ def test_for_is_applied_like_prometheus():
 def test_queries_are_split_at_gaps_and_at_the_point_limit(monkeypatch):
     monkeypatch.setattr(backtest_module, "MAX_POINTS_PER_QUERY", 3)
     assert query_spans([0, 10, 20, 30, 40, 70, 80], 10) == [(0, 20), (30, 40), (70, 80)]
+
+
+@pytest.mark.parametrize("kind, alertname, for_steps", [
+    ("reward_cliff", "VerlRewardCliff", 5),       # for: 5m
+    ("truncation", "VerlResponseTruncation", 15),  # for: 15m
+])
+def test_a_reward_cliff_and_truncation_fire_after_their_for_and_nothing_critical_else(runs, kind, alertname,
+                                                                                     for_steps):
+    report = _backtest_json(str(runs[kind]))
+    firing = _firing(report, alertname, kind)
+    assert firing, report
+    assert DIVERGES_AT + for_steps - 1 <= firing[0]["start_step"] <= DIVERGES_AT + for_steps + 3
+    critical = {a["alertname"] for a in report["alerts"] if a["severity"] == "critical" and a["firing"]}
+    assert critical <= {alertname}
