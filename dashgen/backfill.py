@@ -10,6 +10,12 @@ The samples then look like scrapes of `dashgen export`: every scrape interval, t
 step's values (same names, labels and unit conversions as the exporter, through
 `StepMapper`), `verl_exporter_last_step_timestamp_seconds`, the exporter's counters and
 `up 1`. Windows and `for:` of the alerts then judge a backfilled run like a scraped one.
+
+How the run ended is modelled as the exporter would publish it (dashgen/lifecycle.py):
+`finished` (the default) or `crashed` runs serve their final state (`verl_run_state`,
+`verl_run_exit_code`) for the grace period after the last step, then the exporter is gone
+(`up 0`) for GONE_SECONDS, so a backtest shows whether that absence would page; a `hung` run
+keeps serving its last step, still running, for the hold.
 One difference remains: a key a step stops logging fades out after Prometheus' 5 minute
 lookback instead of at once, as OpenMetrics cannot carry the staleness marker a scrape writes.
 """
@@ -24,16 +30,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, TextIO
 
-from dashgen.catalog import verl_metric_name
+from dashgen.catalog import NONFINITE_STREAK_METRIC, RUN_STATE_METRIC, verl_metric_name
 from dashgen.errors import BuildError
 from dashgen.exporter import run_from_path
+from dashgen.lifecycle import NonFiniteStreak, RunPhase
 from dashgen.promtool import run_promtool
-from dashgen.verl_log import LineError, StepMapper
+from dashgen.verl_log import LineError, StepMapper, parse_line
 
 STEP_TIME_METRIC = verl_metric_name("timing_s/step")[0]
 LAST_STEP_METRIC = "verl_exporter_last_step_timestamp_seconds"
 # promtool's block lengths: 2h times a power of 3 (the TSDB's compaction ranges).
 SMALLEST_BLOCK_HOURS = 2
+# How a recorded run ended: the exporter's final states, or a trainer that hangs.
+RUN_ENDS = ("finished", "crashed", "hung")
+# After a finished or crashed run's grace period, how long the exporter is shown gone (up 0).
+GONE_SECONDS = 1800.0
+CRASH_EXIT_CODE = 1
 
 
 @dataclass(frozen=True)
@@ -42,8 +54,14 @@ class Timing:
     start: float | None = None  # Unix time the run began; None: file mtime minus the run's length
     scrape_interval: float = 15.0
     default_step_seconds: float = 60.0  # for steps that log no usable timing_s/step
-    # Keep serving the last step this long after it, as an exporter that outlives a hung trainer does.
-    hold_seconds: float = 0.0
+    # How the run ended (RUN_ENDS) and how long the exporter serves after the last step: the grace
+    # period of a finished or crashed run, or how long a hung trainer is watched.
+    end: str = "finished"
+    hold_seconds: float = 300.0
+
+    def __post_init__(self) -> None:
+        if self.end not in RUN_ENDS:
+            raise ValueError(f"end {self.end!r} is not one of {', '.join(RUN_ENDS)}")
 
 
 @dataclass
@@ -56,7 +74,9 @@ class RecordedRun:
     errors_seen: list[int] = field(default_factory=list)  # unparseable lines read by the time of each step
     parse_errors: int = 0
     untimed_steps: int = 0
-    end: float = 0.0  # time of the last sample: the last step plus the hold
+    end_kind: str = "finished"  # one of RUN_ENDS
+    served_until: float = 0.0  # the exporter's last scrape: the last step plus the hold
+    end: float = 0.0  # time of the last sample: served_until, then the gone exporter's up 0
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -68,10 +88,10 @@ class RecordedRun:
         return self.steps[max(bisect.bisect_right(self.times, when) - 1, 0)]
 
     def scrapes(self, interval: float) -> list[tuple[int, int]]:
-        """(time in ms, index of the step shown) of each scrape, the last one at `end`."""
+        """(time in ms, index of the step shown) of each scrape, the last one at `served_until`."""
         step_ms = [round(t * 1000) for t in self.times]
         interval_ms = round(interval * 1000)
-        last_ms = round(self.end * 1000)
+        last_ms = round(self.served_until * 1000)
         count = (last_ms - step_ms[0]) // interval_ms + 1
         out: list[tuple[int, int]] = []
         index = 0
@@ -97,8 +117,9 @@ def read_run(path: Path, labels: dict[str, str], timing: Timing, export_unknown:
 
     `keep` limits the values held to these metric names (a long run's other keys cost memory).
     """
-    run = RecordedRun(path, labels)
+    run = RecordedRun(path, labels, end_kind=timing.end)
     mapper = StepMapper(export_unknown=export_unknown)
+    streak = NonFiniteStreak()
     durations: list[float] = []
     lines = 0
     try:
@@ -108,19 +129,21 @@ def read_run(path: Path, labels: dict[str, str], timing: Timing, export_unknown:
                     continue
                 lines += 1
                 try:
-                    step = mapper.step(line)
+                    number, data = parse_line(line)
                 except LineError:
                     run.parse_errors += 1
                     continue
-                if run.steps and step.step < run.steps[-1]:
-                    run.notes.append(f"step went back from {run.steps[-1]} to {step.step} "
+                values = mapper.map(data)
+                values[NONFINITE_STREAK_METRIC] = float(streak.observe(data))
+                if run.steps and number < run.steps[-1]:
+                    run.notes.append(f"step went back from {run.steps[-1]} to {number} "
                                      f"(a resumed run); its steps are placed after the earlier ones")
                 run.errors_seen.append(run.parse_errors)
-                run.steps.append(step.step)
-                run.values.append(step.values if keep is None else
-                                  {name: value for name, value in step.values.items() if name in keep})
-                durations.append(_step_seconds(step.values, timing.default_step_seconds))
-                run.untimed_steps += not _has_timing(step.values)
+                run.steps.append(number)
+                run.values.append(values if keep is None else
+                                  {name: value for name, value in values.items() if name in keep})
+                durations.append(_step_seconds(values, timing.default_step_seconds))
+                run.untimed_steps += not _has_timing(values)
         modified = os.stat(path).st_mtime
     except OSError as exc:
         raise BuildError(f"{path}: cannot read the step log: {exc.strerror or exc}") from None
@@ -160,7 +183,10 @@ def _place_on_clock(run: RecordedRun, durations: list[float], timing: Timing, mo
         run.notes.append(f"reconstructed times reached {overshoot:.0f} s past now; moved the run back to end now "
                          f"(Prometheus drops samples from the future)")
     run.times = [anchor + offset for offset in offsets]
-    run.end = run.times[-1] + timing.hold_seconds
+    run.served_until = run.times[-1] + timing.hold_seconds
+    # The gone exporter's failed scrapes stop at now: a run that just ended has no more yet.
+    gone = 0.0 if timing.end == "hung" else GONE_SECONDS
+    run.end = max(run.served_until, min(run.served_until + gone, now))
 
 
 # --- OpenMetrics ---------------------------------------------------------------------------
@@ -178,7 +204,8 @@ def label_text(labels: dict[str, str]) -> str:
     return "{" + ",".join(f'{name}="{value}"' for name, value in zip(labels, escaped)) + "}"
 
 
-EXPORTER_SAMPLES = frozenset({LAST_STEP_METRIC, "verl_exporter_steps_total", "verl_exporter_parse_errors_total"})
+EXPORTER_SAMPLES = frozenset({LAST_STEP_METRIC, "verl_exporter_steps_total", "verl_exporter_parse_errors_total",
+                              RUN_STATE_METRIC, "verl_run_exit_code"})
 
 
 def series_names(runs: list[RecordedRun]) -> set[str]:
@@ -217,7 +244,7 @@ def write_openmetrics(runs: list[RecordedRun], out: TextIO, scrape_interval: flo
     `only` limits the output to these sample names; returns the number of samples written.
     """
     scrapes = [run.scrapes(scrape_interval) for run in runs]
-    stamps = [[(index, f" {at // 1000}.{at % 1000:03d}\n") for at, index in run_scrapes] for run_scrapes in scrapes]
+    stamps = [[(index, _stamp(at)) for at, index in run_scrapes] for run_scrapes in scrapes]
     written = 0
     for family in _families(runs, only):
         out.write(f"# TYPE {family.name} {family.type}\n")
@@ -226,14 +253,50 @@ def write_openmetrics(runs: list[RecordedRun], out: TextIO, scrape_interval: flo
             lines = [prefix + per_step[index] + stamp for index, stamp in run_stamps if per_step[index] is not None]
             out.writelines(lines)
             written += len(lines)
+    if only is None or RUN_STATE_METRIC in only:
+        out.write(f"# TYPE {RUN_STATE_METRIC} gauge\n")
+        for run, run_scrapes in zip(runs, scrapes):
+            final = _final_phase(run)
+            last_step_ms = round(run.times[-1] * 1000)
+            for phase in RunPhase:
+                prefix = RUN_STATE_METRIC + label_text({**run.labels, "state": phase.value}) + " "
+                while_running, after = (str(float(phase is RunPhase.RUNNING)), str(float(phase is final)))
+                out.writelines(f"{prefix}{after if at > last_step_ms else while_running}{_stamp(at)}"
+                               for at, _ in run_scrapes)
+                written += len(run_scrapes)
+    if only is None or "verl_run_exit_code" in only:
+        out.write("# TYPE verl_run_exit_code gauge\n")
+        for run, run_scrapes in zip(runs, scrapes):
+            if run.end_kind != "hung":
+                code = CRASH_EXIT_CODE if run.end_kind == "crashed" else 0
+                ended = [at for at, _ in run_scrapes if at > round(run.times[-1] * 1000)]
+                out.writelines(f"verl_run_exit_code{label_text(run.labels)} {code}{_stamp(at)}" for at in ended)
+                written += len(ended)
     if only is None or "up" in only:
         out.write("# TYPE up gauge\n")
         for run, run_stamps in zip(runs, stamps):
-            prefix = "up" + label_text({"job": run.labels["job"], "instance": run.labels["instance"]}) + " 1"
-            out.writelines(prefix + stamp for _, stamp in run_stamps)
-            written += len(run_stamps)
+            prefix = "up" + label_text({"job": run.labels["job"], "instance": run.labels["instance"]})
+            out.writelines(prefix + " 1" + stamp for _, stamp in run_stamps)
+            gone = _gone_scrapes(run, scrape_interval)
+            out.writelines(prefix + " 0" + _stamp(at) for at in gone)
+            written += len(run_stamps) + len(gone)
     out.write("# EOF\n")
     return written
+
+
+def _stamp(at_ms: int) -> str:
+    return f" {at_ms // 1000}.{at_ms % 1000:03d}\n"
+
+
+def _final_phase(run: RecordedRun) -> RunPhase:
+    return {"finished": RunPhase.FINISHED, "crashed": RunPhase.CRASHED}.get(run.end_kind, RunPhase.RUNNING)
+
+
+def _gone_scrapes(run: RecordedRun, interval: float) -> list[int]:
+    """Times (ms) of the failed scrapes after the exporter went away."""
+    interval_ms = round(interval * 1000)
+    served_ms, end_ms = round(run.served_until * 1000), round(run.end * 1000)
+    return list(range(served_ms + interval_ms, end_ms + 1, interval_ms))
 
 
 def block_hours(span_seconds: float) -> int:

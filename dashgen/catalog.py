@@ -41,6 +41,10 @@ SGLANG_LABELS = TARGET_LABELS | {"model_name", "engine_type", "tp_rank", "pp_ran
 
 HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
 
+# Series the exporter derives itself (not from one log key).
+RUN_STATE_METRIC = "verl_run_state"
+NONFINITE_STREAK_METRIC = "verl_nonfinite_streak_steps"
+
 
 @dataclass(frozen=True)
 class Metric:
@@ -167,6 +171,16 @@ def _verl_metrics() -> Iterable[Metric]:
     ]
     for name, mtype, unit, help_text in exporter:
         yield Metric(name, mtype, unit, help_text, VERL_LABELS, Source.VERL)
+    # The run's lifecycle (dashgen/lifecycle.py), one series per state, 1 for the current one.
+    yield Metric(RUN_STATE_METRIC, MetricType.GAUGE, "none",
+                 "1 for the run's current state (running, finished, crashed, stopped), 0 for the others",
+                 VERL_LABELS | {"state"}, Source.VERL)
+    yield Metric("verl_run_exit_code", MetricType.GAUGE, "none",
+                 "Exit code of the supervised trainer (negative: killed by that signal); absent while it runs",
+                 VERL_LABELS, Source.VERL)
+    yield Metric(NONFINITE_STREAK_METRIC, MetricType.GAUGE, "short",
+                 "Consecutive steps, up to the newest, that logged a NaN or infinite loss, grad norm, KL or entropy",
+                 VERL_LABELS, Source.VERL)
 
 
 def _other_metrics() -> Iterable[Metric]:

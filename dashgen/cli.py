@@ -14,6 +14,11 @@ from dashgen.errors import BuildError
 if TYPE_CHECKING:
     from dashgen.backfill import Timing
 
+# How long `dashgen export -- CMD` serves a finished trainer's final state; backfill models the same.
+DEFAULT_GRACE = "5m"
+# How long backfill watches a hung run (--end hung) unless --hold says.
+DEFAULT_HUNG_HOLD = "1h"
+
 _root_option = click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=".",
                             show_default=True, help="Project folder holding panels/, alerts/ and rendered/.")
 _config_option = click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
@@ -107,7 +112,7 @@ def _promtool_and_exit(args: list[str]) -> None:
     sys.exit(result.returncode)
 
 
-@cli.command()
+@cli.command(context_settings={"allow_interspersed_args": False})
 @click.option("--jsonl", "path", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="verl's step log (trainer.logger includes 'file'); may not exist yet.")
 @click.option("--listen", default="127.0.0.1:9464", show_default=True, help="host:port to serve /metrics on.")
@@ -117,21 +122,43 @@ def _promtool_and_exit(args: list[str]) -> None:
               help="Also export keys the catalog does not know, named by the same rule.")
 @click.option("--poll-interval", default=0.5, show_default=True, type=click.FloatRange(0.01, 60),
               help="Seconds between looks at the log.")
+@click.option("--total-steps", default=None, type=click.IntRange(1), metavar="N",
+              help="The run is finished once step N is logged (sidecar mode: how the end is known).")
+@click.option("--grace", default=DEFAULT_GRACE, show_default=True,
+              help="With a supervised trainer: keep serving its final state this long after it exits.")
+@click.option("--pid-file", default=None, type=click.Path(dir_okay=False, path_type=Path),
+              help="With a supervised trainer: write its PID here while it runs.")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- TRAINER COMMAND...]")
 def export(path: Path, listen: str, project: str | None, experiment: str | None, unknown_keys: bool,
-           poll_interval: float) -> None:
-    """Follow verl's JSONL step log and serve its newest step on /metrics for Prometheus."""
+           poll_interval: float, total_steps: int | None, grace: str, pid_file: Path | None,
+           command: tuple[str, ...]) -> None:
+    """Follow verl's JSONL step log and serve its newest step on /metrics for Prometheus.
+
+    Given a trainer command after `--`, run it as a child (supervise mode): SIGINT and SIGTERM
+    are forwarded to it, its end (finished, crashed, stopped) and exit code are published, and
+    the exporter exits with its status after the grace period.
+    """
     import signal
     import threading
 
     from prometheus_client import CollectorRegistry, start_http_server
 
+    from dashgen.config import duration_seconds
     from dashgen.exporter import LogFollower, RunState, follow_forever, run_from_path
+    from dashgen.supervisor import Supervisor
 
     host, _, port_text = listen.rpartition(":")
     if not host or not port_text.isdigit():
         raise BuildError(f"--listen {listen!r}: expected host:port, e.g. 127.0.0.1:9464")
+    try:
+        grace_seconds = duration_seconds(grace)
+    except ValueError:
+        raise BuildError(f"--grace {grace!r} is not a Prometheus duration (e.g. 5m)") from None
+    if (pid_file is not None or grace != DEFAULT_GRACE) and not command:
+        raise BuildError("--grace and --pid-file apply to a supervised trainer: give its command after `--`")
     default_project, default_experiment = run_from_path(path)
-    state = RunState(project or default_project, experiment or default_experiment, export_unknown=unknown_keys)
+    state = RunState(project or default_project, experiment or default_experiment, export_unknown=unknown_keys,
+                     total_steps=total_steps)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(state)
     try:
@@ -140,10 +167,15 @@ def export(path: Path, listen: str, project: str | None, experiment: str | None,
         raise BuildError(f"cannot listen on {listen}: {exc.strerror or exc}") from None
     click.echo(f"dashgen export: serving {path} as project={state.labels[0]!r} experiment={state.labels[1]!r} "
                f"on http://{listen}/metrics", err=True)
+    follower = LogFollower(path, state)
+    if command:
+        supervisor = Supervisor(list(command), follower, poll_interval, grace_seconds, pid_file,
+                                say=lambda message: click.echo(message, err=True))
+        sys.exit(supervisor.run())
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
-        follow_forever(LogFollower(path, state), poll_interval, stop)
+        follow_forever(follower, poll_interval, stop)
     except KeyboardInterrupt:
         pass
 
@@ -160,9 +192,14 @@ def _timing_options(command):
                           "scrape_interval (15s)."),
         click.option("--default-step-time", default="60s", show_default=True,
                      help="Spacing of steps that log no timing_s/step."),
-        click.option("--hold", default="0s", show_default=True,
-                     help="Keep serving the last step this long after it, as an exporter that outlives a hung "
-                          "trainer does (lets VerlTrainingStalled fire on a run that stopped)."),
+        click.option("--end", "run_end", type=click.Choice(["finished", "crashed", "hung"]), default=None,
+                     help="How the run ended. finished (default) and crashed: the exporter serves that final state "
+                          "for the grace period, then goes away. hung (default when --hold is given): it keeps "
+                          "serving the last step, so VerlTrainingStalled can fire."),
+        click.option("--hold", default=None,
+                     help=f"How long the exporter serves after the last step: the grace period of a finished or "
+                          f"crashed run (default {DEFAULT_GRACE}), or how long a hung run is watched (default "
+                          f"{DEFAULT_HUNG_HOLD})."),
     ]
     for option in reversed(options):
         command = option(command)
@@ -183,11 +220,13 @@ def _parse_time(text: str) -> float:
     return (parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)).timestamp()
 
 
-def _timing(start: str | None, scrape_interval: str | None, default_step_time: str, hold: str,
-            config: Config) -> Timing:
+def _timing(start: str | None, scrape_interval: str | None, default_step_time: str, run_end: str | None,
+            hold: str | None, config: Config) -> Timing:
     from dashgen.backfill import Timing
     from dashgen.config import duration_seconds
 
+    run_end = run_end or ("hung" if hold is not None else "finished")
+    hold = hold or (DEFAULT_HUNG_HOLD if run_end == "hung" else DEFAULT_GRACE)
     seconds = {}
     for option, text in (("--scrape-interval", scrape_interval or config.scrape_interval),
                          ("--default-step-time", default_step_time), ("--hold", hold)):
@@ -198,7 +237,7 @@ def _timing(start: str | None, scrape_interval: str | None, default_step_time: s
     if seconds["--scrape-interval"] <= 0 or seconds["--default-step-time"] <= 0:
         raise BuildError("--scrape-interval and --default-step-time must be longer than 0s")
     return Timing(None if start is None else _parse_time(start), seconds["--scrape-interval"],
-                  seconds["--default-step-time"], seconds["--hold"])
+                  seconds["--default-step-time"], run_end, seconds["--hold"])
 
 
 @cli.command()
@@ -213,7 +252,8 @@ def _timing(start: str | None, scrape_interval: str | None, default_step_time: s
               help="Also backfill keys the catalog does not know, named by the same rule.")
 @_config_option
 def backfill(run_path: Path, tsdb_dir: Path, start: str | None, scrape_interval: str | None,
-             default_step_time: str, hold: str, project: str | None, experiment: str | None,
+             default_step_time: str, run_end: str | None, hold: str | None, project: str | None,
+             experiment: str | None,
              instance: str | None, unknown_keys: bool, config_path: Path | None) -> None:
     """Turn a recorded verl run into Prometheus blocks, as if `dashgen export` had been scraped."""
     import tempfile
@@ -223,7 +263,7 @@ def backfill(run_path: Path, tsdb_dir: Path, start: str | None, scrape_interval:
     from dashgen.promtool import find_binary
 
     config = load_config(config_path)
-    timing = _timing(start, scrape_interval, default_step_time, hold, config)
+    timing = _timing(start, scrape_interval, default_step_time, run_end, hold, config)
     find_binary("promtool")
     run = read_run(run_path, run_labels(run_path, config.verl_job, project, experiment, instance), timing,
                    export_unknown=unknown_keys)
@@ -249,7 +289,8 @@ def backfill(run_path: Path, tsdb_dir: Path, start: str | None, scrape_interval:
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also draw reward, KL, entropy and grad norm with the firing intervals shaded (PNG).")
 def backtest(run_paths: tuple[Path, ...], root: Path, config_path: Path | None, start: str | None,
-             scrape_interval: str | None, default_step_time: str, hold: str, output_format: str,
+             scrape_interval: str | None, default_step_time: str, run_end: str | None, hold: str | None,
+             output_format: str,
              plot_path: Path | None) -> None:
     """Replay recorded runs through a real Prometheus and show when each alert would have fired.
 
@@ -261,7 +302,7 @@ def backtest(run_paths: tuple[Path, ...], root: Path, config_path: Path | None, 
     from dashgen.backtest import format_table, plot, require_matplotlib, to_json
 
     config = load_config(config_path)
-    timing = _timing(start, scrape_interval, default_step_time, hold, config)
+    timing = _timing(start, scrape_interval, default_step_time, run_end, hold, config)
     if plot_path is not None:
         require_matplotlib()
     outcomes = run_backtest(list(run_paths), root, config, timing,

@@ -18,7 +18,8 @@ from typing import Callable, Iterator
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from dashgen.catalog import CATALOG, Catalog
+from dashgen.catalog import CATALOG, NONFINITE_STREAK_METRIC, RUN_STATE_METRIC, Catalog
+from dashgen.lifecycle import NonFiniteStreak, RunPhase
 from dashgen.verl_log import LineError, StepMapper, parse_line
 
 LABELS = ("project", "experiment")
@@ -29,7 +30,8 @@ HEAD_BYTES = 256
 class RunState:
     """The newest step of one run, as a prometheus_client collector."""
 
-    def __init__(self, project: str, experiment: str, catalog: Catalog = CATALOG, export_unknown: bool = True):
+    def __init__(self, project: str, experiment: str, catalog: Catalog = CATALOG, export_unknown: bool = True,
+                 total_steps: int | None = None):
         self.labels = (project, experiment)
         self._mapper = StepMapper(catalog, export_unknown)
         self._help = {name: m.help for name, m in catalog.items()}
@@ -39,21 +41,37 @@ class RunState:
         self.last_step_time: float | None = None
         self.steps_total = 0
         self.parse_errors_total = 0
+        # Sidecar mode: the run is finished once a step >= total_steps is logged.
+        self.total_steps = total_steps
+        self.phase = RunPhase.RUNNING
+        self.exit_code: int | None = None
+        self._streak = NonFiniteStreak(catalog)
 
     def record(self, step: int, data: dict) -> None:
         """Take one step's data: it replaces the previous step's values wholesale."""
         values = self._mapper.map(data)
         with self._lock:
             self._values = values
-            self.last_step = step
             self.last_step_time = time.time()
-            self.steps_total += 1
+            self._count(step, data)
 
-    def skip(self, step: int) -> None:
+    def skip(self, step: int, data: dict) -> None:
         """Count a step whose values a newer step already replaces (catching up on a long log)."""
         with self._lock:
-            self.last_step = step
-            self.steps_total += 1
+            self._count(step, data)
+
+    def _count(self, step: int, data: dict) -> None:
+        self.last_step = step
+        self.steps_total += 1
+        self._streak.observe(data)
+        if self.total_steps is not None and step >= self.total_steps and self.phase is RunPhase.RUNNING:
+            self.phase = RunPhase.FINISHED
+
+    def ended(self, phase: RunPhase, exit_code: int | None = None) -> None:
+        """The trainer is gone: how it ended, and its exit code when known."""
+        with self._lock:
+            self.phase = phase
+            self.exit_code = exit_code
 
     def parse_error(self) -> None:
         with self._lock:
@@ -63,6 +81,7 @@ class RunState:
         with self._lock:
             values = dict(self._values)
             last_time, steps, errors = self.last_step_time, self.steps_total, self.parse_errors_total
+            phase, exit_code, streak = self.phase, self.exit_code, self._streak.steps
         for name in sorted(values):
             family = GaugeMetricFamily(name, self._help.get(name, "verl metric (no catalog entry)"),
                                        labels=LABELS)
@@ -77,6 +96,17 @@ class RunState:
             family = CounterMetricFamily(name, self._help[f"{name}_total"], labels=LABELS)
             family.add_metric(self.labels, value)
             yield family
+        family = GaugeMetricFamily(RUN_STATE_METRIC, self._help[RUN_STATE_METRIC], labels=(*LABELS, "state"))
+        for each in RunPhase:
+            family.add_metric((*self.labels, each.value), float(each is phase))
+        yield family
+        if exit_code is not None:
+            family = GaugeMetricFamily("verl_run_exit_code", self._help["verl_run_exit_code"], labels=LABELS)
+            family.add_metric(self.labels, exit_code)
+            yield family
+        family = GaugeMetricFamily(NONFINITE_STREAK_METRIC, self._help[NONFINITE_STREAK_METRIC], labels=LABELS)
+        family.add_metric(self.labels, streak)
+        yield family
 
 
 class VerlPrometheusLogger:
@@ -144,7 +174,7 @@ class LogFollower:
                 self._check_order(parsed[0])
                 if last_good is not None:
                     # Catching up: only the newest step's values matter, but every step counts.
-                    self.state.skip(last_good[0])
+                    self.state.skip(*last_good)
                 last_good = parsed
         if last_good is not None:
             self.state.record(*last_good)

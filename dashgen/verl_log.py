@@ -11,11 +11,12 @@ import json
 import math
 from dataclasses import dataclass
 
-from dashgen.catalog import CATALOG, Catalog, verl_metric_name
+from dashgen.catalog import CATALOG, NONFINITE_STREAK_METRIC, RUN_STATE_METRIC, Catalog, verl_metric_name
 
 # Names the exporter uses for itself; a logged key that maps onto one of them is dropped.
 EXPORTER_METRICS = frozenset({"verl_exporter_last_step_timestamp_seconds", "verl_exporter_steps_total",
-                              "verl_exporter_parse_errors_total"})
+                              "verl_exporter_parse_errors_total", RUN_STATE_METRIC, "verl_run_exit_code",
+                              NONFINITE_STREAK_METRIC})
 
 
 class LineError(ValueError):

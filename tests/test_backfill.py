@@ -38,7 +38,7 @@ def test_backfilled_series_match_the_exporter(tmp_path: Path):
     exporter = {}
     for family in state.collect():
         for sample in family.samples:
-            exporter[sample.name] = sample.value
+            exporter[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
     last_time = START + sum(step_data(n)["timing_s/step"] for n in range(1, 5)) + last["timing_s/step"]
     with serve_tsdb(tmp_path) as server:
         step_times = [float(s["value"][1]) for s in server.api(
@@ -47,15 +47,18 @@ def test_backfilled_series_match_the_exporter(tmp_path: Path):
         backfilled = _values_at(server, last_time)
         up = server.api("query", query='up{job="verl"}', time=f"{last_time:.3f}")["result"]
 
+    target = {("instance", "backfill/gsm8k/ppo-7b"), ("job", "verl")}
+    assert all(target <= set(key[1]) for key in backfilled)
     labels = (("experiment", "ppo-7b"), ("instance", "backfill/gsm8k/ppo-7b"), ("job", "verl"), ("project", "gsm8k"))
-    assert {key[1] for key in backfilled} == {labels}
-    names = {key[0] for key in backfilled}
-    assert names == set(exporter)
-    for name, value in exporter.items():
+    # The same series (name and labels, the scrape's job and instance aside) with the same values.
+    by_series = {(name, tuple(sorted(set(key) - target))): value for (name, key), value in backfilled.items()}
+    assert set(by_series) == set(exporter)
+    for (name, key), value in exporter.items():
         if name == "verl_exporter_last_step_timestamp_seconds":
             continue  # the exporter's wall clock; the backfill's reconstructed time is checked above
-        got = backfilled[(name, labels)]
+        got = by_series[(name, key)]
         assert (math.isnan(got) and math.isnan(value)) or got == value, name
+    assert by_series[("verl_run_state", (("experiment", "ppo-7b"), ("project", "gsm8k"), ("state", "running")))] == 1
     assert math.isnan(backfilled[("verl_actor_ppo_kl", labels)])
     assert [s["value"][1] for s in up] == ["1"]
     assert {s["metric"]["instance"] for s in up} == {"backfill/gsm8k/ppo-7b"}
@@ -72,7 +75,7 @@ def test_values_repeat_at_the_scrape_interval_until_the_next_step(tmp_path: Path
     samples = data[0]["values"]
     times = [t for t, _ in samples]
     assert all(round(b - a, 3) == 10 for a, b in zip(times, times[1:]))
-    assert times[-1] == pytest.approx(recorded.end, abs=1e-3)
+    assert times[-1] == pytest.approx(recorded.served_until, abs=1e-3)
     assert times[0] >= recorded.times[0] and times[0] - recorded.times[0] < 10
     for when, value in samples:
         shown = max(i for i, t in enumerate(recorded.times) if t <= when + 1e-3)
@@ -94,7 +97,8 @@ def test_step_times_come_from_timing_and_a_default_spacing(tmp_path: Path):
 
 def test_a_run_reaching_into_the_future_is_moved_back_to_now(tmp_path: Path):
     log = write_run(tmp_path / "p" / "e.jsonl", "healthy", steps=3)
-    recorded = read_run(log, run_labels(log, "verl"), Timing(start=1_000_000.0, hold_seconds=60), now=1_000_100.0)
+    recorded = read_run(log, run_labels(log, "verl"), Timing(start=1_000_000.0, end="hung", hold_seconds=60),
+                        now=1_000_100.0)
     assert recorded.end == pytest.approx(1_000_100.0)
     assert recorded.times[-1] == pytest.approx(1_000_040.0)
     assert any("past now" in note for note in recorded.notes)
@@ -102,6 +106,43 @@ def test_a_run_reaching_into_the_future_is_moved_back_to_now(tmp_path: Path):
     result = run("backfill", str(log), "--tsdb", str(tmp_path / "tsdb"), "--start", "2999-01-01T00:00:00Z")
     assert result.exit_code == 0, result.output
     assert "moved the run back to end now" in result.output
+
+
+@pytest.mark.parametrize("end, final_state, exit_code", [("finished", "finished", "0"), ("crashed", "crashed", "1")])
+def test_the_end_of_a_run_is_backfilled_as_the_exporter_publishes_it(tmp_path: Path, end: str, final_state: str,
+                                                                       exit_code: str):
+    log = write_run(tmp_path / "p" / "e.jsonl", "healthy", steps=3)
+    result = run("backfill", str(log), "--tsdb", str(tmp_path / "tsdb"), "--start", str(START), "--end", end)
+    assert result.exit_code == 0, result.output
+    recorded = read_run(log, run_labels(log, "verl"), Timing(start=START, end=end))
+    last_step = recorded.times[-1]
+    assert recorded.served_until == pytest.approx(last_step + 300)  # the default 5m grace
+    with serve_tsdb(tmp_path) as server:
+        def states(when: float) -> dict[str, str]:
+            result = server.api("query", query="verl_run_state == 1", time=f"{when:.3f}")["result"]
+            return {s["metric"]["state"]: s["value"][1] for s in result}
+
+        assert states(last_step - 1) == {"running": "1"}
+        assert states(last_step + 120) == {final_state: "1"}
+        code = server.api("query", query="verl_run_exit_code", time=f"{last_step + 120:.3f}")["result"]
+        assert [s["value"][1] for s in code] == [exit_code]
+        # After the grace period the exporter is gone: its scrapes fail, nothing else is served.
+        assert states(recorded.served_until + 600) == {}
+        up = server.api("query", query="up", time=f"{recorded.served_until + 600:.3f}")["result"]
+        assert [s["value"][1] for s in up] == ["0"]
+
+
+def test_a_hung_run_keeps_serving_its_last_step_as_running(tmp_path: Path):
+    log = write_run(tmp_path / "p" / "e.jsonl", "healthy", steps=3)
+    result = run("backfill", str(log), "--tsdb", str(tmp_path / "tsdb"), "--start", str(START), "--hold", "30m")
+    assert result.exit_code == 0, result.output
+    recorded = read_run(log, run_labels(log, "verl"), Timing(start=START, end="hung", hold_seconds=1800))
+    with serve_tsdb(tmp_path) as server:
+        running = server.api("query", query='verl_run_state{state="running"}',
+                             time=f"{recorded.times[-1] + 1700:.3f}")["result"]
+        up = server.api("query", query="up", time=f"{recorded.times[-1] + 1700:.3f}")["result"]
+    assert [s["value"][1] for s in running] == ["1"]
+    assert [s["value"][1] for s in up] == ["1"]
 
 
 @pytest.mark.parametrize("content, expected", [

@@ -1,0 +1,70 @@
+"""A run's life as the exporter sees it: running, then finished, crashed or stopped.
+
+Alerts need to tell a run that ended from one that hangs. The exporter knows the end when
+it supervises the trainer (`dashgen export ... -- CMD`: the exit code), or, as a sidecar,
+when the log reaches `--total-steps`. It publishes `verl_run_state{state=...}` (1 for the
+current state, 0 for the others) and `verl_run_exit_code`; backfill writes the same series
+for a recorded run, so backtests judge a run's end the way Prometheus would.
+
+It also counts consecutive steps whose loss or update statistics are not finite: verl skips
+the optimizer step when the grad norm is not finite, so one such step is survivable, while a
+streak (or a non-finite loss) means the weights are going bad. Counting steps, not seconds,
+makes the NaN alerts independent of how long a step takes.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+
+from dashgen.catalog import CATALOG, Catalog
+
+
+class RunPhase(str, enum.Enum):
+    RUNNING = "running"
+    FINISHED = "finished"  # exit code 0, or the last step (--total-steps) logged
+    CRASHED = "crashed"  # the trainer exited non-zero or was killed, not by us
+    STOPPED = "stopped"  # the trainer ended after the exporter forwarded SIGINT/SIGTERM to it
+
+
+def phase_after_exit(exit_code: int, stop_requested: bool) -> RunPhase:
+    if exit_code == 0:
+        return RunPhase.FINISHED
+    return RunPhase.STOPPED if stop_requested else RunPhase.CRASHED
+
+
+def shell_exit_status(exit_code: int) -> int:
+    """Popen's returncode (negative: killed by that signal) as a shell would report it."""
+    return 128 - exit_code if exit_code < 0 else exit_code
+
+
+# Metrics whose non-finite value marks a bad step; the losses are fatal at once.
+NONFINITE_WATCHED = ("verl_actor_pg_loss", "verl_actor_grad_norm", "verl_actor_ppo_kl", "verl_actor_entropy",
+                     "verl_critic_vf_loss")
+NONFINITE_FATAL = ("verl_actor_pg_loss", "verl_critic_vf_loss")
+
+
+def watched_keys(catalog: Catalog = CATALOG) -> tuple[str, ...]:
+    return tuple(key for name in NONFINITE_WATCHED for key in catalog[name].verl_keys)
+
+
+def step_is_nonfinite(data: dict, keys: tuple[str, ...]) -> bool:
+    """verl's file logger writes NaN and infinities as null (orjson) or as NaN tokens (json)."""
+    for key in keys:
+        if key in data:
+            value = data[key]
+            if value is None or (isinstance(value, float) and not math.isfinite(value)):
+                return True
+    return False
+
+
+class NonFiniteStreak:
+    """Consecutive non-finite steps up to the newest one."""
+
+    def __init__(self, catalog: Catalog = CATALOG):
+        self._keys = watched_keys(catalog)
+        self.steps = 0
+
+    def observe(self, data: dict) -> int:
+        self.steps = self.steps + 1 if step_is_nonfinite(data, self._keys) else 0
+        return self.steps
