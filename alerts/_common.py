@@ -18,3 +18,15 @@ def complete_baseline_median(series: str, baseline: str, recent: str) -> str:
     covered from its start, so nothing is compared against a run's first few steps."""
     return (f"quantile_over_time(0.5, {series}[{baseline}] offset {recent})\n"
             f"  and present_over_time({series}[{recent}] offset {baseline})")
+
+
+def held_baseline(rolling: str, hold: str, fault_raises: bool) -> str:
+    """The pre-fault level of a rolling baseline: its lowest value over `hold` for a signal a
+    fault raises, its highest for one a fault lowers. The rolling median absorbs a lasting
+    fault within its window; this keeps the level from before it for `hold`."""
+    return f"{'min' if fault_raises else 'max'}_over_time({rolling}[{hold}])"
+
+
+def smoothed(series: str, window: str) -> str:
+    """Median over `window`: one odd step (a spike, a dip) changes nothing."""
+    return f"quantile_over_time(0.5, {series}[{window}])"

@@ -1,11 +1,13 @@
 """Load balance: one GPU idles while the others work; batches grow out of proportion."""
 
-from alerts._common import RUN_NAME, VALUE
+from alerts._common import RUN, RUN_NAME, VALUE, complete_baseline_median, held_baseline, smoothed
 
 from dashgen.config import Config
-from dashgen.model import Alert, RuleGroup, Severity
+from dashgen.model import Alert, Recording, RuleGroup, Severity, Sustain
 
 TOKENS = "verl_perf_total_num_tokens{verl}"
+TOKENS_BASELINE = "verl:perf_total_num_tokens:baseline_median"
+TOKENS_HELD = "verl:perf_total_num_tokens:baseline_held"
 
 
 def rules(config: Config) -> RuleGroup:
@@ -35,15 +37,25 @@ def rules(config: Config) -> RuleGroup:
             "If it is hung, expect VerlTrainingStalled next; restart the worker or drain the node.",
         ),
     )
-    window = config.token_runaway_window
+    window, recent = config.token_runaway_window, config.divergence_recent_window
+    tokens = smoothed(TOKENS, config.signal_smoothing_window)
+    baselines = (
+        Recording(TOKENS_BASELINE, complete_baseline_median(TOKENS, window, recent),
+                  f"Median tokens per batch over {window}, ending {recent} ago, once that window is full"),
+        Recording(TOKENS_HELD, held_baseline(TOKENS_BASELINE, config.baseline_hold_window, fault_raises=True),
+                  f"Lowest {TOKENS_BASELINE} of the last {config.baseline_hold_window}: the level before a runaway"),
+    )
     runaway = Alert(
         name="VerlBatchTokenRunaway",
         severity=Severity.WARNING,
-        expr=f"{TOKENS} > {config.token_runaway_factor:g} * quantile_over_time(0.5, {TOKENS}[{window}])",
+        expr=f"{tokens} > {config.token_runaway_factor:g} * {TOKENS_BASELINE}",
         for_=config.token_runaway_for,
+        keep_firing_for=config.warning_keep_firing_for,
+        sustain=Sustain(f"{tokens} > {config.token_runaway_sustain_factor:g} * {TOKENS_HELD}", RUN),
         summary="Tokens per batch have grown to more than twice their recent median.",
-        description=(f"Run {RUN_NAME}: {{{{ $value | humanize }}}} tokens in the last step, above "
-                     f"{config.token_runaway_factor:g}x the median of the last {window}."),
+        description=(f"Run {RUN_NAME}: {{{{ $value | humanize }}}} tokens per batch (median of the last "
+                     f"{config.signal_smoothing_window}), above {config.token_runaway_factor:g}x the median of the "
+                     f"{window} before the last {recent}."),
         meaning="Responses got much longer (the policy learned to ramble or loop), which slows every step and "
                 "pushes memory towards out-of-memory; sometimes a reward that favours length.",
         next_steps=(
@@ -52,4 +64,4 @@ def rules(config: Config) -> RuleGroup:
             "max_response_length.",
         ),
     )
-    return RuleGroup("verl-load-balance", (straggler, runaway))
+    return RuleGroup("verl-load-balance", (*baselines, straggler, runaway))

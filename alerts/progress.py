@@ -1,11 +1,18 @@
-"""Progress: the run stops making steps, or its metrics stop arriving at all."""
+"""Progress: the run stops making steps, its trainer crashes, or its metrics stop arriving.
+
+A run that ended (finished, crashed or stopped: `verl_run_state`, see dashgen/lifecycle.py)
+is silent by design: it is neither stalled nor absent.
+"""
 
 from alerts._common import RUN, RUN_NAME
 
+from dashgen.catalog import RUN_STATE_METRIC
 from dashgen.config import Config, duration_seconds
+from dashgen.lifecycle import RunPhase
 from dashgen.model import Alert, RuleGroup, Severity
 
 LAST_STEP = "verl_exporter_last_step_timestamp_seconds{verl}"
+ENDED = f'{RUN_STATE_METRIC}{{verl, state!="{RunPhase.RUNNING.value}"}} == 1'
 
 
 def rules(config: Config) -> RuleGroup:
@@ -18,13 +25,16 @@ def rules(config: Config) -> RuleGroup:
         expr=(f"(time() - {LAST_STEP} > {min_silence:g})\n"
               f"unless on({RUN})\n"
               f"(time() - {LAST_STEP}\n"
-              f"   <= {factor:g} * quantile_over_time(0.5, verl_timing_step_seconds{{verl}}[{window}]))"),
+              f"   <= {factor:g} * quantile_over_time(0.5, verl_timing_step_seconds{{verl}}[{window}]))\n"
+              f"unless on({RUN})\n"
+              f"({ENDED})"),
         for_=config.stall_for,
         summary="No new training step for much longer than a step usually takes: a worker is probably hung.",
         description=(f"Run {RUN_NAME}: the last step was read {{{{ $value | humanizeDuration }}}} ago "
                      f"(more than {config.stall_min_silence} and {factor:g}x the median step time of the "
                      f"last {window})."),
-        meaning="The exporter is up but verl wrote no step. The usual cause in Ray-based RL is one hung "
+        meaning="The exporter is up, the run has not ended (finished, crashed or stopped), but verl wrote no "
+                "step. The usual cause in Ray-based RL is one hung "
                 "worker (an NCCL collective waiting forever, a stuck rollout request, a dead node) that "
                 "blocks every other rank, or a checkpoint save or validation that takes far longer than usual.",
         next_steps=(
@@ -34,19 +44,43 @@ def rules(config: Config) -> RuleGroup:
             "Check timing_s/save_checkpoint and timing_s/testing of the previous steps; check disk space.",
         ),
     )
+    memory = config.run_end_memory
     absent = Alert(
         name="VerlMetricsAbsent",
         severity=Severity.CRITICAL,
-        expr="up{verl} == 0",
+        # Only while the newest run the exporter served was still running: a finished run's
+        # exporter may go away, and one that never came up shows on Prometheus' /targets page.
+        expr=(f"up{{verl}} == 0\n"
+              f"and on(job, instance)\n"
+              f'(max by (job, instance) (last_over_time({RUN_STATE_METRIC}{{verl, state="{RunPhase.RUNNING.value}"}}'
+              f"[{memory}])) == 1)"),
         for_=config.metrics_absent_for,
-        summary="Prometheus cannot scrape the verl exporter: training metrics are not arriving.",
+        summary="Prometheus cannot scrape the verl exporter of a running run: training metrics are not arriving.",
         description=(f"Prometheus has failed to scrape {{{{ $labels.instance }}}} (job {config.verl_job}) "
-                     f"for {config.metrics_absent_for}."),
-        meaning="Either the exporter (`dashgen export`) stopped, its host is down, or the network between "
-                "Prometheus and it is. Every other verl alert is blind while this fires.",
+                     f"for {config.metrics_absent_for}, and the run it served last was still running."),
+        meaning="Either the exporter (`dashgen export`) stopped while its run was still running, its host is "
+                "down, or the network between Prometheus and it is. Every other verl alert is blind while this "
+                "fires. An exporter that goes away after its run finished, crashed or was stopped does not fire "
+                f"this; nor does one whose last run Prometheus saw more than {memory} ago.",
         next_steps=(
             "Check that `dashgen export` is running next to the trainer and listening on the scraped address.",
             "Check the target on Prometheus' /targets page for the scrape error.",
         ),
     )
-    return RuleGroup("verl-progress", (stalled, absent))
+    crashed = Alert(
+        name="VerlRunCrashed",
+        severity=Severity.CRITICAL,
+        expr=f'last_over_time({RUN_STATE_METRIC}{{verl, state="{RunPhase.CRASHED.value}"}}[{memory}]) == 1',
+        summary="The trainer exited with an error.",
+        description=(f"Run {RUN_NAME}: the trainer supervised by `dashgen export` exited non-zero or was killed "
+                     f"(not by a stop sent through the exporter)."),
+        meaning="The training process is gone: an exception (CUDA out-of-memory, NCCL error, a failed Ray "
+                "actor), a kill by the scheduler or the OOM killer. It keeps firing until the run is restarted "
+                f"under the same project and experiment, or for {memory} after its exporter went away.",
+        next_steps=(
+            "Read the end of the trainer's output (the exporter passes it through) for the exception.",
+            "Check `dmesg` for the OOM killer, `ray status` for dead nodes, and the scheduler's log for a kill.",
+            "Resume from the last checkpoint once the cause is fixed (trainer.resume_mode=auto).",
+        ),
+    )
+    return RuleGroup("verl-progress", (stalled, absent, crashed))

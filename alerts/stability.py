@@ -1,24 +1,35 @@
 """Training stability: divergence of the policy update, KL spikes, entropy collapse, NaNs."""
 
-from alerts._common import ENTROPY, GRAD_NORM, KL, RUN, RUN_NAME, VALUE, complete_baseline_median
+from alerts._common import (ENTROPY, GRAD_NORM, KL, RUN, RUN_NAME, VALUE, complete_baseline_median,
+                            held_baseline, smoothed)
 
-from dashgen.config import Config
-from dashgen.model import Alert, Recording, RuleGroup, Severity
+from dashgen.catalog import NONFINITE_STREAK_METRIC
+from dashgen.config import Config, duration_seconds
+from dashgen.lifecycle import NONFINITE_FATAL
+from dashgen.model import Alert, Recording, RuleGroup, Severity, Sustain
 
 KL_BASELINE = "verl:actor_ppo_kl:baseline_median"
 GRAD_NORM_BASELINE = "verl:actor_grad_norm:baseline_median"
 ENTROPY_BASELINE = "verl:actor_entropy:baseline_median"
-
-NAN_WATCHED = ("verl_actor_pg_loss", "verl_actor_grad_norm", "verl_actor_ppo_kl", "verl_actor_entropy",
-               "verl_critic_vf_loss")
+KL_HELD = "verl:actor_ppo_kl:baseline_held"
+GRAD_NORM_HELD = "verl:actor_grad_norm:baseline_held"
+ENTROPY_HELD = "verl:actor_entropy:baseline_held"
+STREAK = f"{NONFINITE_STREAK_METRIC}{{verl}}"
 
 
 def rules(config: Config) -> RuleGroup:
     base, recent = config.divergence_baseline_window, config.divergence_recent_window
+    hold, smoothing = config.baseline_hold_window, config.signal_smoothing_window
+    signals = ((KL_BASELINE, KL_HELD, KL, True), (GRAD_NORM_BASELINE, GRAD_NORM_HELD, GRAD_NORM, True),
+               (ENTROPY_BASELINE, ENTROPY_HELD, ENTROPY, False))
     baselines = [
         Recording(name, complete_baseline_median(series, base, recent),
                   f"Median of {series.split('{')[0]} over {base}, ending {recent} ago, once that window is full")
-        for name, series in ((KL_BASELINE, KL), (GRAD_NORM_BASELINE, GRAD_NORM), (ENTROPY_BASELINE, ENTROPY))
+        for name, _, series, _ in signals
+    ] + [
+        Recording(held, held_baseline(rolling, hold, raises),
+                  f"{'Lowest' if raises else 'Highest'} {rolling} of the last {hold}: the level before a fault")
+        for rolling, held, _, raises in signals
     ]
     divergence = Alert(
         name="VerlTrainingDivergence",
@@ -31,11 +42,20 @@ def rules(config: Config) -> RuleGroup:
             (min_over_time({ENTROPY}[{recent}]) < {config.divergence_entropy_factor:g} * {ENTROPY_BASELINE})
         """,
         for_=config.divergence_for,
+        sustain=Sustain(f"""
+            (max_over_time({KL}[{recent}]) > {config.divergence_sustain_kl_factor:g} * {KL_HELD})
+            or
+            (max_over_time({GRAD_NORM}[{recent}]) > {config.divergence_sustain_grad_norm_factor:g} * {GRAD_NORM_HELD})
+            or
+            (min_over_time({ENTROPY}[{recent}]) < {config.divergence_sustain_entropy_factor:g} * {ENTROPY_HELD})
+        """, RUN),
         summary="KL, grad norm and entropy broke away from their baselines together: the policy is diverging.",
         description=(f"Run {RUN_NAME}: within the last {recent}, PPO KL rose above "
                      f"{config.divergence_kl_factor:g}x and grad norm above {config.divergence_grad_norm_factor:g}x "
                      f"their median of the {base} before, while entropy fell below "
-                     f"{config.divergence_entropy_factor:g}x its median."),
+                     f"{config.divergence_entropy_factor:g}x its median. It stays firing while any of them is still "
+                     f"{config.divergence_sustain_kl_factor:g}x / {config.divergence_sustain_grad_norm_factor:g}x / "
+                     f"{config.divergence_sustain_entropy_factor:g}x away from its level before the fault."),
         meaning="The three classic symptoms of a policy update that has left the trust region, seen at once: "
                 "the new policy moves far from the old one (KL), gradients blow up (grad norm), and the policy "
                 "collapses onto a few tokens (entropy). One of them alone is routine noise; all three together "
@@ -52,10 +72,12 @@ def rules(config: Config) -> RuleGroup:
     kl_spike = Alert(
         name="VerlKLSpike",
         severity=Severity.WARNING,
-        expr=f"{KL} > {config.kl_spike_threshold}",
+        expr=f"{smoothed(KL, smoothing)} > {config.kl_spike_threshold:g}",
         for_=config.kl_spike_for,
+        keep_firing_for=config.warning_keep_firing_for,
         summary="PPO KL has stayed above its threshold: updates move the policy too far per step.",
-        description=f"Run {RUN_NAME}: actor/ppo_kl is {VALUE} (threshold {config.kl_spike_threshold}).",
+        description=(f"Run {RUN_NAME}: the median of actor/ppo_kl over {smoothing} is {VALUE} "
+                     f"(threshold {config.kl_spike_threshold:g})."),
         meaning="Each PPO update changes the policy more than usual. Common causes: learning rate too high, "
                 "too many PPO epochs or mini-batches over the same data, or stale rollouts (off-policy data).",
         next_steps=(
@@ -66,10 +88,12 @@ def rules(config: Config) -> RuleGroup:
     entropy_collapse = Alert(
         name="VerlEntropyCollapse",
         severity=Severity.WARNING,
-        expr=f"{ENTROPY} < {config.entropy_collapse_threshold}",
+        expr=f"{smoothed(ENTROPY, smoothing)} < {config.entropy_collapse_threshold:g}",
         for_=config.entropy_collapse_for,
+        keep_firing_for=config.warning_keep_firing_for,
         summary="Policy entropy is near zero: the model has collapsed onto a few answers.",
-        description=f"Run {RUN_NAME}: actor/entropy is {VALUE} (threshold {config.entropy_collapse_threshold}).",
+        description=(f"Run {RUN_NAME}: the median of actor/entropy over {smoothing} is {VALUE} "
+                     f"(threshold {config.entropy_collapse_threshold:g})."),
         meaning="Mode collapse: the policy samples nearly deterministically, so exploration stops and reward "
                 "usually plateaus. Entropy declining slowly is normal; near zero is not.",
         next_steps=(
@@ -78,20 +102,43 @@ def rules(config: Config) -> RuleGroup:
             "temperature.",
         ),
     )
+    # Every sample of the last evaluation interval (plus one scrape): a step shorter than the
+    # interval is still seen, whatever the step length.
+    seen = f"{duration_seconds(config.rule_interval) + duration_seconds(config.scrape_interval):g}s"
+    fatal_losses = "\nor\n".join(
+        f'label_replace(sum_over_time({name}{{verl}}[{seen}]) != sum_over_time({name}{{verl}}[{seen}]), '
+        f'"metric", "{name}", "", "")' for name in NONFINITE_FATAL)
     nan = Alert(
         name="VerlNaNMetrics",
         severity=Severity.CRITICAL,
-        expr="\nor\n".join(
-            f'label_replace({name}{{verl}} != {name}{{verl}}, "metric", "{name}", "", "")' for name in NAN_WATCHED),
-        for_=config.nan_for,
-        summary="A training loss or statistic is NaN: the weights are likely corrupted.",
-        description=f"Run {RUN_NAME}: {{{{ $labels.metric }}}} is NaN.",
-        meaning="NaN in the loss, grad norm, KL or entropy means an overflow or a division by zero in the "
-                "update; once NaN reaches the weights every later step is wasted compute.",
+        expr=(f"{fatal_losses}\nor\n"
+              f'label_replace(max_over_time({STREAK}[{seen}]) >= 2, "metric", "{NONFINITE_STREAK_METRIC}", "", "")'),
+        keep_firing_for=config.warning_keep_firing_for,
+        summary="A training loss is NaN, or updates have been NaN on consecutive steps: the weights are likely "
+                "corrupted.",
+        description=(f"Run {RUN_NAME}: {{{{ $labels.metric }}}} shows a non-finite loss or at least two consecutive "
+                     f"non-finite steps."),
+        meaning="NaN in the loss, or a NaN/infinite grad norm, KL or entropy on consecutive steps, means an "
+                "overflow or a division by zero in the update; once NaN reaches the weights every later step is "
+                "wasted compute. (verl skips the optimizer step when the grad norm is not finite, so one such "
+                "step alone is VerlNonFiniteStep, a warning.)",
         next_steps=(
             "Find the first NaN step in the step log; check grad norm and KL just before it.",
             "Resume from the last good checkpoint; with bf16/fp16 check loss scaling, lower the learning rate, "
             "and look for empty or zero-length responses in that batch.",
         ),
     )
-    return RuleGroup("verl-stability", (*baselines, divergence, kl_spike, entropy_collapse, nan))
+    nonfinite_step = Alert(
+        name="VerlNonFiniteStep",
+        severity=Severity.WARNING,
+        expr=f"max_over_time({STREAK}[{seen}]) == 1",
+        summary="One step logged a NaN or infinite grad norm, KL or entropy; verl skipped its update.",
+        description=f"Run {RUN_NAME}: a single step had non-finite update statistics; the next one was finite.",
+        meaning="An isolated overflow: verl does not apply an update whose grad norm is not finite, so training "
+                "goes on unharmed. Worth a look if it recurs; VerlNaNMetrics pages if it happens twice in a row.",
+        next_steps=(
+            "Check how often it happens on the dashboard's grad norm panel (gaps are NaN steps).",
+            "If it recurs, lower the learning rate or check the batch for degenerate (empty) responses.",
+        ),
+    )
+    return RuleGroup("verl-stability", (*baselines, divergence, kl_spike, entropy_collapse, nan, nonfinite_step))

@@ -15,9 +15,10 @@
    run; the condition holds at t when the result has a sample at t. `for:` is applied like
    Prometheus' rule manager does: pending from the first evaluation that holds, firing from
    the first evaluation at least `for` later while it still holds, inactive (resolved) at
-   the first evaluation that does not.
+   the first evaluation that does not, or, with `keep_firing_for`, at the first evaluation
+   that long after the condition last held.
 
-Templated alert labels and `keep_firing_for` are not applied (no rule here uses them).
+Templated alert labels are not applied (no rule here uses them).
 """
 
 from __future__ import annotations
@@ -41,34 +42,13 @@ from dashgen.errors import BuildError
 from dashgen.prometheus_server import PrometheusServer
 from dashgen.promql import metrics_in
 from dashgen.promtool import find_binary
-from dashgen.rules import RULES_DIR
+from dashgen.rules import RULES_DIR, AlertRule, RecordingRule
 
 # Prometheus refuses range queries of more than 11,000 points.
 MAX_POINTS_PER_QUERY = 10_000
 # Backfilled runs may be years old; the default 15 d retention would delete them at start-up.
 SERVER_ARGS = ("--storage.tsdb.retention.time=100y", "--log.level=warn")
 SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
-
-
-@dataclass(frozen=True)
-class RecordingRule:
-    record: str
-    expr: str
-    interval_ms: int
-    labels: tuple[tuple[str, str], ...] = ()
-
-
-@dataclass(frozen=True)
-class AlertRule:
-    name: str
-    expr: str
-    interval_ms: int
-    for_ms: int
-    labels: tuple[tuple[str, str], ...] = ()
-
-    @property
-    def severity(self) -> str:
-        return dict(self.labels).get("severity", "")
 
 
 @dataclass(frozen=True)
@@ -95,7 +75,10 @@ class RunOutcome:
 
 
 def load_rules(files: dict[str, str]) -> tuple[list[RecordingRule], list[AlertRule]]:
-    """The recording and alerting rules of rendered rule files (path under rendered/ -> text)."""
+    """The recording and alerting rules of Prometheus rule files (path under rendered/ -> text).
+
+    For rule files that dashgen did not compile; an alert that reads ALERTS for hysteresis is
+    evaluated without it here (dashgen's own rules carry their condition and sustain apart)."""
     recordings, alerts = [], []
     for path, text in sorted(files.items()):
         if not (path.startswith(f"{RULES_DIR}/") and path.endswith(".yaml")):
@@ -108,7 +91,8 @@ def load_rules(files: dict[str, str]) -> tuple[list[RecordingRule], list[AlertRu
                     recordings.append(RecordingRule(rule["record"], rule["expr"], interval_ms, labels))
                 else:
                     for_ms = round(duration_seconds(rule.get("for", "0s")) * 1000)
-                    alerts.append(AlertRule(rule["alert"], rule["expr"], interval_ms, for_ms, labels))
+                    keep_ms = round(duration_seconds(rule.get("keep_firing_for", "0s")) * 1000)
+                    alerts.append(AlertRule(rule["alert"], rule["expr"], interval_ms, for_ms, labels, keep_ms))
     return recordings, alerts
 
 
@@ -191,20 +175,30 @@ def recorded_openmetrics(server: PrometheusServer, rules: list[RecordingRule], r
 
 # --- Alerts ----------------------------------------------------------------------------------
 
-def firing_intervals(times: list[int], held: set[int], for_ms: int) -> list[tuple[int, int | None]]:
-    """(firing from, resolved at or None) of one alert series, by Prometheus' pending/firing rule."""
+def firing_intervals(times: list[int], held: set[int], for_ms: int, keep_firing_ms: int = 0,
+                     sustained: set[int] = frozenset()) -> list[tuple[int, int | None]]:
+    """(firing from, resolved at or None) of one alert series, by Prometheus' pending/firing rule.
+
+    `sustained`: times at which the alert's sustain condition holds; it counts as held while
+    the alert was firing at the previous evaluation (what its ALERTS series tells Prometheus).
+    """
     intervals: list[tuple[int, int | None]] = []
-    active_at = firing_since = None
+    active_at = firing_since = keep_since = None
     for at in times:
-        if at in held:
+        if at in held or (firing_since is not None and at in sustained):
+            keep_since = None
             if active_at is None:
                 active_at = at
             if firing_since is None and at - active_at >= for_ms:
                 firing_since = at
+        elif firing_since is not None and keep_firing_ms > 0 and (keep_since is None
+                                                                  or at - keep_since < keep_firing_ms):
+            if keep_since is None:
+                keep_since = at
         else:
             if firing_since is not None:
                 intervals.append((firing_since, at))
-            active_at = firing_since = None
+            active_at = firing_since = keep_since = None
     if firing_since is not None:
         intervals.append((firing_since, None))
     return intervals
@@ -220,18 +214,28 @@ def _belongs_to(labels: dict[str, str], run: RecordedRun) -> bool:
     return True
 
 
-def evaluate_alert(server: PrometheusServer, alert: AlertRule, run: RecordedRun) -> list[AlertOutcome]:
-    times = evaluation_times(run, alert.interval_ms)
+def _held_times(server: PrometheusServer, expr: str, times: list[int], interval_ms: int, run: RecordedRun,
+                where: str) -> dict[tuple, set[int]]:
+    """For each of the run's result series: the evaluation times (ms) at which `expr` returned it."""
     held: dict[tuple, set[int]] = {}
-    for span in query_spans(times, alert.interval_ms):
-        for series in query_range(server, alert.expr, span, alert.interval_ms, f"alert {alert.name}"):
+    for span in query_spans(times, interval_ms):
+        for series in query_range(server, expr, span, interval_ms, where):
             key = _series_key(series["metric"])
             if _belongs_to(dict(key), run):
                 held.setdefault(key, set()).update(round(at * 1000) for at, _ in series["values"])
+    return held
+
+
+def evaluate_alert(server: PrometheusServer, alert: AlertRule, run: RecordedRun) -> list[AlertOutcome]:
+    times = evaluation_times(run, alert.interval_ms)
+    held = _held_times(server, alert.condition or alert.expr, times, alert.interval_ms, run, f"alert {alert.name}")
+    sustained = {} if alert.sustain is None else _held_times(server, alert.sustain, times, alert.interval_ms, run,
+                                                             f"alert {alert.name} (sustain)")
     outcomes = []
     extra_labels = {name: value for name, value in alert.labels if name != "severity"}
     for key, held_times in sorted(held.items()):
-        intervals = firing_intervals(times, held_times, alert.for_ms)
+        intervals = firing_intervals(times, held_times, alert.for_ms, alert.keep_firing_ms,
+                                     sustained.get(key, frozenset()))
         if intervals:
             firing = [Firing(run.step_at(start / 1000), None if end is None else run.step_at(end / 1000),
                              start / 1000, None if end is None else end / 1000) for start, end in intervals]
@@ -252,15 +256,21 @@ def serve_tsdb(workdir: Path) -> Iterator[PrometheusServer]:
 
 
 def backtest(paths: list[Path], root: Path, config: Config, timing: Timing,
-             say: Callable[[str], None] = lambda message: None) -> list[RunOutcome]:
-    """Backtest every alert of the project at `root` on the runs; cleans up after itself."""
-    from dashgen.build import render_project
+             say: Callable[[str], None] = lambda message: None,
+             timings: dict[Path, Timing] | None = None) -> list[RunOutcome]:
+    """Backtest every alert of the project at `root` on the runs; cleans up after itself.
+
+    `timings` gives some runs their own timing (e.g. how each ended) instead of `timing`."""
+    from dashgen.catalog import CATALOG
+    from dashgen.rules import render_rules
 
     find_binary("promtool")
     find_binary("prometheus")
-    recordings, alerts = load_rules(render_project(root, config).files)
+    compiled = render_rules(root, config, CATALOG)
+    recordings, alerts = compiled.recording_rules, compiled.alert_rules
     selected = set().union(*(metrics_in(rule.expr) for rule in [*recordings, *alerts]))
-    runs = [read_run(path, run_labels(path, config.verl_job), timing, keep=selected) for path in paths]
+    runs = [read_run(path, run_labels(path, config.verl_job), (timings or {}).get(path, timing), keep=selected)
+            for path in paths]
     check_unique_runs(runs)
     for run in runs:
         for note in run.notes:

@@ -65,6 +65,24 @@ class Config:
     divergence_grad_norm_factor: float = 4.0
     divergence_entropy_factor: float = 0.5
     divergence_for: str = "2m"
+    # Once firing, it stays firing while any one signal is still this far from its held
+    # baseline (see baseline_hold_window): a weaker condition than the onset's, so the alert
+    # neither resolves while the run is still diverged nor flaps around the threshold.
+    divergence_sustain_kl_factor: float = 2.0
+    divergence_sustain_grad_norm_factor: float = 2.0
+    divergence_sustain_entropy_factor: float = 0.5
+
+    # --- Shared by the baseline-relative alerts ------------------------------------
+    # The held baseline is the lowest (for signals a fault raises) or highest (for signals it
+    # lowers) rolling baseline of this window: it keeps the pre-fault level for this long
+    # after a fault starts, where the rolling median absorbs the fault within about 40 minutes.
+    baseline_hold_window: str = "24h"
+    # Single-signal conditions read the median of this window, so one odd step neither
+    # fires nor resolves them.
+    signal_smoothing_window: str = "5m"
+    # Warnings stay firing this long after their condition last held: one notification per
+    # episode even when the signal dips below the threshold for a step or two.
+    warning_keep_firing_for: str = "15m"
 
     # --- Single-signal warnings --------------------------------------------------
     kl_spike_threshold: float = 0.1
@@ -75,16 +93,24 @@ class Config:
     truncation_for: str = "15m"
     rollout_abort_threshold: float = 0.05
     rollout_abort_for: str = "10m"
-    nan_for: str = "1m"
 
     # --- Rewards -----------------------------------------------------------------
     reward_cliff_baseline_window: str = "1h"
     reward_cliff_recent_window: str = "10m"
     reward_cliff_drop_fraction: float = 0.5
+    # The drop must also be at least this much, in the reward's own units: a fraction of a
+    # baseline near 0 (signed rewards, +-1) shrinks to nothing. Set it to a few times the
+    # step-to-step noise of critic/score/mean.
+    reward_cliff_min_drop: float = 0.2
     reward_cliff_for: str = "5m"
+    # Once firing, it stays firing while the reward is this fraction of the drop (and of the
+    # floor) below its held baseline.
+    reward_cliff_sustain_fraction: float = 0.5
     reward_stagnation_window: str = "30m"
     reward_stagnation_min_gain: float = 0.01
-    reward_stagnation_for: str = "1h"
+    reward_stagnation_for: str = "15m"
+    # Once firing, it stays firing while the gain is below this multiple of min_gain.
+    reward_stagnation_sustain_factor: float = 2.0
 
     # --- Progress ----------------------------------------------------------------
     stall_min_silence: str = "15m"
@@ -92,6 +118,10 @@ class Config:
     stall_step_time_window: str = "2h"
     stall_for: str = "1m"
     metrics_absent_for: str = "5m"
+    # How long Prometheus remembers the last state of an exporter that is gone: VerlRunCrashed
+    # stays firing this long after a crashed run's exporter exits (unless the run restarts),
+    # and VerlMetricsAbsent fires for a vanished exporter whose run was still running.
+    run_end_memory: str = "24h"
 
     # --- Memory ------------------------------------------------------------------
     memory_pressure_reserved_fraction: float = 0.92
@@ -105,6 +135,8 @@ class Config:
     token_runaway_factor: float = 2.0
     token_runaway_window: str = "1h"
     token_runaway_for: str = "10m"
+    # Once firing, it stays firing while tokens are above this multiple of the held baseline.
+    token_runaway_sustain_factor: float = 1.5
 
     # --- Docs ----------------------------------------------------------------------
     # Base of every alert's runbook_url; the alert's anchor is appended.
@@ -113,7 +145,7 @@ class Config:
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            if f.name.endswith(("_window", "_for", "_interval", "_silence")) and not DURATION.fullmatch(str(value)):
+            if f.name.endswith(("_window", "_for", "_interval", "_silence", "_memory")) and not DURATION.fullmatch(str(value)):
                 raise BuildError(f"config: {f.name} = {value!r} is not a Prometheus duration (e.g. 90s, 10m, 1h)")
         if self.gpu_source not in ("ray", "dcgm"):
             raise BuildError(f"config: gpu_source = {self.gpu_source!r}; expected 'ray' or 'dcgm'")

@@ -112,6 +112,19 @@ class Severity(str, enum.Enum):
 
 
 @dataclass(frozen=True)
+class Sustain:
+    """Hysteresis: once an alert fires it stays firing while this weaker condition holds.
+
+    Rendered as `(expr) or ((sustain) and on(<on>) ALERTS{alertname="...", alertstate="firing"})`:
+    Prometheus' own record of the alert carries the state, so a baseline that has started to
+    absorb the fault, or noise around the threshold, does not resolve or re-fire it.
+    """
+
+    expr: str
+    on: str  # labels shared by the condition's series and the alert's, e.g. "job, instance, project, experiment"
+
+
+@dataclass(frozen=True)
 class Alert:
     name: str  # CamelCase, unique across all alerts
     expr: str
@@ -119,6 +132,10 @@ class Alert:
     summary: str  # plain text, one line
     description: str  # Prometheus template: {{ $labels.experiment }}, {{ $value | humanize }}
     for_: str = "0s"
+    # Keep firing this long after the condition last held: bridges single-evaluation dips
+    # so that one fault episode notifies once.
+    keep_firing_for: str = "0s"
+    sustain: Sustain | None = None
     meaning: str = ""  # runbook: what it usually means in RL training
     next_steps: tuple[str, ...] = ()  # runbook: what to look at next, in order
     labels: tuple[tuple[str, str], ...] = ()

@@ -4,7 +4,8 @@ Each module's `rules(config)` returns one RuleGroup or a list of them; its group
 rendered/rules/<module>.yaml. Expressions pass the same catalog checks as panel queries;
 recorded series join the catalog (with the labels their expression keeps), so later rules
 and panels can query them. The runbook, rendered/docs/alerts.md, comes from the same
-definitions.
+definitions, and so do the compiled rules (`RecordingRule`, `AlertRule`) that the backtest
+evaluates: it never re-reads the YAML written here.
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ from pathlib import Path
 import yaml
 
 from dashgen.catalog import Catalog, Metric, MetricType, Source
-from dashgen.config import DURATION, Config
+from dashgen.config import DURATION, Config, duration_seconds
 from dashgen.errors import BuildError
 from dashgen.loader import call_definition, load_modules
-from dashgen.model import Alert, Recording, RuleGroup, Severity
+from dashgen.model import Alert, Recording, RuleGroup, Severity, Sustain
 from dashgen.selectors import checked_expression, rule_selectors
 
 _ALERT_NAME = re.compile(r"[A-Z][A-Za-z0-9]*")
@@ -29,11 +30,56 @@ RULES_DIR = "rules"
 DOCS_FILE = "docs/alerts.md"
 
 
+@dataclass(frozen=True)
+class RecordingRule:
+    """A recording rule as Prometheus evaluates it: expanded expression, group interval."""
+
+    record: str
+    expr: str
+    interval_ms: int
+    labels: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class AlertRule:
+    """An alerting rule as Prometheus evaluates it.
+
+    `expr` is the rule's whole expression; with hysteresis it reads the alert's own ALERTS
+    series, so an evaluator without Prometheus' rule state evaluates `condition` and
+    `sustain` (held only while the alert fires) separately instead.
+    """
+
+    name: str
+    expr: str
+    interval_ms: int
+    for_ms: int
+    labels: tuple[tuple[str, str], ...] = ()
+    keep_firing_ms: int = 0
+    condition: str = ""  # `expr` without the hysteresis; empty: same as expr
+    sustain: str | None = None
+
+    @property
+    def severity(self) -> str:
+        return dict(self.labels).get("severity", "")
+
+
 @dataclass
 class RulesOutput:
     files: dict[str, str] = field(default_factory=dict)
     catalog: Catalog | None = None
     alerts: list[tuple[str, Alert, str]] = field(default_factory=list)  # (module path, alert, expanded expr)
+    recording_rules: list[RecordingRule] = field(default_factory=list)
+    alert_rules: list[AlertRule] = field(default_factory=list)
+
+
+def _ms(duration: str) -> int:
+    return round(duration_seconds(duration) * 1000)
+
+
+def with_sustain(name: str, condition: str, sustain: str, on: str) -> str:
+    """The rule text of an alert with hysteresis (see dashgen.model.Sustain)."""
+    return (f"(\n{textwrap.indent(condition, '  ')}\n)\nor\n(\n  (\n{textwrap.indent(sustain, '    ')}\n  )\n"
+            f"  and on({on}) ALERTS{{alertname=\"{name}\", alertstate=\"firing\"}}\n)")
 
 
 def runbook_anchor(alert_name: str) -> str:
@@ -52,6 +98,9 @@ def render_rules(root: Path, config: Config, catalog: Catalog) -> RulesOutput:
             raise BuildError(f"{definition.path}: rules() must return a RuleGroup or a list of RuleGroups")
         rendered_groups = []
         for group in groups:
+            interval = group.interval or config.rule_interval
+            if not DURATION.fullmatch(interval):
+                raise BuildError(f"{definition.path}: group {group.name!r}: interval {interval!r} is not a duration")
             rendered_rules = []
             for rule in group.rules:
                 name = rule.name if isinstance(rule, Alert) else rule.record
@@ -67,16 +116,23 @@ def render_rules(root: Path, config: Config, catalog: Catalog) -> RulesOutput:
                     out.catalog = out.catalog.with_metrics([Metric(
                         rule.record, MetricType.GAUGE, "none", rule.help, labels, Source.RECORDING_RULE)])
                     rendered_rules.append({"record": rule.record, "expr": expr})
+                    out.recording_rules.append(RecordingRule(rule.record, expr, _ms(interval)))
                 elif isinstance(rule, Alert):
                     _check_alert(rule, where)
+                    condition, sustain = expr, None
+                    if rule.sustain is not None:
+                        sustain, _ = checked_expression(rule.sustain.expr, selectors, out.catalog,
+                                                        f"{where} (sustain)")
+                        expr = with_sustain(rule.name, condition, sustain, rule.sustain.on)
                     out.alerts.append((str(definition.path), rule, expr))
-                    rendered_rules.append(_alert_yaml(rule, expr, config))
+                    rendered = _alert_yaml(rule, expr, config)
+                    rendered_rules.append(rendered)
+                    out.alert_rules.append(AlertRule(
+                        rule.name, expr, _ms(interval), _ms(rule.for_), tuple(sorted(rendered["labels"].items())),
+                        _ms(rule.keep_firing_for), condition, sustain))
                 else:
                     raise BuildError(f"{definition.path}: group {group.name!r} holds {type(rule).__name__}, "
                                      f"not an Alert or Recording")
-            interval = group.interval or config.rule_interval
-            if not DURATION.fullmatch(interval):
-                raise BuildError(f"{definition.path}: group {group.name!r}: interval {interval!r} is not a duration")
             rendered_groups.append({"name": group.name, "interval": interval, "rules": rendered_rules})
         header = f"# Rendered by `dashgen build` from {definition.path.as_posix()}; do not edit.\n"
         out.files[f"{RULES_DIR}/{definition.path.stem}.yaml"] = header + _to_yaml({"groups": rendered_groups})
@@ -97,6 +153,10 @@ def _check_alert(alert: Alert, where: str) -> None:
         raise BuildError(f"{where}: description is empty")
     if not DURATION.fullmatch(alert.for_):
         raise BuildError(f"{where}: for_ = {alert.for_!r} is not a Prometheus duration (e.g. 90s, 10m, 1h)")
+    if not DURATION.fullmatch(alert.keep_firing_for):
+        raise BuildError(f"{where}: keep_firing_for = {alert.keep_firing_for!r} is not a Prometheus duration")
+    if alert.sustain is not None and not isinstance(alert.sustain, Sustain):
+        raise BuildError(f"{where}: sustain must be a dashgen.model.Sustain")
     if "severity" in dict(alert.labels):
         raise BuildError(f"{where}: set severity with the severity field, not in labels")
 
@@ -105,6 +165,8 @@ def _alert_yaml(alert: Alert, expr: str, config: Config) -> dict:
     rule: dict = {"alert": alert.name, "expr": expr}
     if alert.for_ not in ("0s", "0m"):
         rule["for"] = alert.for_
+    if alert.keep_firing_for not in ("0s", "0m"):
+        rule["keep_firing_for"] = alert.keep_firing_for
     rule["labels"] = {"severity": alert.severity.value, **dict(sorted(alert.labels))}
     rule["annotations"] = {
         "summary": alert.summary.strip(),

@@ -28,7 +28,9 @@ def test_every_pinned_alert_is_rendered_with_severity_summary_description_runboo
     assert set(alerts) == {
         "VerlTrainingDivergence", "VerlKLSpike", "VerlEntropyCollapse", "VerlRewardCliff", "VerlRewardStagnation",
         "VerlResponseTruncation", "VerlTrainingStalled", "VerlMetricsAbsent", "VerlGPUMemoryPressure",
-        "VerlGPUStraggler", "VerlBatchTokenRunaway", "VerlRolloutAborts", "VerlNaNMetrics"}
+        "VerlGPUStraggler", "VerlBatchTokenRunaway", "VerlRolloutAborts", "VerlNaNMetrics",
+        # issue 8: the run's lifecycle and the survivable single NaN step
+        "VerlRunCrashed", "VerlNonFiniteStep"}
     for name, rule in alerts.items():
         assert rule["labels"]["severity"] in ("critical", "warning", "info")
         assert rule["annotations"]["summary"] and "{{" not in rule["annotations"]["summary"]
@@ -37,14 +39,14 @@ def test_every_pinned_alert_is_rendered_with_severity_summary_description_runboo
 
 
 def test_rule_files_use_only_standard_prometheus_fields():
-    # What Prometheus 2.x/3.x, Thanos and Mimir rulers all accept, nothing else.
+    # What Prometheus >= 2.42 (keep_firing_for), Thanos and Mimir rulers accept, nothing else.
     for path in RULES:
         data = yaml.safe_load(path.read_text())
         assert set(data) == {"groups"}
         for group in data["groups"]:
             assert set(group) <= {"name", "interval", "rules"}
             for rule in group["rules"]:
-                assert set(rule) <= {"alert", "record", "expr", "for", "labels", "annotations"}
+                assert set(rule) <= {"alert", "record", "expr", "for", "keep_firing_for", "labels", "annotations"}
 
 
 def test_every_runbook_url_points_at_an_existing_section():
