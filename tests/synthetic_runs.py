@@ -17,25 +17,16 @@ import random
 from pathlib import Path
 
 from dashgen.catalog import CATALOG
+from dashgen.simulate import neutral_value
 
 KINDS = ("healthy", "diverging", "reward_cliff", "truncation", "stalled")
 STEP_SECONDS = 60.0
 
 
-def _default(key: str) -> float:
-    if key.startswith("timing_s/"):
-        return 5.0
-    if key.startswith("timing_per_token_ms/"):
-        return 0.05
-    if key.endswith("_gb"):
-        return 40.0
-    return 0.5
-
-
 def step_data(step: int, kind: str = "healthy", event_at: int | None = None, seed: int = 0) -> dict:
     rng = random.Random(seed * 1_000_003 + step)
     broken = event_at is not None and step >= event_at
-    data = {metric.verl_keys[0]: _default(metric.verl_keys[0]) for metric in CATALOG.values() if metric.verl_keys}
+    data = {metric.verl_keys[0]: neutral_value(metric.verl_keys[0]) for metric in CATALOG.values() if metric.verl_keys}
     progress = 1 - math.exp(-step / 400)
     data.update({
         "training/global_step": step,
