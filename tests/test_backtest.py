@@ -86,6 +86,22 @@ def test_a_stalled_run_fires_only_while_the_exporter_outlives_it(runs):
     assert firing[0]["start_step"] == 80 and firing[0]["end_step"] is None and firing[0]["end"] is None
 
 
+def test_a_log_that_ends_is_a_finished_run_and_pages_nobody(runs):
+    # The log stops at step 80; by default the trainer exited 0 and its exporter went away.
+    report = _backtest_json(str(runs["stalled"]))
+    critical = [a for a in report["alerts"] if a["severity"] == "critical" and a["firing"]]
+    assert critical == []
+    assert {a["alertname"] for a in report["alerts"]} >= {"VerlMetricsAbsent", "VerlRunCrashed"}
+
+
+def test_a_crashed_run_pages_at_its_last_step_until_the_backtest_ends(runs):
+    report = _backtest_json(str(runs["stalled"]), "--end", "crashed")
+    firing = _firing(report, "VerlRunCrashed", "stalled")
+    assert len(firing) == 1 and firing[0]["start_step"] == 80 and firing[0]["end"] is None
+    assert _firing(report, "VerlTrainingStalled", "stalled") == []
+    assert _firing(report, "VerlMetricsAbsent", "stalled") == []
+
+
 def test_unparseable_lines_are_skipped_and_counted(tmp_path: Path):
     log = write_run(tmp_path / "p" / "e.jsonl", "healthy", 5)
     with open(log, "a") as handle:
