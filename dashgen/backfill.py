@@ -28,11 +28,11 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, TextIO
+from typing import Iterable, Iterator, TextIO
 
 from dashgen.catalog import NONFINITE_STREAK_METRIC, RUN_STATE_METRIC, verl_metric_name
 from dashgen.errors import BuildError
-from dashgen.exporter import run_from_path
+from dashgen.exporter import MAX_LINE_BYTES, run_from_path
 from dashgen.lifecycle import NonFiniteStreak, RunPhase
 from dashgen.promtool import run_promtool
 from dashgen.verl_log import LineError, StepMapper, parse_line
@@ -46,6 +46,8 @@ RUN_ENDS = ("finished", "crashed", "hung")
 # After a finished or crashed run's grace period, how long the exporter is shown gone (up 0).
 GONE_SECONDS = 1800.0
 CRASH_EXIT_CODE = 1
+# Scrapes written per run (a 15 s interval: 174 days); more would take gigabytes.
+MAX_SCRAPES_PER_RUN = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -72,7 +74,10 @@ class RecordedRun:
     times: list[float] = field(default_factory=list)  # Unix time each step was logged
     values: list[dict[str, float]] = field(default_factory=list)  # metric name -> value, per step
     errors_seen: list[int] = field(default_factory=list)  # unparseable lines read by the time of each step
+    # (too-long lines, keys over the series limit, colliding keys) by the time of each step
+    dropped_seen: list[tuple[int, int, int]] = field(default_factory=list)
     parse_errors: int = 0
+    dropped_lines: int = 0
     untimed_steps: int = 0
     end_kind: str = "finished"  # one of RUN_ENDS
     served_until: float = 0.0  # the exporter's last scrape: the last step plus the hold
@@ -124,10 +129,13 @@ def read_run(path: Path, labels: dict[str, str], timing: Timing, export_unknown:
     lines = 0
     try:
         with open(path, "rb") as handle:
-            for line in handle:
-                if not line.strip():
+            for line in _bounded_lines(handle):
+                if line is not None and not line.strip():
                     continue
                 lines += 1
+                if line is None:  # longer than MAX_LINE_BYTES: dropped, as the exporter does
+                    run.dropped_lines += 1
+                    continue
                 try:
                     number, data = parse_line(line)
                 except LineError:
@@ -139,6 +147,7 @@ def read_run(path: Path, labels: dict[str, str], timing: Timing, export_unknown:
                     run.notes.append(f"step went back from {run.steps[-1]} to {number} "
                                      f"(a resumed run); its steps are placed after the earlier ones")
                 run.errors_seen.append(run.parse_errors)
+                run.dropped_seen.append((run.dropped_lines, mapper.counts.dropped_keys, mapper.counts.key_collisions))
                 run.steps.append(number)
                 run.values.append(values if keep is None else
                                   {name: value for name, value in values.items() if name in keep})
@@ -152,13 +161,33 @@ def read_run(path: Path, labels: dict[str, str], timing: Timing, export_unknown:
                          f"expected verl's file-logger JSONL, one {{\"step\": N, \"data\": {{...}}}} per line")
     # Errors read after a step's line but before the next step belong to that step's scrapes.
     run.errors_seen = [*run.errors_seen[1:], run.parse_errors]
+    run.dropped_seen = [(lines_after[0], keys, collisions) for lines_after, (_, keys, collisions)
+                        in zip([*run.dropped_seen[1:], (run.dropped_lines,)], run.dropped_seen)]
+    if run.dropped_lines:
+        run.notes.append(f"dropped {run.dropped_lines} line(s) longer than {MAX_LINE_BYTES} bytes")
     if run.parse_errors:
         run.notes.append(f"skipped {run.parse_errors} unparseable line(s)")
     if run.untimed_steps:
         run.notes.append(f"{run.untimed_steps} step(s) without timing_s/step placed "
                          f"{timing.default_step_seconds:g} s after the previous one")
+    for note in mapper.counts.notes:
+        run.notes.append(note)
     _place_on_clock(run, durations, timing, modified, time.time() if now is None else now)
     return run
+
+
+def _bounded_lines(handle) -> Iterator[bytes | None]:
+    """The file's lines; None for one longer than the exporter's MAX_LINE_BYTES (not held in memory)."""
+    while True:
+        line = handle.readline(MAX_LINE_BYTES + 1)
+        if not line:
+            return
+        if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
+            while line and not line.endswith(b"\n"):
+                line = handle.readline(MAX_LINE_BYTES)
+            yield None
+        else:
+            yield line
 
 
 def _has_timing(values: dict[str, float]) -> bool:
@@ -187,6 +216,15 @@ def _place_on_clock(run: RecordedRun, durations: list[float], timing: Timing, mo
     # The gone exporter's failed scrapes stop at now: a run that just ended has no more yet.
     gone = 0.0 if timing.end == "hung" else GONE_SECONDS
     run.end = max(run.served_until, min(run.served_until + gone, now))
+    scrapes = (run.end - run.times[0]) / timing.scrape_interval
+    if not (math.isfinite(run.end) and math.isfinite(scrapes)) or scrapes > MAX_SCRAPES_PER_RUN:
+        raise BuildError(f"{run.path}: the run spans {run.end - run.times[0]:.3g} s (its timing_s/step values sum to "
+                         f"{total:.3g} s, plus --hold): {scrapes:.3g} scrapes at {timing.scrape_interval:g} s; "
+                         f"at most {MAX_SCRAPES_PER_RUN:,} per run. Lengthen --scrape-interval or check the "
+                         f"step times")
+    if run.times[0] < 0:
+        raise BuildError(f"{run.path}: placed to end by now, the run would start before 1970 (its timing_s/step "
+                         f"values sum to {total:.3g} s); check the step times")
 
 
 # --- OpenMetrics ---------------------------------------------------------------------------
@@ -204,8 +242,9 @@ def label_text(labels: dict[str, str]) -> str:
     return "{" + ",".join(f'{name}="{value}"' for name, value in zip(labels, escaped)) + "}"
 
 
+DROPPED_COUNTERS = ("verl_exporter_dropped_lines", "verl_exporter_dropped_keys", "verl_exporter_key_collisions")
 EXPORTER_SAMPLES = frozenset({LAST_STEP_METRIC, "verl_exporter_steps_total", "verl_exporter_parse_errors_total",
-                              RUN_STATE_METRIC, "verl_run_exit_code"})
+                              RUN_STATE_METRIC, "verl_run_exit_code", *(f"{name}_total" for name in DROPPED_COUNTERS)})
 
 
 def series_names(runs: list[RecordedRun]) -> set[str]:
@@ -232,6 +271,9 @@ def _families(runs: list[RecordedRun], only: set[str] | None) -> Iterable[_Famil
                  lambda run: [str(i + 1) for i in range(len(run.steps))]),
                 ("verl_exporter_parse_errors", "counter", "verl_exporter_parse_errors_total",
                  lambda run: [str(n) for n in run.errors_seen])]
+    exporter += [(name, "counter", f"{name}_total",
+                  lambda run, which=which: [str(counts[which]) for counts in run.dropped_seen])
+                 for which, name in enumerate(DROPPED_COUNTERS)]
     for family, kind, sample, per_step in exporter:
         if only is None or sample in only:
             yield _Family(family, kind, sample, [per_step(run) for run in runs])

@@ -168,6 +168,12 @@ def _verl_metrics() -> Iterable[Metric]:
          "Unix time at which the exporter read the newest step"),
         ("verl_exporter_steps_total", MetricType.COUNTER, "short", "Steps read from the log"),
         ("verl_exporter_parse_errors_total", MetricType.COUNTER, "short", "Log lines skipped as unparseable"),
+        ("verl_exporter_dropped_lines_total", MetricType.COUNTER, "short",
+         "Log lines dropped for being longer than the exporter's line limit"),
+        ("verl_exporter_dropped_keys_total", MetricType.COUNTER, "short",
+         "Logged keys not exported because the run has reached the exporter's series limit"),
+        ("verl_exporter_key_collisions_total", MetricType.COUNTER, "short",
+         "Logged keys not exported because another key already exports the same metric name"),
     ]
     for name, mtype, unit, help_text in exporter:
         yield Metric(name, mtype, unit, help_text, VERL_LABELS, Source.VERL)

@@ -9,6 +9,7 @@ however long the run.
 from __future__ import annotations
 
 import os
+import stat as stat_mode
 import sys
 import threading
 import time
@@ -25,6 +26,8 @@ from dashgen.verl_log import LineError, StepMapper, parse_line
 LABELS = ("project", "experiment")
 READ_CHUNK = 1 << 20
 HEAD_BYTES = 256
+# verl's lines are kilobytes; a longer one is dropped (and counted) instead of held in memory.
+MAX_LINE_BYTES = 16 << 20
 
 
 class RunState:
@@ -46,6 +49,7 @@ class RunState:
         self.phase = RunPhase.RUNNING
         self.exit_code: int | None = None
         self._streak = NonFiniteStreak(catalog)
+        self.dropped_lines_total = 0
 
     def record(self, step: int, data: dict) -> None:
         """Take one step's data: it replaces the previous step's values wholesale."""
@@ -77,11 +81,24 @@ class RunState:
         with self._lock:
             self.parse_errors_total += 1
 
+    def dropped_line(self) -> None:
+        with self._lock:
+            self.dropped_lines_total += 1
+
+    def take_notes(self) -> list[str]:
+        """Messages about keys not exported (collisions, the series limit) since the last call."""
+        with self._lock:
+            notes, self._mapper.counts.notes = self._mapper.counts.notes, []
+        return notes
+
     def collect(self) -> Iterator[Metric]:
         with self._lock:
             values = dict(self._values)
             last_time, steps, errors = self.last_step_time, self.steps_total, self.parse_errors_total
             phase, exit_code, streak = self.phase, self.exit_code, self._streak.steps
+            dropped = (("verl_exporter_dropped_lines", self.dropped_lines_total),
+                       ("verl_exporter_dropped_keys", self._mapper.counts.dropped_keys),
+                       ("verl_exporter_key_collisions", self._mapper.counts.key_collisions))
         for name in sorted(values):
             family = GaugeMetricFamily(name, self._help.get(name, "verl metric (no catalog entry)"),
                                        labels=LABELS)
@@ -92,7 +109,7 @@ class RunState:
                                        self._help["verl_exporter_last_step_timestamp_seconds"], labels=LABELS)
             family.add_metric(self.labels, last_time)
             yield family
-        for name, value in (("verl_exporter_steps", steps), ("verl_exporter_parse_errors", errors)):
+        for name, value in (("verl_exporter_steps", steps), ("verl_exporter_parse_errors", errors), *dropped):
             family = CounterMetricFamily(name, self._help[f"{name}_total"], labels=LABELS)
             family.add_metric(self.labels, value)
             yield family
@@ -132,18 +149,24 @@ class VerlPrometheusLogger:
 
 class LogFollower:
     """Follow a JSONL file like `tail -F`: wait for it, survive truncation and replacement,
-    hold back a partial last line until it is complete."""
+    hold back a partial last line until it is complete (up to max_line_bytes: a longer line is
+    dropped and counted). Only regular files are opened, without blocking: a FIFO is waited out."""
 
-    def __init__(self, path: Path, state: RunState, say: Callable[[str], None] = lambda m: print(m, file=sys.stderr)):
+    def __init__(self, path: Path, state: RunState, say: Callable[[str], None] = lambda m: print(m, file=sys.stderr),
+                 max_line_bytes: int = MAX_LINE_BYTES):
         self.path = path
         self.state = state
         self.say = say
         self._file = None
         self._inode: tuple[int, int] | None = None
         self._offset = 0
-        self._partial = b""
+        self._partial: list[bytes] = []  # pieces of the incomplete last line, joined once it ends
+        self._partial_size = 0
+        self._dropping = False  # inside a line longer than max_line_bytes: skip to its end
+        self.max_line_bytes = max_line_bytes
         self._head = b""
         self._said_missing = False
+        self._said_not_regular = False
         self._previous_step: int | None = None
 
     def poll(self) -> int:
@@ -160,9 +183,7 @@ class LogFollower:
             self._offset += len(chunk)
             if len(self._head) < HEAD_BYTES:
                 self._head = (self._head + chunk)[:HEAD_BYTES]
-            lines = (self._partial + chunk).split(b"\n")
-            self._partial = lines.pop()
-            for line in lines:
+            for line in self._complete_lines(chunk):
                 handled += 1
                 if not line.strip():
                     continue
@@ -178,7 +199,43 @@ class LogFollower:
                 last_good = parsed
         if last_good is not None:
             self.state.record(*last_good)
+        for note in self.state.take_notes():
+            self.say(f"dashgen export: {self.path}: {note}")
         return handled
+
+    def _complete_lines(self, chunk: bytes) -> Iterator[bytes]:
+        """The lines `chunk` completes; keeps the rest, within max_line_bytes."""
+        start = 0
+        while True:
+            end = chunk.find(b"\n", start)
+            if end < 0:
+                self._hold(chunk[start:])
+                return
+            piece, start = chunk[start:end], end + 1
+            if self._dropping:
+                self._dropping = False
+                continue
+            if self._partial:
+                self._hold(piece)
+                if self._dropping:
+                    self._dropping = False
+                    continue
+                piece = b"".join(self._partial)
+                self._partial, self._partial_size = [], 0
+            elif len(piece) > self.max_line_bytes:
+                self.state.dropped_line()
+                continue
+            yield piece
+
+    def _hold(self, piece: bytes) -> None:
+        if self._dropping or not piece:
+            return
+        if self._partial_size + len(piece) > self.max_line_bytes:
+            self.state.dropped_line()
+            self._partial, self._partial_size, self._dropping = [], 0, True
+            return
+        self._partial.append(piece)
+        self._partial_size += len(piece)
 
     def _check_order(self, step: int) -> None:
         previous = self._previous_step
@@ -196,6 +253,14 @@ class LogFollower:
                 self._said_missing = True
             return
         self._said_missing = False
+        if not stat_mode.S_ISREG(stat.st_mode):
+            if not self._said_not_regular:
+                self.say(f"dashgen export: {self.path} is not a regular file (a FIFO or device?); "
+                         f"waiting for verl's log file")
+                self._said_not_regular = True
+            self.close()
+            return
+        self._said_not_regular = False
         identity = (stat.st_dev, stat.st_ino)
         if self._file is not None and identity == self._inode and stat.st_size >= self._offset \
                 and self._same_head():
@@ -204,10 +269,12 @@ class LogFollower:
             reason = "replaced" if identity != self._inode else "truncated"
             self.say(f"dashgen export: {self.path} was {reason}; reading it from the start")
             self._file.close()
-        self._file = open(self.path, "rb")
+        # O_NONBLOCK: should the path become a FIFO between stat and open, open must not wait
+        # for a writer (that would also keep SIGTERM from being handled).
+        self._file = os.fdopen(os.open(self.path, os.O_RDONLY | os.O_NONBLOCK), "rb")
         self._inode = identity
         self._offset = 0
-        self._partial = b""
+        self._partial, self._partial_size, self._dropping = [], 0, False
         self._head = b""
 
     def _same_head(self) -> bool:
@@ -222,8 +289,11 @@ class LogFollower:
 
 
 def run_from_path(path: Path) -> tuple[str, str]:
-    """verl's file logger writes $VERL_FILE_LOGGER_ROOT/<project>/<experiment>.jsonl."""
-    return path.resolve().parent.name or "default", path.stem or "default"
+    """verl's file logger writes $VERL_FILE_LOGGER_ROOT/<project>/<experiment>.jsonl.
+
+    The path as given (made absolute, symlinks not followed): a link's folder names the run."""
+    path = Path(os.path.abspath(path))
+    return path.parent.name or "default", path.stem or "default"
 
 
 def follow_forever(follower: LogFollower, interval: float, stop: threading.Event) -> None:

@@ -9,14 +9,21 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from dashgen.catalog import CATALOG, NONFINITE_STREAK_METRIC, RUN_STATE_METRIC, Catalog, verl_metric_name
 
 # Names the exporter uses for itself; a logged key that maps onto one of them is dropped.
 EXPORTER_METRICS = frozenset({"verl_exporter_last_step_timestamp_seconds", "verl_exporter_steps_total",
                               "verl_exporter_parse_errors_total", RUN_STATE_METRIC, "verl_run_exit_code",
-                              NONFINITE_STREAK_METRIC})
+                              NONFINITE_STREAK_METRIC, "verl_exporter_dropped_lines_total",
+                              "verl_exporter_dropped_keys_total", "verl_exporter_key_collisions_total"})
+# Bounds that keep a run's held state flat whatever it logs: distinct names exported for keys
+# the catalog does not know, keys whose mapping is remembered, collision messages kept.
+MAX_UNKNOWN_SERIES = 2_000
+MAX_REMEMBERED_KEYS = 10_000
+MAX_NOTES = 100
+OVER_LIMIT = "(over the limit of unknown keys)"  # a key's mapping when MAX_UNKNOWN_SERIES is reached
 
 
 class LineError(ValueError):
@@ -35,6 +42,8 @@ def parse_line(line: str | bytes) -> tuple[int, dict]:
         record = json.loads(line)  # Python's json also honours NaN / Infinity tokens
     except (ValueError, UnicodeDecodeError) as exc:
         raise LineError(f"not JSON: {exc}") from None
+    except RecursionError:
+        raise LineError("nested deeper than the JSON parser allows") from None
     if not isinstance(record, dict):
         raise LineError(f"not an object but {type(record).__name__}")
     data = record.get("data")
@@ -48,25 +57,70 @@ def parse_line(line: str | bytes) -> tuple[int, dict]:
     return int(step), data
 
 
-class StepMapper:
-    """Maps a step's data dict to {metric name: value}; remembers each key's mapping."""
+@dataclass
+class MappingCounts:
+    """What a StepMapper did not export, for the exporter's own counters and messages."""
+    dropped_keys: int = 0  # key occurrences past MAX_UNKNOWN_SERIES distinct names
+    key_collisions: int = 0  # key occurrences whose name another key already exports
+    notes: list[str] = field(default_factory=list)  # first messages about collisions and the limit, to show
 
-    def __init__(self, catalog: Catalog = CATALOG, export_unknown: bool = True):
+
+class StepMapper:
+    """Maps a step's data dict to {metric name: value}; remembers each key's mapping.
+
+    A name belongs to the first key that maps onto it (or to the catalog): another key that
+    sanitises to the same name (`a.b` and `a/b`, non-ASCII keys) is counted and reported,
+    not exported over it. Unknown keys beyond MAX_UNKNOWN_SERIES names are counted and dropped.
+    """
+
+    def __init__(self, catalog: Catalog = CATALOG, export_unknown: bool = True,
+                 max_unknown_series: int = MAX_UNKNOWN_SERIES):
         self._export_unknown = export_unknown
-        self._by_key: dict[str, tuple[str, float, int] | None] = {}
+        self._max_unknown_series = max_unknown_series
+        self._by_key: dict[str, tuple[str, float, int] | str | None] = {}
+        self._owner: dict[str, str] = {}  # metric name -> the key (or catalog) that exports it
+        self.counts = MappingCounts()
+        self._said_limit = False
         for key, metric in catalog.verl_key_map().items():
             # The alias's position: the first key of a metric wins when a step logs two of them.
             self._by_key[key] = (metric.name, metric.scale, metric.verl_keys.index(key))
+            self._owner[metric.name] = "the catalog"
+        self._unknown_names = 0
+        self._remembered_unknown = 0
 
-    def _mapping(self, key: str) -> tuple[str, float, int] | None:
-        if key not in self._by_key:
-            mapping = None
-            if self._export_unknown:
-                name, scale = verl_metric_name(key)
-                if name not in EXPORTER_METRICS:
-                    mapping = (name, scale, 0)
+    def _mapping(self, key: str) -> tuple[str, float, int] | str | None:
+        """(name, scale, rank); None: not exported; a str: the name, owned by another key."""
+        if key in self._by_key:
+            return self._by_key[key]
+        mapping: tuple[str, float, int] | str | None = None
+        if self._export_unknown:
+            name, scale = verl_metric_name(key)
+            owner = self._owner.get(name)
+            if name in EXPORTER_METRICS:
+                mapping = None
+            elif owner == key:  # its own name, no longer remembered
+                mapping = (name, scale, 0)
+            elif owner is not None:
+                mapping = name
+                self._note(f"keys {key!r} and {owner!r} both map to {name}; exporting {owner!r} only")
+            elif self._unknown_names >= self._max_unknown_series:
+                if not self._said_limit:
+                    self._said_limit = True
+                    self._note(f"more than {self._max_unknown_series} distinct unknown keys; dropping new ones "
+                               f"(first: {key!r}); counted in verl_exporter_dropped_keys_total")
+                return OVER_LIMIT  # not remembered: the key cache stays bounded
+            else:
+                mapping = (name, scale, 0)
+                self._owner[name] = key
+                self._unknown_names += 1
+        if self._remembered_unknown < MAX_REMEMBERED_KEYS:
+            self._remembered_unknown += 1
             self._by_key[key] = mapping
-        return self._by_key[key]
+        return mapping
+
+    def _note(self, message: str) -> None:
+        if len(self.counts.notes) < MAX_NOTES:
+            self.counts.notes.append(message)
 
     def map(self, data: dict) -> dict[str, float]:
         values: dict[str, float] = {}
@@ -77,6 +131,12 @@ class StepMapper:
             mapping = self._mapping(key)
             if mapping is None:
                 continue
+            if mapping is OVER_LIMIT:
+                self.counts.dropped_keys += 1
+                continue
+            if isinstance(mapping, str):
+                self.counts.key_collisions += 1
+                continue
             name, scale, rank = mapping
             if raw is None:
                 # verl's file logger (orjson) writes NaN and infinities as null.
@@ -84,7 +144,10 @@ class StepMapper:
             elif isinstance(raw, bool) or not isinstance(raw, (int, float)):
                 continue
             else:
-                value = float(raw) * scale
+                try:
+                    value = float(raw) * scale
+                except OverflowError:  # an integer beyond float range
+                    value = math.inf if raw > 0 else -math.inf
             if name in priority and priority[name] <= rank:
                 continue
             values[name] = value

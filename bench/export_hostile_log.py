@@ -1,0 +1,87 @@
+"""Benchmark `dashgen export` on a hostile log (issue 9: bounded memory whatever a line holds).
+
+Feeds the exporter, while it runs, with: 200 steps of 10,000 new keys each, one 300 MB line
+without a newline, and a line nested 100,000 deep; then a normal step. Prints the exporter's
+peak resident memory (VmHWM) after each phase and the time it took to serve the final step.
+
+    .venv/bin/python bench/export_hostile_log.py
+"""
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+from dashgen.prometheus_server import free_port
+
+FLOOD_STEPS = 200
+KEYS_PER_STEP = 10_000
+
+
+def peak_mib(pid: int) -> float:
+    for row in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if row.startswith("VmHWM:"):
+            return int(row.split()[1]) / 1024
+    raise RuntimeError("no VmHWM")
+
+
+def scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        return response.read().decode()
+
+
+def wait_for(port: int, text: str, timeout: float = 300) -> float:
+    start = time.perf_counter()
+    while time.perf_counter() - start < timeout:
+        try:
+            if text in scrape(port):
+                return time.perf_counter() - start
+        except OSError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"not served within {timeout} s: {text}")
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory(prefix="dashgen-bench-") as tmp:
+        log = Path(tmp) / "runs" / "bench.jsonl"
+        log.parent.mkdir()
+        log.touch()
+        port = free_port()
+        process = subprocess.Popen([sys.executable, "-m", "dashgen", "export", "--jsonl", str(log),
+                                    "--listen", f"127.0.0.1:{port}", "--poll-interval", "0.1"],
+                                   stderr=subprocess.DEVNULL)
+        try:
+            wait_for(port, "verl_exporter_steps_total")
+            print(f"started:                     peak {peak_mib(process.pid):7.1f} MiB")
+            with open(log, "a") as handle:
+                for step in range(1, FLOOD_STEPS + 1):
+                    data = {f"flood/s{step}/k{i}": 1.0 for i in range(KEYS_PER_STEP)}
+                    handle.write(json.dumps({"step": step, "data": data}) + "\n")
+                    handle.flush()
+            wait_for(port, f'verl_exporter_steps_total{{experiment="bench",project="runs"}} {float(FLOOD_STEPS)}')
+            print(f"{FLOOD_STEPS} x {KEYS_PER_STEP:,} new keys:   peak {peak_mib(process.pid):7.1f} MiB")
+            with open(log, "ab") as handle:
+                chunk = b"x" * (1 << 20)
+                handle.write(b'{"step": 0, "data": {"x": "')
+                for _ in range(300):
+                    handle.write(chunk)
+                    handle.flush()
+                handle.write(b'"}}\n')
+                handle.write(b"[" * 100_000 + b"]" * 100_000 + b"\n")
+                handle.write(json.dumps({"step": FLOOD_STEPS + 1, "data": {"actor/ppo_kl": 0.5}}).encode() + b"\n")
+            took = wait_for(port, 'verl_actor_ppo_kl{experiment="bench",project="runs"} 0.5')
+            print(f"300 MB line + deep nesting:  peak {peak_mib(process.pid):7.1f} MiB "
+                  f"(final step served {took:.1f} s after the writes)")
+            print([row for row in scrape(port).splitlines() if row.startswith("verl_exporter_")
+                   and "_total" in row and not row.startswith("#")])
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    main()
