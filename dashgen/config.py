@@ -1,183 +1,458 @@
-"""Every tunable of the dashboards and rules, in one place.
+"""Every tunable of the dashboards and rules, in one place, as a typed schema.
 
-Defaults live here; a YAML file passed with ``dashgen build --config FILE`` overrides
-any of them by field name (unknown names are an error). Durations are Prometheus
-duration strings (``90s``, ``10m``, ``1h``).
+Defaults live here. A project's `dashgen.yaml` (at the project root, found by every command)
+or a file given with `--config FILE` overrides any of them by field name. Each field's type
+annotation is its schema: the base type (str, int, float, bool, Literal, tuple, ...) is
+checked for every field, and the `Annotated` kinds below add a format, range or unit
+(`Duration`, `Fraction`, `Bytes`, ...). A field added with a plain annotation
+(`my_threshold: float = 0.3`) is checked by its type without further work.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import math
 import re
+import types
+import typing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 
 from dashgen.errors import BuildError
 
 GIB = 2**30
+CONFIG_FILE_NAME = "dashgen.yaml"
 
 
-@dataclass(frozen=True)
-class Config:
-    # --- Selectors -------------------------------------------------------------
-    # Scrape job of `dashgen export`; every verl_* query and VerlMetricsAbsent use it.
-    verl_job: str = "verl"
-    # Scrape job of Ray's node metrics (per-GPU utilisation and memory).
-    ray_job: str = "ray"
-    # Where per-GPU metrics come from: Ray's node metrics or NVIDIA's DCGM exporter.
-    gpu_source: Literal["ray", "dcgm"] = "ray"
-    # Scrape job of the DCGM exporter, when gpu_source is "dcgm".
-    dcgm_job: str = "dcgm"
-    # Scrape job of the rollout engines' /metrics (vLLM or SGLang servers).
-    rollout_job: str = "rollout"
+class ConfigError(BuildError):
+    """A field's value does not fit its schema; the message starts with the field's name."""
 
-    # --- Hardware --------------------------------------------------------------
-    gpu_memory_bytes: int = 80 * GIB
 
-    # --- Dashboards and Grafana ------------------------------------------------
-    dashboard_refresh: str = "30s"
-    dashboard_time_from: str = "now-6h"
-    grafana_folder: str = "verl"
-    datasource_name: str = "Prometheus"
-    datasource_uid: str = "dashgen-prometheus"
-
-    # --- Prometheus ------------------------------------------------------------
-    # How often Prometheus scrapes the exporter; also the data source's minimum step.
-    scrape_interval: str = "15s"
-    # Where `dashgen export` listens, as Prometheus should reach it.
-    exporter_address: str = "localhost:9464"
-    # Ray writes its nodes' metrics endpoints here (verl's rollout monitoring reads the same file).
-    ray_service_discovery_file: str = "/tmp/ray/prom_metrics_service_discovery.json"
-
-    # --- Rule evaluation -------------------------------------------------------
-    rule_interval: str = "1m"
-
-    # --- VerlTrainingDivergence ------------------------------------------------
-    # The baseline is the median over `divergence_baseline_window`, ending
-    # `divergence_recent_window` ago; a signal breaks away if it crosses its factor
-    # at some point within the recent window.
-    divergence_baseline_window: str = "1h"
-    divergence_recent_window: str = "10m"
-    divergence_kl_factor: float = 4.0
-    divergence_grad_norm_factor: float = 4.0
-    divergence_entropy_factor: float = 0.5
-    divergence_for: str = "2m"
-    # Once firing, it stays firing while any one signal is still this far from its held
-    # baseline (see baseline_hold_window): a weaker condition than the onset's, so the alert
-    # neither resolves while the run is still diverged nor flaps around the threshold.
-    divergence_sustain_kl_factor: float = 2.0
-    divergence_sustain_grad_norm_factor: float = 2.0
-    divergence_sustain_entropy_factor: float = 0.5
-
-    # --- Shared by the baseline-relative alerts ------------------------------------
-    # The held baseline is the lowest (for signals a fault raises) or highest (for signals it
-    # lowers) rolling baseline of this window: it keeps the pre-fault level for this long
-    # after a fault starts, where the rolling median absorbs the fault within about 40 minutes.
-    baseline_hold_window: str = "24h"
-    # Single-signal conditions read the median of this window, so one odd step neither
-    # fires nor resolves them.
-    signal_smoothing_window: str = "5m"
-    # Warnings stay firing this long after their condition last held: one notification per
-    # episode even when the signal dips below the threshold for a step or two.
-    warning_keep_firing_for: str = "15m"
-
-    # --- Single-signal warnings --------------------------------------------------
-    kl_spike_threshold: float = 0.1
-    kl_spike_for: str = "10m"
-    entropy_collapse_threshold: float = 0.05
-    entropy_collapse_for: str = "10m"
-    truncation_threshold: float = 0.1
-    truncation_for: str = "15m"
-    rollout_abort_threshold: float = 0.05
-    rollout_abort_for: str = "10m"
-
-    # --- Rewards -----------------------------------------------------------------
-    reward_cliff_baseline_window: str = "1h"
-    reward_cliff_recent_window: str = "10m"
-    reward_cliff_drop_fraction: float = 0.5
-    # The drop must also be at least this much, in the reward's own units: a fraction of a
-    # baseline near 0 (signed rewards, +-1) shrinks to nothing. Set it to a few times the
-    # step-to-step noise of critic/score/mean.
-    reward_cliff_min_drop: float = 0.2
-    reward_cliff_for: str = "5m"
-    # Once firing, it stays firing while the reward is this fraction of the drop (and of the
-    # floor) below its held baseline.
-    reward_cliff_sustain_fraction: float = 0.5
-    reward_stagnation_window: str = "30m"
-    reward_stagnation_min_gain: float = 0.01
-    reward_stagnation_for: str = "15m"
-    # Once firing, it stays firing while the gain is below this multiple of min_gain.
-    reward_stagnation_sustain_factor: float = 2.0
-
-    # --- Progress ----------------------------------------------------------------
-    stall_min_silence: str = "15m"
-    stall_step_time_factor: float = 3.0
-    stall_step_time_window: str = "2h"
-    stall_for: str = "1m"
-    metrics_absent_for: str = "5m"
-    # How long Prometheus remembers the last state of an exporter that is gone: VerlRunCrashed
-    # stays firing this long after a crashed run's exporter exits (unless the run restarts),
-    # and VerlMetricsAbsent fires for a vanished exporter whose run was still running.
-    run_end_memory: str = "24h"
-
-    # --- Memory ------------------------------------------------------------------
-    memory_pressure_reserved_fraction: float = 0.92
-    memory_pressure_gap_fraction: float = 0.2
-    memory_pressure_for: str = "5m"
-
-    # --- Load balance ------------------------------------------------------------
-    straggler_factor: float = 0.5
-    straggler_min_median_percent: float = 30.0
-    straggler_for: str = "15m"
-    token_runaway_factor: float = 2.0
-    token_runaway_window: str = "1h"
-    token_runaway_for: str = "10m"
-    # Once firing, it stays firing while tokens are above this multiple of the held baseline.
-    token_runaway_sustain_factor: float = 1.5
-
-    # --- Docs ----------------------------------------------------------------------
-    # Base of every alert's runbook_url; the alert's anchor is appended.
-    runbook_base_url: str = "rendered/docs/alerts.md"
-
-    def __post_init__(self) -> None:
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if f.name.endswith(("_window", "_for", "_interval", "_silence", "_memory")) and not DURATION.fullmatch(str(value)):
-                raise BuildError(f"config: {f.name} = {value!r} is not a Prometheus duration (e.g. 90s, 10m, 1h)")
-        if self.gpu_source not in ("ray", "dcgm"):
-            raise BuildError(f"config: gpu_source = {self.gpu_source!r}; expected 'ray' or 'dcgm'")
-
+# --- Field kinds: what an `Annotated[...]` adds to the base type ------------------------------
 
 DURATION = re.compile(r"(\d+(ms|s|m|h|d|w|y))+")
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
 
 
 def duration_seconds(text: str) -> float:
-    if not DURATION.fullmatch(text):
+    if not isinstance(text, str) or not DURATION.fullmatch(text):
         raise ValueError(f"{text!r} is not a Prometheus duration")
     return sum(int(n) * _UNITS[u] for n, u in re.findall(r"(\d+)(ms|s|m|h|d|w|y)", text))
 
 
-def load_config(path: Path | None) -> Config:
-    """Defaults, overridden by the YAML mapping at `path` if given."""
-    if path is None:
-        return Config()
+@dataclass(frozen=True)
+class PrometheusDuration:
+    """A Prometheus duration string (90s, 10m, 1h30m)."""
+    positive: bool = False
+    max_seconds: float = 10 * 365 * 86400
+
+    def problem(self, value: str) -> str | None:
+        try:
+            seconds = duration_seconds(value)
+        except ValueError:
+            return f"{value!r} is not a Prometheus duration (e.g. 90s, 10m, 1h)"
+        if self.positive and seconds <= 0:
+            return f"{value!r} must be longer than 0s"
+        if seconds > self.max_seconds:
+            return f"{value!r} is longer than {self.max_seconds / 86400 / 365:g} years"
+        return None
+
+
+@dataclass(frozen=True)
+class Between:
+    """A number in [low, high] (an open end is excluded), in `unit`."""
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    unit: str = ""
+
+    def problem(self, value: float) -> str | None:
+        unit = f" {self.unit}" if self.unit else ""
+        if self.low is not None and (value <= self.low if self.low_open else value < self.low):
+            return f"{value!r}{unit} must be {'greater than' if self.low_open else 'at least'} {self.low:g}{unit}"
+        if self.high is not None and value > self.high:
+            return f"{value!r}{unit} must be at most {self.high:g}{unit}"
+        return None
+
+
+@dataclass(frozen=True)
+class Matches:
+    """A string matching `pattern` in full; `example` shows the expected form."""
+    pattern: str
+    example: str
+
+    def problem(self, value: str) -> str | None:
+        if not re.fullmatch(self.pattern, value):
+            return f"{value!r} is not valid here; expected something like {self.example}"
+        return None
+
+
+@dataclass(frozen=True)
+class HostPort:
+    """host:port as another process should reach it; port 1-65535."""
+
+    def problem(self, value: str) -> str | None:
+        match = re.fullmatch(r"([A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\]):(\d{1,5})", value)
+        if not match or not 1 <= int(match.group(2)) <= 65535:
+            return f"{value!r} is not host:port with a port from 1 to 65535 (e.g. localhost:9464)"
+        return None
+
+
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*(B|KiB|MiB|GiB|TiB|KB|MB|GB|TB)")
+_SIZE_UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40,
+               "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
+
+
+@dataclass(frozen=True)
+class ByteSize:
+    """A number of bytes: an integer, or a string with a unit (80GiB, 40 GB)."""
+
+    def parse(self, value: Any) -> Any:
+        if isinstance(value, str):
+            match = _SIZE.fullmatch(value.strip())
+            if not match:
+                raise ConfigError(f"{value!r} is not a size; give bytes or a number with a unit (80GiB, 40GB)")
+            return round(float(match.group(1)) * _SIZE_UNITS[match.group(2)])
+        return value
+
+    def problem(self, value: int) -> str | None:
+        return None if value >= 1 else f"{value!r} bytes must be at least 1 byte"
+
+
+# Named kinds used by the fields below (and by fields other modules add).
+Duration = Annotated[str, PrometheusDuration()]
+Interval = Annotated[str, PrometheusDuration(positive=True)]  # a window or a period: longer than 0s
+Fraction = Annotated[float, Between(0.0, 1.0)]
+Factor = Annotated[float, Between(0.0, None, low_open=True)]  # a multiplier: greater than 0
+NonNegative = Annotated[float, Between(0.0, None)]
+Percent = Annotated[float, Between(0.0, 100.0, unit="%")]
+Bytes = Annotated[int, ByteSize(), Between(1, None, unit="bytes")]
+JobName = Annotated[str, Matches(r"[A-Za-z_][A-Za-z0-9_.:/-]*", "verl (letters, digits, _ . : / -)")]
+GrafanaUid = Annotated[str, Matches(r"[A-Za-z0-9_-]{1,40}", "dashgen-prometheus (1-40 of A-Z a-z 0-9 _ -)")]
+GrafanaTime = Annotated[str, Matches(r"now(-\d+[smhdwMy])*(/[smhdwMy])?", "now-6h")]
+Address = Annotated[str, HostPort()]
+
+
+@dataclass(frozen=True)
+class Config:
+    # --- Selectors -------------------------------------------------------------
+    # Scrape job of `dashgen export`; every verl_* query and VerlMetricsAbsent use it.
+    verl_job: JobName = "verl"
+    # Scrape job of Ray's node metrics (per-GPU utilisation and memory).
+    ray_job: JobName = "ray"
+    # Where per-GPU metrics come from: Ray's node metrics or NVIDIA's DCGM exporter.
+    gpu_source: Literal["ray", "dcgm"] = "ray"
+    # Scrape job of the DCGM exporter, when gpu_source is "dcgm".
+    dcgm_job: JobName = "dcgm"
+    # Scrape job of the rollout engines' /metrics (vLLM or SGLang servers).
+    rollout_job: JobName = "rollout"
+
+    # --- Hardware --------------------------------------------------------------
+    # Memory of one GPU: bytes, or a size with a unit (80GiB).
+    gpu_memory_bytes: Bytes = 80 * GIB
+
+    # --- Dashboards and Grafana ------------------------------------------------
+    dashboard_refresh: Interval = "30s"
+    dashboard_time_from: GrafanaTime = "now-6h"
+    grafana_folder: str = "verl"
+    datasource_name: str = "Prometheus"
+    datasource_uid: GrafanaUid = "dashgen-prometheus"
+
+    # --- Prometheus ------------------------------------------------------------
+    # How often Prometheus scrapes the exporter; also the data source's minimum step.
+    scrape_interval: Interval = "15s"
+    # Where `dashgen export` listens, as Prometheus should reach it.
+    exporter_address: Address = "localhost:9464"
+    # Ray writes its nodes' metrics endpoints here (verl's rollout monitoring reads the same file).
+    ray_service_discovery_file: str = "/tmp/ray/prom_metrics_service_discovery.json"
+
+    # --- Rule evaluation -------------------------------------------------------
+    rule_interval: Interval = "1m"
+
+    # --- VerlTrainingDivergence ------------------------------------------------
+    # The baseline is the median over `divergence_baseline_window`, ending
+    # `divergence_recent_window` ago; a signal breaks away if it crosses its factor
+    # at some point within the recent window.
+    divergence_baseline_window: Interval = "1h"
+    divergence_recent_window: Interval = "10m"
+    divergence_kl_factor: Factor = 4.0
+    divergence_grad_norm_factor: Factor = 4.0
+    divergence_entropy_factor: Factor = 0.5
+    divergence_for: Duration = "2m"
+    # Once firing, it stays firing while any one signal is still this far from its held
+    # baseline (see baseline_hold_window): a weaker condition than the onset's, so the alert
+    # neither resolves while the run is still diverged nor flaps around the threshold.
+    divergence_sustain_kl_factor: Factor = 2.0
+    divergence_sustain_grad_norm_factor: Factor = 2.0
+    divergence_sustain_entropy_factor: Factor = 0.5
+
+    # --- Shared by the baseline-relative alerts ------------------------------------
+    # The held baseline is the lowest (for signals a fault raises) or highest (for signals it
+    # lowers) rolling baseline of this window: it keeps the pre-fault level for this long
+    # after a fault starts, where the rolling median absorbs the fault within about 40 minutes.
+    baseline_hold_window: Interval = "24h"
+    # Single-signal conditions read the median of this window, so one odd step neither
+    # fires nor resolves them.
+    signal_smoothing_window: Interval = "5m"
+    # Warnings stay firing this long after their condition last held: one notification per
+    # episode even when the signal dips below the threshold for a step or two.
+    warning_keep_firing_for: Duration = "15m"
+
+    # --- Single-signal warnings --------------------------------------------------
+    kl_spike_threshold: NonNegative = 0.1
+    kl_spike_for: Duration = "10m"
+    entropy_collapse_threshold: NonNegative = 0.05
+    entropy_collapse_for: Duration = "10m"
+    truncation_threshold: Fraction = 0.1
+    truncation_for: Duration = "15m"
+    rollout_abort_threshold: Fraction = 0.05
+    rollout_abort_for: Duration = "10m"
+
+    # --- Rewards -----------------------------------------------------------------
+    reward_cliff_baseline_window: Interval = "1h"
+    reward_cliff_recent_window: Interval = "10m"
+    reward_cliff_drop_fraction: Fraction = 0.5
+    # The drop must also be at least this much, in the reward's own units: a fraction of a
+    # baseline near 0 (signed rewards, +-1) shrinks to nothing. Set it to a few times the
+    # step-to-step noise of critic/score/mean.
+    reward_cliff_min_drop: NonNegative = 0.2
+    reward_cliff_for: Duration = "5m"
+    # Once firing, it stays firing while the reward is this fraction of the drop (and of the
+    # floor) below its held baseline.
+    reward_cliff_sustain_fraction: Fraction = 0.5
+    reward_stagnation_window: Interval = "30m"
+    reward_stagnation_min_gain: float = 0.01
+    reward_stagnation_for: Duration = "15m"
+    # Once firing, it stays firing while the gain is below this multiple of min_gain.
+    reward_stagnation_sustain_factor: Factor = 2.0
+
+    # --- Progress ----------------------------------------------------------------
+    stall_min_silence: Interval = "15m"
+    stall_step_time_factor: Factor = 3.0
+    stall_step_time_window: Interval = "2h"
+    stall_for: Duration = "1m"
+    metrics_absent_for: Duration = "5m"
+    # How long Prometheus remembers the last state of an exporter that is gone: VerlRunCrashed
+    # stays firing this long after a crashed run's exporter exits (unless the run restarts),
+    # and VerlMetricsAbsent fires for a vanished exporter whose run was still running.
+    run_end_memory: Interval = "24h"
+
+    # --- Memory ------------------------------------------------------------------
+    memory_pressure_reserved_fraction: Fraction = 0.92
+    memory_pressure_gap_fraction: Fraction = 0.2
+    memory_pressure_for: Duration = "5m"
+
+    # --- Load balance ------------------------------------------------------------
+    straggler_factor: Fraction = 0.5
+    straggler_min_median_percent: Percent = 30.0
+    straggler_for: Duration = "15m"
+    token_runaway_factor: Factor = 2.0
+    token_runaway_window: Interval = "1h"
+    token_runaway_for: Duration = "10m"
+    # Once firing, it stays firing while tokens are above this multiple of the held baseline.
+    token_runaway_sustain_factor: Factor = 1.5
+
+    # --- Docs ----------------------------------------------------------------------
+    # Base of every alert's runbook_url; the alert's anchor is appended.
+    runbook_base_url: Annotated[str, Matches(r"\S+", "https://example.org/runbook.md")] = "rendered/docs/alerts.md"
+
+    def __post_init__(self) -> None:
+        for f, hint in _schema().items():
+            value = _checked(f.name, hint, getattr(self, f.name))
+            if value is not getattr(self, f.name):
+                object.__setattr__(self, f.name, value)  # normalised, e.g. "80GiB" -> bytes, 1 -> 1.0
+
+
+# --- Checking values against the annotations --------------------------------------------------
+
+_SCHEMA: dict[dataclasses.Field, Any] | None = None
+
+
+def _schema() -> dict[dataclasses.Field, Any]:
+    global _SCHEMA
+    if _SCHEMA is None:
+        hints = typing.get_type_hints(Config, include_extras=True)
+        _SCHEMA = {f: hints[f.name] for f in dataclasses.fields(Config)}
+    return _SCHEMA
+
+
+def _type_name(hint: Any) -> str:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is Annotated:
+        return _type_name(args[0])
+    if origin is Literal:
+        return " or ".join(repr(a) for a in args)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in args)
+    if hint is type(None):
+        return "null"
+    return {str: "a string", int: "an integer", float: "a number", bool: "true or false"}.get(
+        hint, getattr(hint, "__name__", str(hint)))
+
+
+def _checked(name: str, hint: Any, value: Any) -> Any:
+    """`value` checked against `hint` (and normalised); ConfigError naming the field if it does not fit."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is Annotated:
+        base, kinds = args[0], args[1:]
+        for kind in kinds:
+            if hasattr(kind, "parse"):
+                try:
+                    value = kind.parse(value)
+                except ConfigError as exc:
+                    raise ConfigError(f"{name}: {exc.message}") from None
+        value = _checked(name, base, value)
+        for kind in kinds:
+            problem = kind.problem(value)
+            if problem:
+                raise ConfigError(f"{name}: {problem}")
+        return value
+    if origin is Literal:
+        if not any(value == a and type(value) is type(a) for a in args):
+            raise ConfigError(f"{name}: {value!r} is not one of {', '.join(repr(a) for a in args)}")
+        return value
+    if origin in (typing.Union, types.UnionType):
+        for option in args:
+            try:
+                return _checked(name, option, value)
+            except ConfigError:
+                continue
+        raise ConfigError(f"{name}: expected {_type_name(hint)}, got {_describe(value)}")
+    if hint is type(None):
+        if value is not None:
+            raise ConfigError(f"{name}: expected null, got {_describe(value)}")
+        return value
+    if origin in (tuple, list, frozenset):
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{name}: expected a list, got {_describe(value)}")
+        if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
+            if len(value) != len(args):
+                raise ConfigError(f"{name}: expected a list of {len(args)} items, got {len(value)}")
+            return tuple(_checked(f"{name}[{i}]", a, v) for i, (a, v) in enumerate(zip(args, value)))
+        items = [_checked(f"{name}[{i}]", args[0], v) for i, v in enumerate(value)] if args else list(value)
+        return origin(items)
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{name}: expected a mapping, got {_describe(value)}")
+        key_type, value_type = args or (Any, Any)
+        return {_checked(f"{name} key", key_type, k): _checked(f"{name}[{k!r}]", value_type, v)
+                for k, v in value.items()}
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{name}: expected true or false, got {_describe(value)}")
+        return value
+    if hint is int:
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{name}: expected an integer, got {_describe(value)}")
+        return value
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{name}: expected a number, got {_describe(value)}")
+        if not math.isfinite(value):
+            raise ConfigError(f"{name}: expected a finite number, got {value!r}")
+        return float(value)
+    if hint is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{name}: expected a string, got {_describe(value)}")
+        if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+            raise ConfigError(f"{name}: {value!r} holds a control character (newline, tab, ...)")
+        return value
+    if hint is Any:
+        return value
+    if isinstance(hint, type) and not isinstance(value, hint):
+        raise ConfigError(f"{name}: expected {_type_name(hint)}, got {_describe(value)}")
+    return value
+
+
+def _describe(value: Any) -> str:
+    kind = {bool: "a boolean", int: "an integer", float: "a number", str: "the string", list: "a list",
+            dict: "a mapping", type(None): "null"}.get(type(value), type(value).__name__)
+    shown = repr(value)
+    return f"{kind} {shown if len(shown) <= 60 else shown[:57] + '...'}"
+
+
+# --- Reading a config file ----------------------------------------------------------------------
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """Safe YAML that refuses a key given twice (the second would silently win)."""
+
+
+def _construct_unique_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(None, None, f"field {key!r} is given twice",
+                                                    key_node.start_mark)
+        seen.add(key)
+    return loader.construct_mapping(node, deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_unique_mapping)
+
+
+def config_path(root: Path | None, explicit: Path | None) -> Path | None:
+    """The config file a command uses: `--config` if given, else the project's dashgen.yaml if any."""
+    if explicit is not None:
+        return explicit
+    if root is not None and (root / CONFIG_FILE_NAME).is_file():
+        return root / CONFIG_FILE_NAME
+    return None
+
+
+def read_overrides(path: Path) -> dict[str, Any]:
+    """The field: value mapping of a config file; ConfigError naming the file and the field."""
     try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise BuildError(f"{path}: cannot read config: {exc}") from exc
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: config is not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}); "
+                          f"save it as UTF-8") from None
+    try:
+        data = yaml.load(text, Loader=_UniqueKeyLoader)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    if data is None:
+        return {}
     if not isinstance(data, dict):
-        raise BuildError(f"{path}: config must be a mapping of field: value")
-    known = {f.name for f in dataclasses.fields(Config)}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise BuildError(f"{path}: unknown config field(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        raise ConfigError(f"{path}: config must be a mapping of field: value, not {_type_name(type(data))}")
+    known = [f.name for f in dataclasses.fields(Config)]
+    for key in data:
+        if not isinstance(key, str) or key not in known:
+            close = difflib.get_close_matches(str(key), known, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; `dashgen config` lists the fields"
+            raise ConfigError(f"{path}: unknown config field {key!r}{hint}")
+    return data
+
+
+def load_config(path: Path | None, root: Path | None = None) -> Config:
+    """Defaults, overridden by the config file `config_path(root, path)` finds, if any."""
+    found = config_path(root, path)
+    if found is None:
+        return Config()
+    data = read_overrides(found)
     try:
         return Config(**data)
-    except BuildError as exc:
-        raise BuildError(f"{path}: {exc}") from exc
-    except TypeError as exc:
-        raise BuildError(f"{path}: {exc}") from exc
+    except ConfigError as exc:
+        raise ConfigError(f"{found}: {exc.message}") from None
+
+
+def config_yaml(config: Config, overridden_in: Path | None = None, overridden: set[str] = frozenset()) -> str:
+    """The effective config as YAML, one field a line, marking the fields a file set."""
+    lines = [f"# Effective dashgen config: defaults of dashgen/config.py"
+             + (f", overridden by {overridden_in}" if overridden_in else "") + "."]
+    for f in dataclasses.fields(Config):
+        value = getattr(config, f.name)
+        text = yaml.safe_dump({f.name: list(value) if isinstance(value, (tuple, frozenset)) else value},
+                              default_flow_style=True, width=10**9, allow_unicode=True).strip()[1:-1]
+        lines.append(text + (f"  # from {overridden_in.name}" if f.name in overridden and overridden_in else ""))
+    return "\n".join(lines) + "\n"

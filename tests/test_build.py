@@ -178,7 +178,9 @@ def test_bad_config_is_named(project, tmp_path):
     config = tmp_path / "bad.yaml"
     config.write_text("rule_interval: 1 minute\nverl_jbo: x\n")
     result = run("build", "--root", str(project), "--config", str(config))
-    assert result.exit_code == 1 and "unknown config field(s) verl_jbo" in result.output
+    assert result.exit_code == 1 and f"{config}: unknown config field 'verl_jbo'; did you mean 'verl_job'?" \
+        in result.output
     config.write_text("rule_interval: 1 minute\n")
     result = run("build", "--root", str(project), "--config", str(config))
-    assert result.exit_code == 1 and "rule_interval = '1 minute' is not a Prometheus duration" in result.output
+    assert result.exit_code == 1 and f"{config}: rule_interval: '1 minute' is not a Prometheus duration" \
+        in result.output
