@@ -1,18 +1,23 @@
 """Render a project's definitions into the files of rendered/, and compare or write them.
 
 Everything is rendered and checked in memory first; only a complete, valid set of files
-is written, one file at a time by atomic rename, so a failed build leaves rendered/ as it
-was and a Grafana or Prometheus watching the directory never reads a half-written file.
+is written, as a whole (dashgen/tree_writer.py), so a failed or killed build leaves
+rendered/ as it was and a Grafana or Prometheus watching it never reads a half-written file.
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import os
+import re
+import shutil
+import sys
+import tempfile
+
 import jinja2
+import yaml
 
 from dashgen.catalog import CATALOG, Catalog
 from dashgen.config import Config
@@ -20,6 +25,7 @@ from dashgen.dashboards import compile_dashboard, dashboard_to_text
 from dashgen.errors import BuildError
 from dashgen.loader import call_definition, load_modules
 from dashgen.model import Dashboard
+from dashgen.tree_writer import existing_files, replace_tree
 from dashgen.validate import validate_dashboard
 
 RENDERED = "rendered"
@@ -35,8 +41,35 @@ class Rendered:
 
 
 def templates() -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.PackageLoader("dashgen", "templates"), undefined=jinja2.StrictUndefined,
-                              keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, autoescape=False)
+    env = jinja2.Environment(loader=jinja2.PackageLoader("dashgen", "templates"), undefined=jinja2.StrictUndefined,
+                             keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, autoescape=False)
+    # Values reach YAML and Markdown only through these filters, so no config or definition
+    # value can change the structure of a rendered file.
+    env.filters["yaml"] = yaml_scalar
+    env.filters["markdown_text"] = markdown_text
+    return env
+
+
+def yaml_scalar(value: object) -> str:
+    """`value` as one YAML scalar on one line, quoted as YAML needs (by PyYAML) in block or flow context."""
+    # Dumped as the item of a flow list, PyYAML quotes whatever a flow context would misread (, [ ] { } :).
+    text = yaml.safe_dump([value], default_flow_style=True, width=10**9, allow_unicode=True).strip()[1:-1]
+    if "\n" in text:  # a multi-line string: double quotes turn its line breaks into \n escapes
+        text = yaml.safe_dump(value, default_style='"', width=10**9, allow_unicode=True).strip()
+    return text
+
+
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>|])")
+_MARKDOWN_LINE_START = re.compile(r"^([#>+=-]|\d+(?=[.)]))")
+
+
+def markdown_text(value: str) -> str:
+    """Plain text as one line of Markdown: line breaks become spaces, markup characters are escaped."""
+    text = " ".join(str(value).split())
+    text = _MARKDOWN_SPECIAL.sub(r"\\\1", text)
+    # A line starting like a heading, quote or list item would become one.
+    return _MARKDOWN_LINE_START.sub(lambda m: m.group(1) + "\\" if m.group(1)[0].isdigit() else "\\" + m.group(1),
+                                    text, count=1)
 
 
 def render_project(root: Path, config: Config) -> Rendered:
@@ -84,39 +117,39 @@ def differences(out_dir: Path, files: dict[str, str]) -> list[str]:
             problems.append(f"{out_dir.name}/{rel}: missing")
         elif path.read_text() != content:
             problems.append(f"{out_dir.name}/{rel}: differs from its sources")
-    for rel in sorted(_existing_files(out_dir) - set(files)):
+    for rel in sorted(existing_files(out_dir) - set(files)):
         problems.append(f"{out_dir.name}/{rel}: not produced by the sources (left over?)")
     return problems
 
 
 def write_rendered(out_dir: Path, files: dict[str, str]) -> list[str]:
-    """Write changed files atomically and remove left-over ones; returns the paths changed."""
-    changed = []
+    """Replace out_dir's files by `files` as a whole (see tree_writer); returns the paths changed."""
+    return replace_tree(out_dir, files)
+
+
+def validate_rendered(files: dict[str, str]) -> None:
+    """Check what a build renders as its consumers will read it: every YAML file parses, and
+    `promtool check config` accepts prometheus.yml with the rule files it loads."""
     for rel, content in sorted(files.items()):
-        path = out_dir / rel
-        if path.is_file() and path.read_text() == content:
-            continue
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w") as handle:
-                handle.write(content)
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        changed.append(rel)
-    for rel in sorted(_existing_files(out_dir) - set(files)):
-        (out_dir / rel).unlink()
-        changed.append(rel)
-    for directory in sorted((d for d in out_dir.rglob("*") if d.is_dir()), reverse=True):
-        if not any(directory.iterdir()):
-            directory.rmdir()
-    return changed
+        if rel.endswith((".yaml", ".yml")):
+            try:
+                yaml.safe_load(content)
+            except yaml.YAMLError as exc:
+                raise BuildError(f"{RENDERED}/{rel}: the rendered file is not valid YAML: {exc}") from None
+    if "prometheus/prometheus.yml" not in files:
+        return
+    from dashgen.promtool import run_promtool
 
-
-def _existing_files(out_dir: Path) -> set[str]:
-    if not out_dir.is_dir():
-        return set()
-    return {p.relative_to(out_dir).as_posix() for p in out_dir.rglob("*") if p.is_file()}
+    if shutil.which("promtool") is None and not os.environ.get("PROMTOOL"):
+        print("dashgen check: promtool not found; skipped `promtool check config` of the rendered files",
+              file=sys.stderr)
+        return
+    with tempfile.TemporaryDirectory(prefix="dashgen-check-") as tmp:
+        for rel, content in files.items():
+            path = Path(tmp) / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(content)
+        result = run_promtool(["check", "config", "prometheus/prometheus.yml"], cwd=tmp)
+    if result.returncode != 0:
+        raise BuildError(f"promtool check config rejects {RENDERED}/prometheus/prometheus.yml or its rule files:\n"
+                         f"{(result.stdout + result.stderr).strip()}")
