@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import math
+import os
+import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
-from dashgen.config import Config, load_config
+from dashgen.config import Config, config_path as find_config_path, load_config
 from dashgen.errors import BuildError
 
 if TYPE_CHECKING:
@@ -19,10 +22,11 @@ DEFAULT_GRACE = "5m"
 # How long backfill watches a hung run (--end hung) unless --hold says.
 DEFAULT_HUNG_HOLD = "1h"
 
-_root_option = click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=".",
+_root_option = click.option("--root", type=click.Path(exists=True, file_okay=False, path_type=Path), default=".",
                             show_default=True, help="Project folder holding panels/, alerts/ and rendered/.")
 _config_option = click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
-                              default=None, help="YAML file overriding fields of dashgen/config.py.")
+                              default=None, help="YAML file overriding fields of dashgen/config.py. "
+                                                 "Default: dashgen.yaml in the project folder, if there is one.")
 
 
 @click.group()
@@ -31,7 +35,44 @@ def cli() -> None:
     """Grafana dashboards and Prometheus alerts for verl RL training, as code."""
 
 
-main = cli
+class Terminated(BaseException):
+    """SIGTERM arrived: unwinds like KeyboardInterrupt (not an Exception, nor a SystemExit that a
+    definition module's guard would take for sys.exit)."""
+
+
+def main() -> None:
+    _clean_up_on_signals()
+    try:
+        cli()
+    except Terminated:
+        click.echo("dashgen: terminated (SIGTERM); cleaned up", err=True)
+        sys.exit(128 + signal.SIGTERM)
+
+
+def _clean_up_on_signals() -> None:
+    """SIGTERM (e.g. from `timeout`) unwinds like Ctrl-C does, so every `with` block stops the
+    processes it started and removes its temporary folders; a second signal during that
+    clean-up is ignored rather than cutting it short."""
+    def unwind(signum: int, _frame) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise Terminated
+
+    signal.signal(signal.SIGTERM, unwind)
+    signal.signal(signal.SIGINT, unwind)
+
+
+def _rendered_dir(root: Path) -> Path:
+    """root/rendered, after finishing or discarding an interrupted build (call under the project lock)."""
+    from dashgen.build import RENDERED
+    from dashgen.tree_writer import recover
+
+    note = recover(root / RENDERED)
+    if note:
+        click.echo(f"dashgen: {note}", err=True)
+    return root / RENDERED
 
 
 @cli.command()
@@ -39,11 +80,14 @@ main = cli
 @_config_option
 def build(root: Path, config_path: Path | None) -> None:
     """Render panels/ and alerts/ into rendered/ (untouched if anything fails)."""
-    from dashgen.build import RENDERED, render_project, write_rendered
+    from dashgen.build import render_project, write_rendered
+    from dashgen.tree_writer import project_lock
 
-    rendered = render_project(root, load_config(config_path))
-    changed = write_rendered(root / RENDERED, rendered.files)
-    click.echo(f"rendered {len(rendered.files)} files into {root / RENDERED}"
+    rendered = render_project(root, load_config(config_path, root))
+    with project_lock(root):
+        out_dir = _rendered_dir(root)
+        changed = write_rendered(out_dir, rendered.files)
+    click.echo(f"rendered {len(rendered.files)} files into {out_dir}"
                + (f"; changed: {', '.join(changed)}" if changed else "; nothing changed"))
 
 
@@ -52,10 +96,13 @@ def build(root: Path, config_path: Path | None) -> None:
 @_config_option
 def check(root: Path, config_path: Path | None) -> None:
     """Fail if rendered/ is stale against the sources or any check fails."""
-    from dashgen.build import RENDERED, differences, render_project
+    from dashgen.build import differences, render_project, validate_rendered
+    from dashgen.tree_writer import project_lock
 
-    rendered = render_project(root, load_config(config_path))
-    problems = differences(root / RENDERED, rendered.files)
+    rendered = render_project(root, load_config(config_path, root))
+    validate_rendered(rendered.files)
+    with project_lock(root):
+        problems = differences(_rendered_dir(root), rendered.files)
     if problems:
         raise BuildError("rendered/ does not match the sources; run `dashgen build` and commit:\n  "
                          + "\n  ".join(problems))
@@ -70,7 +117,7 @@ def list_(root: Path, config_path: Path | None) -> None:
     from dashgen.build import render_project
     from dashgen.dashboards import metrics_used
 
-    config = load_config(config_path)
+    config = load_config(config_path, root)
     rendered = render_project(root, config)
     for module, dashboard in rendered.dashboards:
         click.echo(f"{dashboard.uid}  {dashboard.title!r}  ({module})")
@@ -87,9 +134,13 @@ def list_(root: Path, config_path: Path | None) -> None:
 @_root_option
 def lint(root: Path) -> None:
     """Run `promtool check rules` on rendered/rules/*.yaml."""
-    files = sorted(str(p) for p in (root / "rendered" / "rules").glob("*.yaml"))
+    from dashgen.tree_writer import project_lock
+
+    with project_lock(root):
+        rules_dir = _rendered_dir(root) / "rules"
+    files = sorted(str(p) for p in rules_dir.glob("*.yaml"))
     if not files:
-        raise BuildError(f"no rule files in {root / 'rendered' / 'rules'}; run `dashgen build` first")
+        raise BuildError(f"no rule files in {rules_dir}; run `dashgen build` first")
     _promtool_and_exit(["check", "rules", *files])
 
 
@@ -112,10 +163,32 @@ def _promtool_and_exit(args: list[str]) -> None:
     sys.exit(result.returncode)
 
 
+@cli.command(name="config")
+@_root_option
+@_config_option
+def config_(root: Path, config_path: Path | None) -> None:
+    """Print the effective config (defaults plus the project's dashgen.yaml or --config) as YAML."""
+    from dashgen.config import config_yaml, read_overrides
+
+    found = find_config_path(root, config_path)
+    config = load_config(config_path, root)
+    click.echo(config_yaml(config, found, set(read_overrides(found)) if found else set()), nl=False)
+
+
+def _listen_address(listen: str) -> tuple[str, int]:
+    host, colon, port_text = listen.rpartition(":")
+    if not colon or not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+        raise BuildError(f"--listen {listen!r}: expected host:port with a port from 0 to 65535 "
+                         f"(0: any free port; no host: every interface), e.g. 127.0.0.1:9464")
+    return host.strip("[]") or "0.0.0.0", int(port_text)
+
+
 @cli.command(context_settings={"allow_interspersed_args": False})
-@click.option("--jsonl", "path", required=True, type=click.Path(dir_okay=False, path_type=Path),
-              help="verl's step log (trainer.logger includes 'file'); may not exist yet.")
-@click.option("--listen", default="127.0.0.1:9464", show_default=True, help="host:port to serve /metrics on.")
+@click.option("--jsonl", "jsonl", required=True, help="verl's step log (trainer.logger includes 'file'); "
+                                                       "may not exist yet.")
+@click.option("--listen", default=None,
+              help="host:port to serve /metrics on. Default: 127.0.0.1 and the port of the config's "
+                   "exporter_address (9464).")
 @click.option("--project", default=None, help="Label value; default: the log's parent folder name.")
 @click.option("--experiment", default=None, help="Label value; default: the log's file name without .jsonl.")
 @click.option("--unknown-keys/--no-unknown-keys", default=True, show_default=True,
@@ -128,17 +201,18 @@ def _promtool_and_exit(args: list[str]) -> None:
               help="With a supervised trainer: keep serving its final state this long after it exits.")
 @click.option("--pid-file", default=None, type=click.Path(dir_okay=False, path_type=Path),
               help="With a supervised trainer: write its PID here while it runs.")
+@_root_option
+@_config_option
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- TRAINER COMMAND...]")
-def export(path: Path, listen: str, project: str | None, experiment: str | None, unknown_keys: bool,
-           poll_interval: float, total_steps: int | None, grace: str, pid_file: Path | None,
-           command: tuple[str, ...]) -> None:
+def export(jsonl: str, listen: str | None, project: str | None, experiment: str | None, unknown_keys: bool,
+           poll_interval: float, total_steps: int | None, grace: str, pid_file: Path | None, root: Path,
+           config_path: Path | None, command: tuple[str, ...]) -> None:
     """Follow verl's JSONL step log and serve its newest step on /metrics for Prometheus.
 
     Given a trainer command after `--`, run it as a child (supervise mode): SIGINT and SIGTERM
     are forwarded to it, its end (finished, crashed, stopped) and exit code are published, and
     the exporter exits with its status after the grace period.
     """
-    import signal
     import threading
 
     from prometheus_client import CollectorRegistry, start_http_server
@@ -147,27 +221,38 @@ def export(path: Path, listen: str, project: str | None, experiment: str | None,
     from dashgen.exporter import LogFollower, RunState, follow_forever, run_from_path
     from dashgen.supervisor import Supervisor
 
-    host, _, port_text = listen.rpartition(":")
-    if not host or not port_text.isdigit():
-        raise BuildError(f"--listen {listen!r}: expected host:port, e.g. 127.0.0.1:9464")
+    config = load_config(config_path, root)
     try:
         grace_seconds = duration_seconds(grace)
     except ValueError:
         raise BuildError(f"--grace {grace!r} is not a Prometheus duration (e.g. 5m)") from None
     if (pid_file is not None or grace != DEFAULT_GRACE) and not command:
         raise BuildError("--grace and --pid-file apply to a supervised trainer: give its command after `--`")
+    if not jsonl.strip():
+        raise BuildError(f"--jsonl {jsonl!r}: give the path of verl's step log")
+    path = Path(jsonl)
+    if path.exists() and not path.is_file():
+        raise BuildError(f"--jsonl {path}: not a regular file; verl's file logger writes one")
+    host, port = _listen_address(listen or f"127.0.0.1:{config.exporter_address.rpartition(':')[2]}")
     default_project, default_experiment = run_from_path(path)
     state = RunState(project or default_project, experiment or default_experiment, export_unknown=unknown_keys,
                      total_steps=total_steps)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(state)
-    try:
-        start_http_server(int(port_text), addr=host.strip("[]"), registry=registry)
-    except OSError as exc:
-        raise BuildError(f"cannot listen on {listen}: {exc.strerror or exc}") from None
-    click.echo(f"dashgen export: serving {path} as project={state.labels[0]!r} experiment={state.labels[1]!r} "
-               f"on http://{listen}/metrics", err=True)
     follower = LogFollower(path, state)
+    try:
+        follower.poll()  # serve what the log already holds from the first scrape on
+    except OSError:
+        follower.close()  # follow_forever retries and says why
+    try:
+        started = start_http_server(port, addr=host, registry=registry)
+    except (OSError, OverflowError, ValueError) as exc:
+        raise BuildError(f"cannot listen on {host}:{port}: {getattr(exc, 'strerror', None) or exc}") from None
+    if started:  # prometheus_client >= 0.18 returns (server, thread): the real port when 0 was asked
+        port = started[0].server_port
+    shown_host = f"[{host}]" if ":" in host else host
+    click.echo(f"dashgen export: serving {path} as project={state.labels[0]!r} experiment={state.labels[1]!r} "
+               f"on http://{shown_host}:{port}/metrics", err=True)
     if command:
         supervisor = Supervisor(list(command), follower, poll_interval, grace_seconds, pid_file,
                                 say=lambda message: click.echo(message, err=True))
@@ -206,23 +291,31 @@ def _timing_options(command):
     return command
 
 
+# Times a run may start at: from the Unix epoch to the end of year 9999 (what RFC 3339 can spell).
+LATEST_START = 253402300799.0
+
+
 def _parse_time(text: str) -> float:
     from datetime import datetime, timezone
 
     try:
-        return float(text)
+        when = float(text)
     except ValueError:
-        pass
-    try:
-        parsed = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise BuildError(f"--start {text!r}: expected Unix seconds or RFC 3339, e.g. 2025-05-01T12:00:00Z") from None
-    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)).timestamp()
+        try:
+            parsed = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+            when = (parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)).timestamp()
+        except (ValueError, OverflowError, OSError):
+            raise BuildError(f"--start {text!r}: expected Unix seconds or RFC 3339, "
+                             f"e.g. 2025-05-01T12:00:00Z") from None
+    if not (math.isfinite(when) and 0 <= when <= LATEST_START):
+        raise BuildError(f"--start {text!r}: not a time between 1970-01-01 and 9999-12-31 "
+                         f"(Unix seconds or RFC 3339, e.g. 2025-05-01T12:00:00Z)")
+    return when
 
 
 def _timing(start: str | None, scrape_interval: str | None, default_step_time: str, run_end: str | None,
             hold: str | None, config: Config) -> Timing:
-    from dashgen.backfill import Timing
+    from dashgen.backfill import MAX_SCRAPES_PER_RUN, Timing
     from dashgen.config import duration_seconds
 
     run_end = run_end or ("hung" if hold is not None else "finished")
@@ -234,10 +327,41 @@ def _timing(start: str | None, scrape_interval: str | None, default_step_time: s
             seconds[option] = duration_seconds(text)
         except ValueError:
             raise BuildError(f"{option} {text!r} is not a Prometheus duration (e.g. 15s, 1m, 2h)") from None
-    if seconds["--scrape-interval"] <= 0 or seconds["--default-step-time"] <= 0:
-        raise BuildError("--scrape-interval and --default-step-time must be longer than 0s")
+    if seconds["--scrape-interval"] < 1:
+        raise BuildError(f"--scrape-interval {scrape_interval or config.scrape_interval}: must be at least 1s")
+    if seconds["--default-step-time"] <= 0:
+        raise BuildError(f"--default-step-time {default_step_time}: must be longer than 0s")
+    if seconds["--hold"] / seconds["--scrape-interval"] > MAX_SCRAPES_PER_RUN:
+        raise BuildError(f"--hold {hold}: {seconds['--hold'] / seconds['--scrape-interval']:.3g} scrapes at "
+                         f"--scrape-interval {scrape_interval or config.scrape_interval}; at most "
+                         f"{MAX_SCRAPES_PER_RUN:,} per run: shorten --hold or lengthen --scrape-interval")
     return Timing(None if start is None else _parse_time(start), seconds["--scrape-interval"],
                   seconds["--default-step-time"], run_end, seconds["--hold"])
+
+
+def _writable_folder(path: Path, option: str) -> None:
+    """`path` is a folder, or can be made one: checked before any long work starts."""
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise BuildError(f"{option} {path}: {existing} is not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise BuildError(f"{option} {path}: cannot write into {existing} (permission denied)")
+
+
+PLOT_FORMATS = (".png", ".pdf", ".svg")
+
+
+def _check_plot_path(path: Path) -> None:
+    if path.suffix.lower() not in PLOT_FORMATS:
+        raise BuildError(f"--plot {path}: name a {', '.join(PLOT_FORMATS)} file")
+    if path.is_dir():
+        raise BuildError(f"--plot {path}: is a folder; name a file in it")
+    if not path.parent.is_dir():
+        raise BuildError(f"--plot {path}: the folder {path.parent} does not exist")
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        raise BuildError(f"--plot {path}: cannot write into {path.parent} (permission denied)")
 
 
 @cli.command()
@@ -250,11 +374,12 @@ def _timing(start: str | None, scrape_interval: str | None, default_step_time: s
 @click.option("--instance", default=None, help="Label value; default: backfill/<project>/<experiment>.")
 @click.option("--unknown-keys/--no-unknown-keys", default=True, show_default=True,
               help="Also backfill keys the catalog does not know, named by the same rule.")
+@_root_option
 @_config_option
 def backfill(run_path: Path, tsdb_dir: Path, start: str | None, scrape_interval: str | None,
              default_step_time: str, run_end: str | None, hold: str | None, project: str | None,
-             experiment: str | None,
-             instance: str | None, unknown_keys: bool, config_path: Path | None) -> None:
+             experiment: str | None, instance: str | None, unknown_keys: bool, root: Path,
+             config_path: Path | None) -> None:
     """Turn a recorded verl run into Prometheus blocks, as if `dashgen export` had been scraped."""
     import tempfile
 
@@ -262,8 +387,9 @@ def backfill(run_path: Path, tsdb_dir: Path, start: str | None, scrape_interval:
     from dashgen.backtest import iso_time
     from dashgen.promtool import find_binary
 
-    config = load_config(config_path)
+    config = load_config(config_path, root)
     timing = _timing(start, scrape_interval, default_step_time, run_end, hold, config)
+    _writable_folder(tsdb_dir, "--tsdb")
     find_binary("promtool")
     run = read_run(run_path, run_labels(run_path, config.verl_job, project, experiment, instance), timing,
                    export_unknown=unknown_keys)
@@ -290,8 +416,7 @@ def backfill(run_path: Path, tsdb_dir: Path, start: str | None, scrape_interval:
               help="Also draw reward, KL, entropy and grad norm with the firing intervals shaded (PNG).")
 def backtest(run_paths: tuple[Path, ...], root: Path, config_path: Path | None, start: str | None,
              scrape_interval: str | None, default_step_time: str, run_end: str | None, hold: str | None,
-             output_format: str,
-             plot_path: Path | None) -> None:
+             output_format: str, plot_path: Path | None) -> None:
     """Replay recorded runs through a real Prometheus and show when each alert would have fired.
 
     GPU alerts need Ray's or DCGM's metrics, which verl's step log does not hold: they never fire here.
@@ -301,9 +426,10 @@ def backtest(run_paths: tuple[Path, ...], root: Path, config_path: Path | None, 
     from dashgen.backtest import backtest as run_backtest
     from dashgen.backtest import format_table, plot, require_matplotlib, to_json
 
-    config = load_config(config_path)
+    config = load_config(config_path, root)
     timing = _timing(start, scrape_interval, default_step_time, run_end, hold, config)
     if plot_path is not None:
+        _check_plot_path(plot_path)
         require_matplotlib()
     outcomes = run_backtest(list(run_paths), root, config, timing,
                             say=lambda message: click.echo(f"dashgen backtest: {message}", err=True))

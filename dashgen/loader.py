@@ -23,10 +23,14 @@ class DefinitionModule:
 
 
 def load_modules(root: Path, folder: str, entry_point: str) -> list[DefinitionModule]:
-    """Every definition module in root/folder, in name order; each must define `entry_point`."""
+    """Every definition module in root/folder, in name order; each must define `entry_point`.
+
+    A project without any is an error: most likely --root does not point at the project."""
     directory = root / folder
+    where = f"{directory}" if root != Path(".") else folder
     if not directory.is_dir():
-        return []
+        raise BuildError(f"{where}/: no such folder; a project keeps its definitions in {folder}/*.py "
+                         f"(each defining {entry_point}(config)). Is --root the project folder?")
     if str(root) not in sys.path:
         # Definitions may share helpers (`from panels._common import ...`).
         sys.path.insert(0, str(root))
@@ -43,9 +47,15 @@ def load_modules(root: Path, folder: str, entry_point: str) -> list[DefinitionMo
         except Exception as exc:  # a definition module's own bug: report it with its place
             raise BuildError(f"{shown}: importing the module failed: {type(exc).__name__}: {exc}\n"
                              f"{_user_frames(exc, path)}") from None
+        except SystemExit as exc:
+            raise BuildError(f"{shown}: importing the module called sys.exit({exc.code!r}); a definition "
+                             f"module must not exit\n{_user_frames(exc, path)}") from None
         if not callable(getattr(module, entry_point, None)):
             raise BuildError(f"{shown}: defines no function {entry_point}(config)")
         modules.append(DefinitionModule(shown, module))
+    if not modules:
+        raise BuildError(f"{where}/: no definition modules (expected {folder}/*.py, each defining "
+                         f"{entry_point}(config); files starting with _ are helpers)")
     return modules
 
 
@@ -54,6 +64,9 @@ def call_definition(definition: DefinitionModule, entry_point: str, *args):
         return getattr(definition.module, entry_point)(*args)
     except BuildError:
         raise
+    except SystemExit as exc:
+        raise BuildError(f"{definition.path}: {entry_point}() called sys.exit({exc.code!r}); a definition "
+                         f"must not exit") from None
     except Exception as exc:
         raise BuildError(f"{definition.path}: {entry_point}() raised {type(exc).__name__}: {exc}\n"
                          f"{_user_frames(exc, Path(definition.module.__file__))}") from None

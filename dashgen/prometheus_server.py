@@ -46,10 +46,13 @@ class PrometheusServer:
         self.port = free_port()
         self.storage_dir.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "wb") as log:
-            self.process = subprocess.Popen(
-                [binary, f"--config.file={self.config_file}", f"--storage.tsdb.path={self.storage_dir}",
-                 f"--web.listen-address=127.0.0.1:{self.port}", *self.extra_args],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            try:
+                self.process = subprocess.Popen(
+                    [binary, f"--config.file={self.config_file}", f"--storage.tsdb.path={self.storage_dir}",
+                     f"--web.listen-address=127.0.0.1:{self.port}", *self.extra_args],
+                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            except OSError as exc:
+                raise BuildError(f"cannot run prometheus ({binary}): {exc.strerror or exc}") from None
         try:
             self._wait_ready()
         except BaseException:

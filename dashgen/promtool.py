@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 from typing import Sequence
 
 from dashgen.errors import BuildError
@@ -27,6 +28,17 @@ def find_binary(name: str) -> str:
 
 
 def run_promtool(args: Sequence[str], cwd: str | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    """Run promtool and return its result; the caller shows stdout/stderr and keeps the exit status."""
-    return subprocess.run([find_binary("promtool"), *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, check=False)
+    """Run promtool and return its result; the caller shows stdout/stderr and keeps the exit status.
+
+    promtool gets a temporary folder of its own as $TMPDIR (`test rules` makes TSDB head
+    folders there), removed when it ends, also when it is interrupted.
+    """
+    binary = find_binary("promtool")
+    with tempfile.TemporaryDirectory(prefix="dashgen-promtool-") as tmp:
+        try:
+            return subprocess.run([binary, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                                  check=False, env={**os.environ, "TMPDIR": tmp})
+        except OSError as exc:
+            raise BuildError(f"cannot run promtool ({binary}): {exc.strerror or exc}") from None
+        except subprocess.TimeoutExpired:
+            raise BuildError(f"promtool {' '.join(args[:2])} did not finish within {timeout:.0f} s") from None

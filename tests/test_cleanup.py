@@ -1,0 +1,94 @@
+"""Commands that start processes or make temporary folders clean up on SIGTERM and SIGINT too."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from synthetic_runs import write_run
+
+from conftest import REPO
+
+
+def processes_mentioning(text: str) -> list[int]:
+    """PIDs whose command line contains `text` (e.g. a test's own temporary folder)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if text.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def wait_for(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def dashgen(args: list[str], tmpdir: Path) -> subprocess.Popen:
+    """`dashgen ARGS` with its own $TMPDIR, so what it leaves there can be seen."""
+    tmpdir.mkdir(exist_ok=True)
+    return subprocess.Popen([sys.executable, "-m", "dashgen", *args], cwd=REPO,
+                            env={**os.environ, "TMPDIR": str(tmpdir)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_sigterm_during_backtest_stops_prometheus_and_removes_its_tsdb(tmp_path):
+    run_file = write_run(tmp_path / "runs" / "synthetic" / "long.jsonl", "healthy", 400)
+    tmpdir = tmp_path / "tmp"
+    process = dashgen(["backtest", str(run_file), "--root", str(REPO)], tmpdir)
+    try:
+        wait_for(lambda: processes_mentioning(f"{tmpdir}/dashgen-backtest-") != [], 120, "prometheus to start")
+        prometheus = processes_mentioning(f"{tmpdir}/dashgen-backtest-")
+        process.send_signal(signal.SIGTERM)  # only dashgen: as `kill PID` or a supervisor does
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        process.kill()
+        for pid in processes_mentioning(str(tmpdir)):  # never leave a server behind, also if this fails
+            os.kill(pid, signal.SIGKILL)
+    assert process.returncode == 128 + signal.SIGTERM
+    assert "Traceback" not in stderr and "terminated (SIGTERM); cleaned up" in stderr
+    assert prometheus and all(not Path(f"/proc/{pid}").exists() or
+                              "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2] for pid in prometheus)
+    assert processes_mentioning(str(tmpdir)) == []
+    assert list(tmpdir.iterdir()) == []
+
+
+def test_sigint_during_promtool_test_leaves_no_head_folders(tmp_path):
+    tmpdir = tmp_path / "tmp"
+    for attempt in range(3):
+        process = dashgen(["test", "--root", str(REPO)], tmpdir)
+        try:
+            # promtool makes its TSDB head folders in the $TMPDIR dashgen gives it.
+            wait_for(lambda: any(p.name.startswith("dashgen-promtool-") and any(p.iterdir())
+                                 for p in tmpdir.iterdir()) or process.poll() is not None, 60, "promtool")
+            process.send_signal(signal.SIGINT)
+            _, stderr = process.communicate(timeout=60)
+        finally:
+            process.kill()
+        assert "Traceback" not in stderr
+        assert list(tmpdir.iterdir()) == [], f"left behind (attempt {attempt}): {list(tmpdir.rglob('*'))[:5]}"
+        assert processes_mentioning(str(tmpdir)) == []
+
+
+def test_sigterm_during_backfill_removes_its_temporary_folder(tmp_path):
+    run_file = write_run(tmp_path / "runs" / "synthetic" / "long.jsonl", "healthy", 3000)
+    tmpdir = tmp_path / "tmp"
+    process = dashgen(["backfill", str(run_file), "--tsdb", str(tmp_path / "tsdb"), "--root", str(REPO)], tmpdir)
+    try:
+        wait_for(lambda: any(tmpdir.iterdir()) or process.poll() is not None, 60, "the temporary folder")
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert "Traceback" not in stderr
+    assert list(tmpdir.iterdir()) == []
+    assert processes_mentioning(str(tmpdir)) == []

@@ -1,0 +1,172 @@
+"""The exporter survives any line, stays stoppable, keeps its state bounded and reports what it drops."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import tracemalloc
+
+import pytest
+
+from dashgen.exporter import MAX_LINE_BYTES, LogFollower, RunState, run_from_path
+from dashgen.prometheus_server import free_port
+from dashgen.verl_log import MAX_REMEMBERED_KEYS, MAX_UNKNOWN_SERIES, LineError, StepMapper, parse_line
+
+
+def line(step: int, data: dict) -> bytes:
+    return (json.dumps({"step": step, "data": data}) + "\n").encode()
+
+
+def counters(state: RunState) -> dict[str, float]:
+    return {sample.name: sample.value for family in state.collect() for sample in family.samples
+            if sample.name.startswith("verl_exporter_") and sample.name.endswith("_total")}
+
+
+def follow(tmp_path, *chunks: bytes, **kwargs) -> tuple[RunState, list[str]]:
+    path = tmp_path / "proj" / "exp.jsonl"
+    path.parent.mkdir(exist_ok=True)
+    said: list[str] = []
+    state = RunState("proj", "exp")
+    follower = LogFollower(path, state, say=said.append, **kwargs)
+    with open(path, "wb") as handle:
+        for chunk in chunks:
+            handle.write(chunk)
+            handle.flush()
+            follower.poll()
+    return state, said
+
+
+def test_deep_nesting_is_an_unparseable_line_not_a_crash(tmp_path):
+    deep = b'{"step": 1, "data": ' + b"[" * 100_000 + b"]" * 100_000 + b"}\n"
+    with pytest.raises(LineError, match="nested deeper"):
+        parse_line(deep)
+    state, _ = follow(tmp_path, deep, line(2, {"actor/ppo_kl": 0.5}))
+    assert counters(state)["verl_exporter_parse_errors_total"] == 1
+    assert state.last_step == 2 and state._values == {"verl_actor_ppo_kl": 0.5}
+
+
+def test_an_overlong_line_is_dropped_and_counted_without_holding_it(tmp_path):
+    long_line = b'{"step": 1, "data": {"x": "' + b"a" * 3000 + b'"}}\n'
+    # Written in pieces, as a writer without newlines would: never held beyond the limit.
+    state, _ = follow(tmp_path, long_line[:1000], long_line[1000:2500], long_line[2500:],
+                      line(2, {"actor/ppo_kl": 0.5}), max_line_bytes=2048)
+    assert counters(state)["verl_exporter_dropped_lines_total"] == 1
+    assert counters(state)["verl_exporter_parse_errors_total"] == 0
+    assert state.last_step == 2
+
+
+def test_the_default_line_limit_drops_a_line_of_more_than_16_mib(tmp_path):
+    big = b'{"step": 1, "data": {"x": "' + b"a" * (MAX_LINE_BYTES + 10) + b'"}}\n'
+    tracemalloc.start()
+    state, _ = follow(tmp_path, big, line(2, {"actor/ppo_kl": 0.5}))
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert counters(state)["verl_exporter_dropped_lines_total"] == 1 and state.last_step == 2
+    # The 16 MiB line is never concatenated whole: at most the limit plus a read chunk or two.
+    assert peak < MAX_LINE_BYTES + 4 * 2**20
+
+
+def test_a_flood_of_new_keys_is_bounded_and_counted(tmp_path):
+    steps = [line(step, {f"flood/{step}/{i}": 1.0 for i in range(5000)} | {"actor/ppo_kl": 0.1})
+             for step in range(1, 4)]
+    state, said = follow(tmp_path, *steps)
+    mapper = state._mapper
+    exported_unknown = [name for name in mapper._owner if mapper._owner[name] != "the catalog"]
+    assert len(exported_unknown) == MAX_UNKNOWN_SERIES
+    assert len(mapper._by_key) <= len(mapper._owner) + MAX_REMEMBERED_KEYS
+    # Steps 1-2 are caught up in one poll each here; the newest step's keys are all over the limit.
+    assert counters(state)["verl_exporter_dropped_keys_total"] > 0
+    assert "verl_actor_ppo_kl" in state._values
+    assert any("distinct unknown keys; dropping new ones" in message for message in said)
+
+
+def test_keys_that_map_to_one_name_are_reported_not_overwritten(tmp_path):
+    state, said = follow(tmp_path, line(1, {"my.metric": 1.0, "my/metric": 2.0, "kl_é": 3.0, "kl_ü": 4.0,
+                                            "actor.ppo_kl": 9.0, "actor/ppo_kl": 0.1}))
+    assert state._values["verl_my_metric"] == 1.0  # the first key keeps the name
+    assert state._values["verl_kl_"] == 3.0
+    assert state._values["verl_actor_ppo_kl"] == 0.1  # the catalog's key owns the catalog's name
+    assert counters(state)["verl_exporter_key_collisions_total"] == 3
+    joined = "\n".join(said)
+    assert "keys 'my/metric' and 'my.metric' both map to verl_my_metric" in joined
+    assert "keys 'kl_ü' and 'kl_é' both map to verl_kl_" in joined
+    assert "keys 'actor.ppo_kl' and 'the catalog' both map to verl_actor_ppo_kl" in joined
+
+
+def test_mapper_state_stays_flat_over_many_steps_of_new_keys():
+    mapper = StepMapper()
+    for step in range(20):
+        mapper.map({f"k{step}_{i}": 1.0 for i in range(2000)})
+    assert len(mapper._by_key) <= len(mapper._owner) + MAX_REMEMBERED_KEYS
+    assert len(mapper.counts.notes) <= 100
+
+
+def test_a_symlinked_log_is_named_by_the_link(tmp_path):
+    target = tmp_path / "storage" / "abc123" / "real.jsonl"
+    target.parent.mkdir(parents=True)
+    target.write_text("")
+    link = tmp_path / "gsm8k" / "ppo-7b.jsonl"
+    link.parent.mkdir()
+    link.symlink_to(target)
+    assert run_from_path(link) == ("gsm8k", "ppo-7b")
+
+
+def export(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "dashgen", "export", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--jsonl", "", "--listen", "127.0.0.1:0"], "--jsonl '': give the path of verl's step log"),
+    (["--jsonl", "x.jsonl", "--listen", "127.0.0.1:99999"], "--listen '127.0.0.1:99999': expected host:port"),
+    (["--jsonl", "x.jsonl", "--listen", "9464"], "--listen '9464': expected host:port"),
+    (["--jsonl", "x.jsonl", "--listen", "256.1.1.1:9464"], "cannot listen on 256.1.1.1:9464"),
+])
+def test_bad_export_arguments_are_one_clear_error(args, expected):
+    process = export(*args)
+    try:
+        _, stderr = process.communicate(timeout=30)
+    finally:
+        process.kill()
+    assert process.returncode != 0 and expected in stderr and "Traceback" not in stderr, stderr
+
+
+def test_port_0_announces_the_port_it_got(tmp_path):
+    import urllib.request
+
+    path = tmp_path / "proj" / "exp.jsonl"
+    path.parent.mkdir()
+    path.write_bytes(line(1, {"actor/ppo_kl": 0.25}))
+    process = export("--jsonl", str(path), "--listen", "127.0.0.1:0")
+    try:
+        announced = process.stderr.readline()
+        port = int(announced.rsplit(":", 1)[1].split("/")[0])
+        assert port != 0
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            assert 'verl_actor_ppo_kl{experiment="exp",project="proj"} 0.25' in response.read().decode()
+    finally:
+        process.terminate()
+        process.communicate(timeout=30)
+
+
+def test_a_fifo_is_refused_at_start_and_waited_out_later_without_blocking_sigterm(tmp_path):
+    fifo = tmp_path / "proj" / "exp.jsonl"
+    fifo.parent.mkdir()
+    os.mkfifo(fifo)
+    process = export("--jsonl", str(fifo), "--listen", f"127.0.0.1:{free_port()}")
+    _, stderr = process.communicate(timeout=30)
+    assert process.returncode == 1 and "not a regular file" in stderr
+
+    later = tmp_path / "proj" / "later.jsonl"
+    process = export("--jsonl", str(later), "--listen", f"127.0.0.1:{free_port()}", "--poll-interval", "0.05")
+    try:
+        assert "waiting for" in process.stderr.readline() + process.stderr.readline()
+        os.mkfifo(later)  # appears as a FIFO no one writes to: opening it would block forever
+        time.sleep(0.5)
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=10)
+    finally:
+        process.kill()
+    assert process.returncode == 0 and "is not a regular file" in stderr
