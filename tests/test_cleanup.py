@@ -12,13 +12,14 @@ from synthetic_runs import write_run
 from conftest import REPO
 
 
-def processes_mentioning(text: str) -> list[int]:
-    """PIDs whose command line contains `text` (e.g. a test's own temporary folder)."""
+def processes_mentioning(text: str, also: str = "") -> list[int]:
+    """PIDs whose command line contains `text` (e.g. a test's own temporary folder) and `also`."""
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                if text.encode() in (entry / "cmdline").read_bytes():
+                cmdline = (entry / "cmdline").read_bytes()
+                if text.encode() in cmdline and also.encode() in cmdline:
                     found.append(int(entry.name))
             except OSError:
                 continue
@@ -46,8 +47,9 @@ def test_sigterm_during_backtest_stops_prometheus_and_removes_its_tsdb(tmp_path)
     tmpdir = tmp_path / "tmp"
     process = dashgen(["backtest", str(run_file), "--root", str(REPO)], tmpdir)
     try:
-        wait_for(lambda: processes_mentioning(f"{tmpdir}/dashgen-backtest-") != [], 120, "prometheus to start")
-        prometheus = processes_mentioning(f"{tmpdir}/dashgen-backtest-")
+        serving = f"{tmpdir}/dashgen-backtest-", "--storage.tsdb.path="
+        wait_for(lambda: processes_mentioning(*serving) != [], 120, "prometheus to start")
+        prometheus = processes_mentioning(*serving)
         process.send_signal(signal.SIGTERM)  # only dashgen: as `kill PID` or a supervisor does
         _, stderr = process.communicate(timeout=60)
     finally:

@@ -142,6 +142,7 @@ def test_port_0_announces_the_port_it_got(tmp_path):
     process = export("--jsonl", str(path), "--listen", "127.0.0.1:0")
     try:
         announced = process.stderr.readline()
+        assert "on http://127.0.0.1:" in announced, announced
         port = int(announced.rsplit(":", 1)[1].split("/")[0])
         assert port != 0
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
@@ -149,6 +150,13 @@ def test_port_0_announces_the_port_it_got(tmp_path):
     finally:
         process.terminate()
         process.communicate(timeout=30)
+
+
+def test_listen_without_a_host_means_every_interface():
+    from dashgen.cli import _listen_address
+
+    assert _listen_address(":0") == ("0.0.0.0", 0)
+    assert _listen_address("[::1]:9464") == ("::1", 9464)
 
 
 def test_a_fifo_is_refused_at_start_and_waited_out_later_without_blocking_sigterm(tmp_path):
