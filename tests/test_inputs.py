@@ -23,8 +23,9 @@ def run_file(tmp_path_factory):
     (["--start", "1e300"], "--start '1e300': not a time"),
     (["--start", "yesterday"], "--start 'yesterday': expected Unix seconds or RFC 3339"),
     (["--hold", "100000y"], "--hold 100000y: 2.1e+11 scrapes at --scrape-interval 15s; at most 1,000,000 per run"),
-    (["--scrape-interval", "1ms"], "--scrape-interval must be at least 1s"),
-    (["--scrape-interval", "0s"], "--scrape-interval must be at least 1s"),
+    (["--scrape-interval", "1ms"], "--scrape-interval 1ms: must be at least 1s"),
+    (["--scrape-interval", "0s"], "--scrape-interval 0s: must be at least 1s"),
+    (["--default-step-time", "0s"], "--default-step-time 0s: must be longer than 0s"),
     (["--default-step-time", "soon"], "--default-step-time 'soon' is not a Prometheus duration"),
 ])
 def test_bad_timing_options(tmp_path, run_file, command, args, expected):
