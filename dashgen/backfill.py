@@ -122,6 +122,8 @@ def read_run(path: Path, labels: dict[str, str], timing: Timing, export_unknown:
 
     `keep` limits the values held to these metric names (a long run's other keys cost memory).
     """
+    if path.exists() and not path.is_file():  # a FIFO would block the read until someone writes to it
+        raise BuildError(f"{path}: not a regular file; give verl's step log as written by its file logger")
     run = RecordedRun(path, labels, end_kind=timing.end)
     mapper = StepMapper(export_unknown=export_unknown)
     streak = NonFiniteStreak()

@@ -48,6 +48,16 @@ def test_step_times_too_long_to_sample_are_refused(tmp_path, command):
     assert "at most 1,000,000 per run" in result.output
 
 
+@pytest.mark.parametrize("command", ["backtest", "backfill"])
+def test_a_fifo_as_the_run_is_refused_instead_of_blocking(tmp_path, command):
+    fifo = tmp_path / "p" / "e.jsonl"
+    fifo.parent.mkdir()
+    os.mkfifo(fifo)
+    where = ["--root", str(REPO)] + (["--tsdb", str(tmp_path / "tsdb")] if command == "backfill" else [])
+    result = run(command, str(fifo), *where)
+    assert result.exit_code == 1 and f"{fifo}: not a regular file" in result.output, result.output
+
+
 def test_tsdb_under_a_file_is_refused_before_reading_the_run(tmp_path, run_file):
     blocker = tmp_path / "a-file"
     blocker.write_text("x")
