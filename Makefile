@@ -1,12 +1,12 @@
 # make build: set up a virtualenv, install dashgen, render rendered/.
-# make test:  the same set-up plus Prometheus' tools, then the whole suite.
+# make test:  the same set-up plus Prometheus' and Alertmanager's tools, then the whole suite.
 PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 # Debian's package; apt needs root, so use sudo when not root and it exists.
 SUDO   := $(shell [ "$$(id -u)" -ne 0 ] && command -v sudo >/dev/null && echo sudo)
 
-.PHONY: build check lint test rules-test prometheus bench clean
+.PHONY: build check lint test rules-test prometheus alertmanager bench clean
 
 $(BIN)/dashgen: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,13 +28,21 @@ prometheus:
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \
 	fi
 
-lint: $(BIN)/dashgen prometheus
+# Alertmanager and amtool from the Debian package (0.25 on bookworm), when missing.
+alertmanager:
+	@if ! command -v amtool >/dev/null 2>&1 || ! command -v prometheus-alertmanager >/dev/null 2>&1; then \
+		echo "installing Alertmanager (Debian package prometheus-alertmanager)"; \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus-alertmanager >/dev/null; \
+	fi
+
+lint: $(BIN)/dashgen prometheus alertmanager
 	$(BIN)/dashgen lint
 
-rules-test: $(BIN)/dashgen prometheus
+rules-test: $(BIN)/dashgen prometheus alertmanager
 	$(BIN)/dashgen test
 
-test: $(BIN)/dashgen prometheus
+test: $(BIN)/dashgen prometheus alertmanager
 	$(BIN)/dashgen check
 	$(BIN)/python -m pytest -q
 

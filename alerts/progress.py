@@ -9,7 +9,7 @@ from alerts._common import RUN, RUN_NAME
 from dashgen.catalog import RUN_STATE_METRIC
 from dashgen.config import Config, duration_seconds
 from dashgen.lifecycle import RunPhase
-from dashgen.model import Alert, RuleGroup, Severity
+from dashgen.model import EXPORTER_LABELS, Alert, Inhibition, RuleGroup, Severity
 
 LAST_STEP = "verl_exporter_last_step_timestamp_seconds{verl}"
 ENDED = f'{RUN_STATE_METRIC}{{verl, state!="{RunPhase.RUNNING.value}"}} == 1'
@@ -84,3 +84,16 @@ def rules(config: Config) -> RuleGroup:
         ),
     )
     return RuleGroup("verl-progress", (stalled, absent, crashed))
+
+
+def inhibitions(config: Config) -> tuple[Inhibition, ...]:
+    return (
+        Inhibition("VerlTrainingStalled", ("VerlRewardStagnation",),
+                   why="A run that makes no steps has a flat reward curve."),
+        # VerlMetricsAbsent carries only the exporter's labels, so "the same run" is the same exporter.
+        Inhibition("VerlMetricsAbsent", ("VerlTrainingStalled", "VerlRewardStagnation"), equal=EXPORTER_LABELS,
+                   why="With no samples arriving, progress cannot be judged; the missing metrics are the problem."),
+        Inhibition("VerlRunCrashed", ("VerlTrainingStalled", "VerlMetricsAbsent"), equal=EXPORTER_LABELS,
+                   why="A trainer that exited with an error writes no more steps, and its exporter may stop "
+                       "with it; the crash is the cause."),
+    )

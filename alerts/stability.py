@@ -6,7 +6,7 @@ from alerts._common import (ENTROPY, GRAD_NORM, KL, RUN, RUN_NAME, VALUE, comple
 from dashgen.catalog import NONFINITE_STREAK_METRIC
 from dashgen.config import Config, duration_seconds
 from dashgen.lifecycle import NONFINITE_FATAL
-from dashgen.model import Alert, Recording, RuleGroup, Severity, Sustain
+from dashgen.model import Alert, Inhibition, Recording, RuleGroup, Severity, Sustain
 
 KL_BASELINE = "verl:actor_ppo_kl:baseline_median"
 GRAD_NORM_BASELINE = "verl:actor_grad_norm:baseline_median"
@@ -142,3 +142,11 @@ def rules(config: Config) -> RuleGroup:
         ),
     )
     return RuleGroup("verl-stability", (*baselines, divergence, kl_spike, entropy_collapse, nan, nonfinite_step))
+
+
+def inhibitions(config: Config) -> tuple[Inhibition, ...]:
+    return (
+        Inhibition("VerlTrainingDivergence", ("VerlKLSpike", "VerlEntropyCollapse", "VerlRewardCliff"),
+                   why="A diverging policy spikes KL, collapses entropy and then loses reward; the divergence "
+                       "is the one thing to act on."),
+    )

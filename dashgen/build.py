@@ -73,7 +73,8 @@ def markdown_text(value: str) -> str:
 
 
 def render_project(root: Path, config: Config) -> Rendered:
-    from dashgen.rules import render_rules  # alerts and recording rules
+    from dashgen.alertmanager import render_alerting
+    from dashgen.rules import DOCS_FILE, render_rules  # alerts and recording rules
 
     out = Rendered()
     rules = render_rules(root, config, CATALOG)
@@ -104,7 +105,12 @@ def render_project(root: Path, config: Config) -> Rendered:
         "provisioning-datasources.yaml.j2").render(
         name=config.datasource_name, uid=config.datasource_uid, scrape_interval=config.scrape_interval,
         default_prometheus_url=DEFAULT_PROMETHEUS_URL)
-    out.files["prometheus/prometheus.yml"] = env.get_template("prometheus.yml.j2").render(config=config)
+    alerting = render_alerting(root, config, [alert for _, alert, _ in rules.alerts])
+    out.files.update(alerting.files)
+    if DOCS_FILE in out.files:
+        out.files[DOCS_FILE] += alerting.runbook_section
+    out.files["prometheus/prometheus.yml"] = env.get_template("prometheus.yml.j2").render(
+        config=config, alerting=alerting.prometheus_alerting)
     return out
 
 

@@ -133,34 +133,46 @@ def list_(root: Path, config_path: Path | None) -> None:
 @cli.command()
 @_root_option
 def lint(root: Path) -> None:
-    """Run `promtool check rules` on rendered/rules/*.yaml."""
+    """Run `promtool check rules` on rendered/rules/*.yaml and `amtool check-config` on Alertmanager's file."""
+    from dashgen.alertmanager import ALERTMANAGER_FILE
+    from dashgen.promtool import run_tool
     from dashgen.tree_writer import project_lock
 
     with project_lock(root):
-        rules_dir = _rendered_dir(root) / "rules"
-    files = sorted(str(p) for p in rules_dir.glob("*.yaml"))
+        rendered = _rendered_dir(root)
+    files = sorted(str(p) for p in (rendered / "rules").glob("*.yaml"))
     if not files:
-        raise BuildError(f"no rule files in {rules_dir}; run `dashgen build` first")
-    _promtool_and_exit(["check", "rules", *files])
+        raise BuildError(f"no rule files in {rendered / 'rules'}; run `dashgen build` first")
+    alertmanager = rendered / ALERTMANAGER_FILE
+    if not alertmanager.is_file():
+        raise BuildError(f"{alertmanager} does not exist; run `dashgen build` first")
+    rules = run_tool("promtool", ["check", "rules", *files])
+    _show(rules.stdout, rules.stderr)
+    routing = run_tool("amtool", ["check-config", str(alertmanager)])
+    _show(routing.stdout, routing.stderr)
+    sys.exit(rules.returncode or routing.returncode)
 
 
 @cli.command()
 @_root_option
 def test(root: Path) -> None:
-    """Run `promtool test rules` on tests/rules/*.yaml."""
+    """Run `promtool test rules` on tests/rules/*.yaml and the routing fixtures in tests/alertmanager/."""
+    from dashgen.alertmanager import run_route_fixtures
+    from dashgen.promtool import run_tool
+
     files = sorted(str(p) for p in (root / "tests" / "rules").glob("*.yaml"))
     if not files:
         raise BuildError(f"no rule test files in {root / 'tests' / 'rules'}")
-    _promtool_and_exit(["test", "rules", *files])
+    rules = run_tool("promtool", ["test", "rules", *files])
+    _show(rules.stdout, rules.stderr)
+    routes_passed, report = run_route_fixtures(root)
+    _show(report, "")
+    sys.exit(rules.returncode or (0 if routes_passed else 1))
 
 
-def _promtool_and_exit(args: list[str]) -> None:
-    from dashgen.promtool import run_promtool
-
-    result = run_promtool(args)
-    sys.stdout.write(result.stdout)
-    sys.stderr.write(result.stderr)
-    sys.exit(result.returncode)
+def _show(stdout: str, stderr: str) -> None:
+    sys.stdout.write(stdout)
+    sys.stderr.write(stderr)
 
 
 @cli.command(name="config")

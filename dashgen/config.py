@@ -16,7 +16,7 @@ import math
 import re
 import types
 import typing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -259,6 +259,42 @@ class Config:
     # --- Docs ----------------------------------------------------------------------
     # Base of every alert's runbook_url; the alert's anchor is appended.
     runbook_base_url: Annotated[str, Matches(r"\S+", "https://example.org/runbook.md")] = "rendered/docs/alerts.md"
+
+    # --- Alertmanager and actions ---------------------------------------------------
+    # Where Prometheus sends alerts (the rendered prometheus.yml's alerting section).
+    alertmanager_address: Address = "localhost:9093"
+    # Notifications group by run (project, experiment): how long a new group waits for more
+    # alerts, how often it may report changes, and how often it repeats while nothing changes.
+    alertmanager_group_wait: Duration = "30s"
+    alertmanager_group_interval: Interval = "5m"
+    alertmanager_repeat_interval: Interval = "4h"
+    # What the `page` (critical) and `channel` (warning) receivers deliver to, in Alertmanager's own
+    # receiver syntax, e.g. {"slack_configs": [{"api_url_file": "/etc/alertmanager/slack-url",
+    # "channel": "#verl"}]}. Empty: a placeholder that delivers nothing. Secrets only by *_file
+    # (dashgen/alertmanager.py checks these).
+    alertmanager_page: dict[str, Any] = field(default_factory=dict)
+    alertmanager_channel: dict[str, Any] = field(default_factory=dict)
+    # Info alerts go nowhere unless this sends them to the channel too.
+    alertmanager_info_to_channel: bool = False
+    # Where `dashgen act` listens and Alertmanager posts to ("" renders no act receiver), and the
+    # file holding the bearer token both sides use.
+    act_address: Address | Literal[""] = "127.0.0.1:9095"
+    act_token_file: str = "/etc/dashgen/act-token"
+    # Alerts routed to `dashgen act`, each with its action: log (record only), stop (the run), command.
+    act_actions: dict[str, Literal["log", "stop", "command"]] = field(
+        default_factory=lambda: {"VerlTrainingDivergence": "log", "VerlNaNMetrics": "log"})
+    # The run `dashgen act` guards; alerts of other runs are never acted on.
+    act_project: str = ""
+    act_experiment: str = ""
+    # How `stop` stops it: the trainer's PID file (`dashgen export --pid-file`), or a Ray job.
+    act_pid_file: str = ""
+    act_ray_dashboard_url: str = ""  # e.g. http://127.0.0.1:8265
+    act_ray_submission_id: str = ""
+    # The `command` action's argv (no shell); the alert is passed in DASHGEN_ALERT_* variables.
+    act_command: tuple[str, ...] = ()
+    act_command_timeout: Interval = "60s"
+    act_audit_log: str = "dashgen-act-audit.jsonl"
+    act_max_body_bytes: Annotated[int, ByteSize(), Between(1024, None, unit="bytes")] = 1 << 20
 
     def __post_init__(self) -> None:
         for f, hint in _schema().items():

@@ -153,3 +153,21 @@ class RuleGroup:
     name: str
     rules: tuple[Alert | Recording, ...]
     interval: str | None = None  # default: the config's rule_interval
+
+
+# --- Inhibition (see alerts/; rendered into Alertmanager's inhibit_rules) -----------------
+# An alert module may define `inhibitions(config)` next to its `rules(config)`.
+
+RUN_LABELS = ("project", "experiment")
+EXPORTER_LABELS = ("job", "instance")  # the one exporter serving a run; all that VerlMetricsAbsent carries
+
+
+@dataclass(frozen=True)
+class Inhibition:
+    """While `source` fires, Alertmanager holds back `targets` that carry the same `equal` labels:
+    the source explains them, so one notification says it all."""
+
+    source: str
+    targets: tuple[str, ...]
+    why: str  # one line for the runbook
+    equal: tuple[str, ...] = RUN_LABELS

@@ -1,6 +1,6 @@
-"""A real `prometheus` process on loopback, for backtests and live tests.
+"""Real `prometheus` and `alertmanager` processes on loopback, for backtests and live tests.
 
-It binds 127.0.0.1 on a free port, keeps its TSDB where it is told, and is stopped by the
+Each binds 127.0.0.1 on a free port, keeps its data where it is told, and is stopped by the
 PID it was started with when the `with` block ends, also on errors and Ctrl-C.
 """
 
@@ -26,33 +26,47 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+def stop_process(process: subprocess.Popen | None, timeout: float = 15) -> None:
+    """SIGTERM to the process started, SIGKILL if it has not exited after `timeout` seconds."""
+    if process is None or process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=timeout)
+
+
 class PrometheusServer:
+    binary = "prometheus"
+
     def __init__(self, config_file: Path, storage_dir: Path, extra_args: Sequence[str] = (),
-                 ready_timeout: float = 60.0):
+                 ready_timeout: float = 60.0, port: int | None = None):
+        self.requested_port = port  # None: a free one
         self.config_file = config_file
         self.storage_dir = storage_dir
         self.extra_args = list(extra_args)
         self.ready_timeout = ready_timeout
         self.port: int | None = None
         self.process: subprocess.Popen | None = None
-        self.log_path = storage_dir.parent / f"{storage_dir.name}.prometheus.log"
+        self.env: dict[str, str] | None = None  # None: this process' environment
+        self.log_path = storage_dir.parent / f"{storage_dir.name}.{self.binary}.log"
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
     def __enter__(self) -> "PrometheusServer":
-        binary = find_binary("prometheus")
-        self.port = free_port()
+        self.port = self.requested_port or free_port()
+        command = self.command()
         self.storage_dir.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "wb") as log:
             try:
-                self.process = subprocess.Popen(
-                    [binary, f"--config.file={self.config_file}", f"--storage.tsdb.path={self.storage_dir}",
-                     f"--web.listen-address=127.0.0.1:{self.port}", *self.extra_args],
-                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                                stdin=subprocess.DEVNULL, env=self.env)
             except OSError as exc:
-                raise BuildError(f"cannot run prometheus ({binary}): {exc.strerror or exc}") from None
+                raise BuildError(f"cannot run {self.binary} ({command[0]}): {exc.strerror or exc}") from None
         try:
             self._wait_ready()
         except BaseException:
@@ -63,11 +77,18 @@ class PrometheusServer:
     def __exit__(self, *exc_info) -> None:
         self.stop()
 
+    def command(self) -> list[str]:
+        return [find_binary(self.binary), *self.arguments(), *self.extra_args]
+
+    def arguments(self) -> list[str]:
+        return [f"--config.file={self.config_file}", f"--storage.tsdb.path={self.storage_dir}",
+                f"--web.listen-address=127.0.0.1:{self.port}"]
+
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + self.ready_timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise BuildError(f"prometheus exited with status {self.process.returncode} at start-up:\n"
+                raise BuildError(f"{self.binary} exited with status {self.process.returncode} at start-up:\n"
                                  f"{self.log_tail()}")
             try:
                 with urllib.request.urlopen(f"{self.url}/-/ready", timeout=2) as response:
@@ -76,18 +97,11 @@ class PrometheusServer:
             except (urllib.error.URLError, ConnectionError, TimeoutError):
                 pass
             time.sleep(0.1)
-        raise BuildError(f"prometheus was not ready after {self.ready_timeout:.0f} s:\n{self.log_tail()}")
+        raise BuildError(f"{self.binary} was not ready after {self.ready_timeout:.0f} s:\n{self.log_tail()}")
 
     def stop(self) -> None:
         process, self.process = self.process, None
-        if process is None or process.poll() is not None:
-            return
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=15)
+        stop_process(process)
 
     def log_tail(self, lines: int = 15) -> str:
         try:
@@ -103,3 +117,19 @@ class PrometheusServer:
         if body.get("status") != "success":
             raise BuildError(f"prometheus /api/v1/{path}: {body.get('error', body)}")
         return body["data"]
+
+
+class AlertmanagerServer(PrometheusServer):
+    """Alertmanager alone: no cluster (its gossip port would listen on every interface)."""
+
+    binary = "alertmanager"
+
+    def arguments(self) -> list[str]:
+        return [f"--config.file={self.config_file}", f"--storage.path={self.storage_dir}",
+                f"--web.listen-address=127.0.0.1:{self.port}", "--cluster.listen-address="]
+
+    def api(self, path: str, **params: str):
+        """GET /api/v2/<path>; the decoded JSON answer."""
+        query = urllib.parse.urlencode(params)
+        with urllib.request.urlopen(f"{self.url}/api/v2/{path}?{query}", timeout=30) as response:
+            return json.load(response)

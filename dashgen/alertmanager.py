@@ -1,0 +1,286 @@
+"""Alertmanager configuration as code: routing by severity, grouping by run, inhibition.
+
+`rendered/alertmanager/alertmanager.yml` comes from the config (receivers, intervals, which
+alerts go to `dashgen act`) and from the inhibitions that alert modules state next to their
+alerts (`inhibitions(config)` in alerts/*.py). The rendered prometheus.yml's `alerting:` block
+and the runbook's "Routing and inhibition" section come from the same definitions. Routing
+fixtures (tests/alertmanager/*.yaml) are checked with `amtool config routes test`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from dashgen.config import DURATION, Config
+from dashgen.errors import BuildError
+from dashgen.loader import call_definition, load_modules
+from dashgen.model import Alert, Inhibition, Severity
+from dashgen.promtool import run_tool
+
+ALERTMANAGER_FILE = "alertmanager/alertmanager.yml"
+ROUTE_FIXTURES = Path("tests") / "alertmanager"
+ACT_PATH = "/alerts"
+ACTIONS = ("log", "stop", "command")
+
+# Receiver names, as notifications and routing fixtures show them.
+NOWHERE, PAGE, CHANNEL, ACT = "nowhere", "page", "channel", "dashgen-act"
+
+# Alerts being added on other branches (issue 8: VerlRunCrashed, the supervised trainer exited
+# non-zero). Inhibitions may name them before they exist; once an alert lands, drop its name here
+# and the build checks it like any other.
+ANNOUNCED_ALERTS = frozenset({"VerlRunCrashed"})
+
+_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+_HOST_PORT = re.compile(r"\[?[A-Za-z0-9.:-]+\]?:\d{1,5}")
+
+# Receiver fields that hold a secret. Those Alertmanager 0.25 can also read from `<field>_file`
+# are in _READABLE_FROM_FILE; for the others it has no file variant.
+_SECRET_FIELDS = {
+    "slack_configs": ("api_url",),
+    "pagerduty_configs": ("routing_key", "service_key"),
+    "email_configs": ("auth_password", "auth_secret"),
+    "opsgenie_configs": ("api_key",),
+    "victorops_configs": ("api_key",),
+    "pushover_configs": ("user_key", "token"),
+    "telegram_configs": ("bot_token",),
+    "discord_configs": ("webhook_url",),
+    "wechat_configs": ("api_secret",),
+}
+_HTTP_SECRETS = (("basic_auth", "password"), ("authorization", "credentials"), ("oauth2", "client_secret"))
+_READABLE_FROM_FILE = {"api_url", "routing_key", "service_key", "auth_password", "api_key", "password",
+                       "credentials", "client_secret", "bearer_token"}
+
+
+@dataclass
+class AlertingOutput:
+    files: dict[str, str] = field(default_factory=dict)
+    runbook_section: str = ""
+    prometheus_alerting: str = ""  # the `alerting:` block of prometheus.yml
+    inhibitions: list[tuple[str, Inhibition]] = field(default_factory=list)  # (module path, inhibition)
+
+
+def render_alerting(root: Path, config: Config, alerts: list[Alert]) -> AlertingOutput:
+    names = {alert.name for alert in alerts}
+    inhibitions = collect_inhibitions(root, config, names)
+    _check_config(config, names)
+    out = AlertingOutput(inhibitions=inhibitions)
+    header = ("# Rendered by `dashgen build` from dashgen/config.py and the inhibitions in alerts/*.py; do not edit.\n"
+              "# Run: prometheus-alertmanager --config.file=rendered/alertmanager/alertmanager.yml\n"
+              "# Receivers `page` and `channel` deliver nothing until the config's alertmanager_page and\n"
+              "# alertmanager_channel say where (secrets only through *_file fields).\n")
+    out.files[ALERTMANAGER_FILE] = header + to_yaml(alertmanager_config(config, inhibitions))
+    out.prometheus_alerting = to_yaml(
+        {"alerting": {"alertmanagers": [{"static_configs": [{"targets": [config.alertmanager_address]}]}]}})
+    from dashgen.build import templates
+    from dashgen.rules import runbook_anchor
+
+    out.runbook_section = templates().get_template("alerts-routing.md.j2").render(
+        config=config, routes=severity_routes(config), act_alerts=sorted(config.act_actions),
+        inhibitions=[{"module": module, "inhibition": inhibition, "defined": inhibition.source in names}
+                     for module, inhibition in inhibitions], anchor=runbook_anchor)
+    return out
+
+
+def collect_inhibitions(root: Path, config: Config, alert_names: set[str]) -> list[tuple[str, Inhibition]]:
+    """Every module's `inhibitions(config)`, checked: each names known alerts, each source once."""
+    known = alert_names | ANNOUNCED_ALERTS
+    found: list[tuple[str, Inhibition]] = []
+    sources: dict[str, str] = {}
+    for definition in load_modules(root, "alerts", "rules"):
+        entry = getattr(definition.module, "inhibitions", None)
+        if entry is None:
+            continue
+        result = call_definition(definition, "inhibitions", config)
+        module = definition.path.as_posix()
+        if not isinstance(result, (list, tuple)) or not all(isinstance(i, Inhibition) for i in result):
+            raise BuildError(f"{module}: inhibitions() must return a tuple of dashgen.model.Inhibition")
+        for inhibition in result:
+            where = f"{module}: inhibition by {inhibition.source!r}"
+            if inhibition.source in sources:
+                raise BuildError(f"{where}: already stated in {sources[inhibition.source]}; "
+                                 f"state each source's inhibition once")
+            sources[inhibition.source] = module
+            unknown = [n for n in (inhibition.source, *inhibition.targets) if n not in known]
+            if unknown:
+                raise BuildError(f"{where}: {', '.join(map(repr, unknown))} is not an alert defined in alerts/; "
+                                 f"known: {', '.join(sorted(alert_names))}")
+            if not inhibition.targets or inhibition.source in inhibition.targets:
+                raise BuildError(f"{where}: targets must be other alerts, at least one")
+            if not inhibition.equal or not all(_LABEL_NAME.fullmatch(label) for label in inhibition.equal):
+                raise BuildError(f"{where}: equal must name the labels that identify the run, e.g. "
+                                 f"('project', 'experiment')")
+            if not inhibition.why.strip():
+                raise BuildError(f"{where}: why is empty; say in one line why the source explains the targets")
+            found.append((module, inhibition))
+    return found
+
+
+def severity_routes(config: Config) -> list[tuple[Severity, str]]:
+    info = CHANNEL if config.alertmanager_info_to_channel else NOWHERE
+    return [(Severity.CRITICAL, PAGE), (Severity.WARNING, CHANNEL), (Severity.INFO, info)]
+
+
+def alertmanager_config(config: Config, inhibitions: list[tuple[str, Inhibition]]) -> dict:
+    routes = []
+    if config.act_address and config.act_actions:
+        # `continue`: the alerts dashgen act handles still page or post to the channel as well.
+        routes.append({"receiver": ACT, "matchers": [_any_of(sorted(config.act_actions))], "continue": True})
+    routes += [{"receiver": receiver, "matchers": [f'severity="{severity.value}"']}
+               for severity, receiver in severity_routes(config)]
+    receivers = [{"name": NOWHERE},
+                 {"name": PAGE, **config.alertmanager_page},
+                 {"name": CHANNEL, **config.alertmanager_channel}]
+    if config.act_address:
+        receivers.append({"name": ACT, "webhook_configs": [{
+            "url": f"http://{config.act_address}{ACT_PATH}",
+            "send_resolved": True,
+            "http_config": {"authorization": {"type": "Bearer", "credentials_file": config.act_token_file}},
+        }]})
+    return {
+        "route": {
+            "receiver": NOWHERE,
+            "group_by": ["project", "experiment"],
+            "group_wait": config.alertmanager_group_wait,
+            "group_interval": config.alertmanager_group_interval,
+            "repeat_interval": config.alertmanager_repeat_interval,
+            "routes": routes,
+        },
+        "inhibit_rules": [{
+            "source_matchers": [f'alertname="{inhibition.source}"'],
+            "target_matchers": [_any_of(inhibition.targets)],
+            "equal": list(inhibition.equal),
+        } for _, inhibition in inhibitions],
+        "receivers": receivers,
+    }
+
+
+def _any_of(alert_names) -> str:
+    names = list(alert_names)
+    return f'alertname="{names[0]}"' if len(names) == 1 else f'alertname=~"{"|".join(names)}"'
+
+
+def _check_config(config: Config, alert_names: set[str]) -> None:
+    if not DURATION.fullmatch(config.alertmanager_group_wait):
+        raise BuildError(f"config: alertmanager_group_wait = {config.alertmanager_group_wait!r} is not a duration "
+                         f"(e.g. 30s)")
+    if not _HOST_PORT.fullmatch(config.alertmanager_address):
+        raise BuildError(f"config: alertmanager_address = {config.alertmanager_address!r}; expected host:port")
+    for name in ("alertmanager_page", "alertmanager_channel"):
+        _check_receiver(name, getattr(config, name))
+    if config.act_address and not _HOST_PORT.fullmatch(config.act_address):
+        raise BuildError(f"config: act_address = {config.act_address!r}; expected host:port, or '' for no act receiver")
+    if config.act_address and not config.act_token_file:
+        raise BuildError("config: act_token_file is empty; Alertmanager needs the token file to reach dashgen act")
+    check_actions(config.act_actions, alert_names | ANNOUNCED_ALERTS)
+
+
+def check_actions(actions, alert_names: set[str] | None = None) -> None:
+    if not isinstance(actions, dict):
+        raise BuildError(f"config: act_actions must map alert names to one of {', '.join(ACTIONS)}")
+    for alertname, action in actions.items():
+        if action not in ACTIONS:
+            raise BuildError(f"config: act_actions: {alertname}: {action!r} is not one of {', '.join(ACTIONS)}")
+        if alert_names is not None and alertname not in alert_names:
+            raise BuildError(f"config: act_actions: {alertname!r} is not an alert defined in alerts/")
+
+
+def _check_receiver(name: str, receiver) -> None:
+    if not isinstance(receiver, dict) or "name" in receiver:
+        raise BuildError(f"config: {name} must be a mapping of Alertmanager integrations "
+                         f"(slack_configs, pagerduty_configs, webhook_configs, ...) without a name")
+    for integration, entries in receiver.items():
+        if not integration.endswith("_configs") or not isinstance(entries, list) \
+                or not all(isinstance(e, dict) for e in entries):
+            raise BuildError(f"config: {name}.{integration} must be a list of mappings, e.g. "
+                             f"slack_configs: [{{api_url_file: /etc/alertmanager/slack-url, channel: '#verl'}}]")
+        for index, entry in enumerate(entries):
+            where = f"{name}.{integration}[{index}]"
+            http = entry.get("http_config") or {}
+            inline = [f"{where}.{key}" for key in _SECRET_FIELDS.get(integration, ()) if key in entry]
+            inline += [f"{where}.http_config.{block}.{key}" for block, key in _HTTP_SECRETS
+                       if key in (http.get(block) or {})]
+            inline += [f"{where}.http_config.bearer_token"] if "bearer_token" in http else []
+            inline += [f"{where}.sigv4.secret_key"] if "secret_key" in (entry.get("sigv4") or {}) else []
+            for path in inline:
+                key = path.rsplit(".", 1)[1]
+                fix = (f"use {key}_file with the path of a file holding it" if key in _READABLE_FROM_FILE else
+                       "Alertmanager 0.25 cannot read it from a file; configure this receiver outside dashgen")
+                raise BuildError(f"config: {path} would put a secret into rendered/, which is committed; {fix}")
+
+
+class _Dumper(yaml.SafeDumper):
+    """Block style, lists indented under their key, as people write Alertmanager files."""
+
+    def increase_indent(self, flow: bool = False, indentless: bool = False):
+        return super().increase_indent(flow, False)
+
+
+def to_yaml(data: dict) -> str:
+    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=1000,
+                     allow_unicode=True)
+
+
+# --- Routing fixtures ---------------------------------------------------------------------------
+
+def run_route_fixtures(root: Path) -> tuple[bool, str]:
+    """Each fixture case's labels through `amtool config routes test`; (all passed, report)."""
+    files = sorted((root / ROUTE_FIXTURES).glob("*.yaml"))
+    if not files:
+        return True, ""
+    lines, passed = [], True
+    for path in files:
+        shown = path.relative_to(root).as_posix()
+        config_file, cases = _read_fixture(path, shown)
+        lines.append(f"Routing {shown}")
+        for case in cases:
+            resolved = route(config_file, case["labels"], f"{shown}: {case['name']}")
+            if sorted(resolved) == sorted(case["receivers"]):
+                lines.append(f"  PASS    {case['name']}")
+            else:
+                passed = False
+                lines.append(f"  FAILED  {case['name']}: {_labels_text(case['labels'])} goes to "
+                             f"{', '.join(resolved) or 'no receiver'}; expected {', '.join(case['receivers'])}")
+    lines.append("SUCCESS" if passed else "FAILED")
+    return passed, "\n".join(lines) + "\n"
+
+
+def route(config_file: Path, labels: dict[str, str], where: str) -> list[str]:
+    """The receivers Alertmanager's routing tree sends `labels` to, as amtool resolves them."""
+    args = [f"{name}={json.dumps(value)}" for name, value in sorted(labels.items())]
+    result = run_tool("amtool", ["config", "routes", "test", f"--config.file={config_file}", *args], timeout=60)
+    if result.returncode != 0:
+        raise BuildError(f"{where}: amtool config routes test failed:\n{result.stdout}{result.stderr}".rstrip())
+    first = result.stdout.strip().splitlines()[0] if result.stdout.strip() else ""
+    return [name for name in first.split(",") if name]
+
+
+def _read_fixture(path: Path, shown: str) -> tuple[Path, list[dict]]:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise BuildError(f"{shown}: cannot read routing fixtures: {exc}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("config_file"), str) \
+            or not isinstance(data.get("tests"), list):
+        raise BuildError(f"{shown}: expected config_file: PATH and tests: [{{name, labels, receivers}}, ...]")
+    config_file = (path.parent / data["config_file"]).resolve()
+    if not config_file.is_file():
+        raise BuildError(f"{shown}: config_file {data['config_file']} does not exist; run `dashgen build` first")
+    for index, case in enumerate(data["tests"]):
+        ok = (isinstance(case, dict) and isinstance(case.get("name"), str)
+              and isinstance(case.get("labels"), dict)
+              and all(isinstance(k, str) and _LABEL_NAME.fullmatch(k) and isinstance(v, str)
+                      for k, v in case["labels"].items())
+              and isinstance(case.get("receivers"), list) and all(isinstance(r, str) for r in case["receivers"]))
+        if not ok:
+            raise BuildError(f"{shown}: test {index + 1} needs name: TEXT, labels: {{label: 'value'}} and "
+                             f"receivers: [NAME, ...]")
+    return config_file, data["tests"]
+
+
+def _labels_text(labels: dict[str, str]) -> str:
+    return "{" + ", ".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}"
