@@ -277,6 +277,36 @@ def export(jsonl: str, listen: str | None, project: str | None, experiment: str 
         pass
 
 
+# --- From alert to action ------------------------------------------------------------------------
+
+@cli.command()
+@_root_option
+@_config_option
+@click.option("--listen", default=None, help="host:port to receive Alertmanager's webhook on. "
+                                             "Default: the config's act_address (127.0.0.1:9095).")
+@click.option("--token-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="File holding the bearer token Alertmanager sends. Default: $DASHGEN_ACT_TOKEN if set, "
+                   "else the config's act_token_file.")
+@click.option("--project", default=None, help="The guarded run's project label. Default: the config's act_project.")
+@click.option("--experiment", default=None,
+              help="The guarded run's experiment label. Default: the config's act_experiment.")
+@click.option("--pid-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="The trainer's PID file (`dashgen export --pid-file`), for `stop`. Default: the config's act_pid_file.")
+@click.option("--audit-log", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="JSONL file every decision is appended to. Default: the config's act_audit_log.")
+@click.option("--dry-run", is_flag=True, help="Record what each action would do; do nothing.")
+def act(root: Path, config_path: Path | None, listen: str | None, token_file: Path | None, project: str | None,
+        experiment: str | None, pid_file: Path | None, audit_log: Path | None, dry_run: bool) -> None:
+    """Receive Alertmanager's notifications and act on the guarded run's alerts (log, stop, command)."""
+    from dashgen.act import ActSettings, load_token, serve
+
+    config = load_config(config_path, root)
+    settings = ActSettings.from_config(config, project, experiment, pid_file, audit_log, dry_run)
+    token, _ = load_token(token_file, config.act_token_file)
+    host, port = _listen_address(listen or config.act_address)
+    serve(settings, host, port, token, say=lambda message: click.echo(message, err=True))
+
+
 # --- Recorded runs: backfill and backtest ------------------------------------------------------
 
 def _timing_options(command):

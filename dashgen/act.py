@@ -1,0 +1,414 @@
+"""`dashgen act`: an Alertmanager webhook receiver that acts on the alerts of one run.
+
+Alertmanager posts its notifications to http://ADDRESS/alerts with a bearer token (the receiver
+`dashgen-act` of the rendered alertmanager.yml). Each alert in a notification gets one decision,
+appended to the audit log (JSONL), and at most one action, as the config's `act_actions` says:
+
+- log:     record it only (the default, a dry run);
+- stop:    stop the run: SIGTERM to the PID in the pid file that `dashgen export --pid-file`
+           writes for its supervised trainer, or the Ray Jobs API's stop for a submission id;
+- command: run an argv (no shell) with the alert in DASHGEN_ALERT_* environment variables.
+
+It never acts on a resolved alert nor on one whose project/experiment is not the guarded run, and
+acts once per alert occurrence (fingerprint + startsAt), also across restarts: the audit log
+remembers what was done. With --dry-run every action is only recorded as what it would do.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from dashgen.alertmanager import ACT_PATH, check_actions
+from dashgen.config import Config, duration_seconds
+from dashgen.errors import BuildError
+
+TOKEN_ENV = "DASHGEN_ACT_TOKEN"
+MIN_TOKEN_LENGTH = 16
+
+# Decisions, as the audit log and the HTTP answer name them.
+ACTED, WOULD_ACT, LOGGED, FAILED = "acted", "would-act", "logged", "failed"
+DUPLICATE, RESOLVED, OTHER_RUN = "duplicate", "ignored-resolved", "ignored-other-run"
+
+
+class ActionFailed(Exception):
+    """An action could not be carried out; the message says why (it goes to the audit log)."""
+
+
+@dataclass(frozen=True)
+class ActSettings:
+    project: str
+    experiment: str
+    actions: dict[str, str]  # alertname -> log | stop | command; alerts not named: log
+    audit_log: Path
+    pid_file: Path | None = None
+    ray_dashboard_url: str = ""
+    ray_submission_id: str = ""
+    command: tuple[str, ...] = ()
+    command_timeout: float = 60.0
+    dry_run: bool = False
+    max_body_bytes: int = 1 << 20
+
+    @classmethod
+    def from_config(cls, config: Config, project: str | None = None, experiment: str | None = None,
+                    pid_file: Path | None = None, audit_log: Path | None = None,
+                    dry_run: bool = False) -> "ActSettings":
+        try:
+            timeout = duration_seconds(config.act_command_timeout)
+        except ValueError:
+            raise BuildError(f"config: act_command_timeout = {config.act_command_timeout!r} is not a duration "
+                             f"(e.g. 60s)") from None
+        pid_path = pid_file or (Path(config.act_pid_file) if config.act_pid_file else None)
+        settings = cls(project or config.act_project, experiment or config.act_experiment, dict(config.act_actions),
+                       audit_log or Path(config.act_audit_log), pid_path, config.act_ray_dashboard_url,
+                       config.act_ray_submission_id, tuple(config.act_command), timeout, dry_run,
+                       config.act_max_body_bytes)
+        settings.check()
+        return settings
+
+    def check(self) -> None:
+        if not self.project or not self.experiment:
+            raise BuildError("dashgen act guards one run: give --project and --experiment "
+                             "(or act_project and act_experiment in the config)")
+        check_actions(self.actions)
+        used = set(self.actions.values())
+        ray = bool(self.ray_dashboard_url or self.ray_submission_id)
+        if "stop" in used:
+            if self.pid_file is None and not ray:
+                raise BuildError("act_actions has 'stop', but nothing says how: give --pid-file (the trainer's PID "
+                                 "file of `dashgen export --pid-file`) or act_ray_dashboard_url and "
+                                 "act_ray_submission_id in the config")
+            if self.pid_file is not None and ray:
+                raise BuildError("stop has two targets: a pid file and a Ray job; configure one of them")
+            if ray and not (self.ray_dashboard_url and self.ray_submission_id):
+                raise BuildError("stopping a Ray job needs both act_ray_dashboard_url and act_ray_submission_id")
+        if "command" in used and (not self.command or not all(isinstance(a, str) and a for a in self.command)):
+            raise BuildError("act_actions has 'command', but act_command is not a list of arguments, "
+                             "e.g. [/usr/local/bin/notify-oncall, --urgent]")
+        if self.max_body_bytes < 1024:
+            raise BuildError("config: act_max_body_bytes must be at least 1024")
+
+    def describe(self, action: str) -> str:
+        if action == "stop" and self.pid_file is not None:
+            return f"send SIGTERM to the trainer whose PID is in {self.pid_file}"
+        if action == "stop":
+            return f"stop Ray job {self.ray_submission_id} at {self.ray_dashboard_url}"
+        if action == "command":
+            return f"run {shlex.join(self.command)}"
+        return "record the alert"
+
+
+@dataclass(frozen=True)
+class Decision:
+    alertname: str
+    status: str
+    project: str
+    experiment: str
+    fingerprint: str
+    startsAt: str
+    action: str
+    decision: str
+    detail: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.fingerprint}@{self.startsAt}"
+
+
+class Actor:
+    """Decides for each alert, acts, and records; one notification at a time."""
+
+    def __init__(self, settings: ActSettings):
+        self.settings = settings
+        self._lock = threading.Lock()
+        # Occurrences already handled: acted on in earlier lifetimes (from the audit log), or seen now.
+        self._handled = self._acted_before()
+        try:
+            open(settings.audit_log, "a").close()
+        except OSError as exc:
+            raise BuildError(f"{settings.audit_log}: cannot append to the audit log: {exc.strerror}") from None
+
+    def handle(self, notification: dict) -> list[Decision]:
+        with self._lock:
+            return [self._decide(alert) for alert in notification["alerts"]]
+
+    def _decide(self, alert: dict) -> Decision:
+        labels = alert["labels"]
+        name = labels.get("alertname", "")
+        action = self.settings.actions.get(name, "log")
+        run = (labels.get("project", ""), labels.get("experiment", ""))
+
+        def decision(outcome: str, detail: str) -> Decision:
+            return Decision(name, alert["status"], run[0], run[1], alert["fingerprint"], alert["startsAt"], action,
+                            outcome, detail)
+
+        key = decision("", "").key
+        if alert["status"] != "firing":
+            result = decision(RESOLVED, f"status {alert['status']}: resolved alerts are never acted on")
+        elif run != (self.settings.project, self.settings.experiment):
+            result = decision(OTHER_RUN, f"run {run[0] or '-'}/{run[1] or '-'} is not the guarded run "
+                                         f"{self.settings.project}/{self.settings.experiment}")
+        elif key in self._handled:
+            result = decision(DUPLICATE, "this occurrence (fingerprint, startsAt) was handled already")
+        elif action == "log":
+            result = decision(LOGGED, "recorded only")
+        elif self.settings.dry_run:
+            result = decision(WOULD_ACT, f"dry run: would {self.settings.describe(action)}")
+        else:
+            try:
+                result = decision(ACTED, self._perform(action, alert))
+            except ActionFailed as exc:
+                result = decision(FAILED, str(exc))
+        if result.decision in (ACTED, WOULD_ACT, LOGGED):
+            self._handled.add(key)
+        self._record(result)
+        return result
+
+    def _perform(self, action: str, alert: dict) -> str:
+        settings = self.settings
+        if action == "stop" and settings.pid_file is not None:
+            return stop_pid_file(settings.pid_file)
+        if action == "stop":
+            return stop_ray_job(settings.ray_dashboard_url, settings.ray_submission_id)
+        return run_command(settings.command, settings.command_timeout, alert)
+
+    def _record(self, decision: Decision) -> None:
+        record = {"time": datetime.now(timezone.utc).isoformat(timespec="milliseconds"), **asdict(decision)}
+        line = json.dumps(record, sort_keys=False) + "\n"
+        with open(self.settings.audit_log, "a") as log:
+            log.write(line)
+            log.flush()
+            os.fsync(log.fileno())
+        print(f"dashgen act: {decision.alertname} {decision.project}/{decision.experiment}: "
+              f"{decision.decision}: {decision.detail}", file=sys.stderr, flush=True)
+
+    def _acted_before(self) -> set[str]:
+        handled: set[str] = set()
+        try:
+            lines = self.settings.audit_log.read_text().splitlines()
+        except FileNotFoundError:
+            return handled
+        except OSError as exc:
+            raise BuildError(f"{self.settings.audit_log}: cannot read the audit log: {exc.strerror}") from None
+        for line in lines:
+            try:
+                record = json.loads(line)
+                if record.get("decision") == ACTED:
+                    handled.add(f"{record['fingerprint']}@{record['startsAt']}")
+            except (ValueError, KeyError, TypeError, AttributeError):
+                continue  # a torn last line after a crash
+        return handled
+
+
+# --- Actions ------------------------------------------------------------------------------------
+
+def read_pid(pid_file: Path) -> int:
+    try:
+        text = pid_file.read_text().strip()
+    except OSError as exc:
+        raise ActionFailed(f"cannot read {pid_file}: {exc.strerror}") from None
+    if not text.isdigit() or int(text) <= 1:
+        # 0, -1 and 1 would signal a process group, every process, or init.
+        raise ActionFailed(f"{pid_file} holds {text[:40]!r}, not the PID of a trainer")
+    return int(text)
+
+
+def stop_pid_file(pid_file: Path) -> str:
+    pid = read_pid(pid_file)
+    started = process_start_time(pid)
+    if started is not None and started > pid_file.stat().st_mtime + 1:
+        raise ActionFailed(f"process {pid} started after {pid_file} was written: the trainer has ended and its "
+                           f"PID was reused; not signalling it")
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        raise ActionFailed(f"no process {pid} (from {pid_file}): the trainer has already ended") from None
+    except PermissionError:
+        raise ActionFailed(f"not allowed to signal process {pid} (from {pid_file})") from None
+    return f"sent SIGTERM to pid {pid} (from {pid_file})"
+
+
+def process_start_time(pid: int) -> float | None:
+    """When a process started (Unix seconds), from Linux' /proc; None where that is not available."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        boot = next(line for line in Path("/proc/stat").read_text().splitlines() if line.startswith("btime "))
+    except (OSError, StopIteration):
+        return None
+    # Field 22, counted after the command name, which may itself hold spaces and parentheses.
+    ticks = int(stat.rsplit(")", 1)[1].split()[19])
+    return int(boot.split()[1]) + ticks / os.sysconf("SC_CLK_TCK")
+
+
+def stop_ray_job(dashboard_url: str, submission_id: str, timeout: float = 10.0) -> str:
+    """POST /api/jobs/<submission_id>/stop to the Ray dashboard (Ray Jobs REST API)."""
+    url = f"{dashboard_url.rstrip('/')}/api/jobs/{urllib.parse.quote(submission_id, safe='')}/stop"
+    request = urllib.request.Request(url, data=b"", method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            answer = json.loads(response.read() or b"{}")
+    except urllib.error.HTTPError as exc:
+        raise ActionFailed(f"POST {url}: the Ray dashboard answered {exc.code} {exc.reason}") from None
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        raise ActionFailed(f"POST {url}: {exc}") from None
+    if isinstance(answer, dict) and answer.get("stopped") is True:
+        return f"Ray job {submission_id}: stop requested (POST {url})"
+    return f"Ray job {submission_id} was not running (POST {url} answered {answer!r})"
+
+
+def run_command(argv: tuple[str, ...], timeout: float, alert: dict) -> str:
+    labels = alert["labels"]
+    env = {**os.environ,
+           "DASHGEN_ALERT_NAME": labels.get("alertname", ""),
+           "DASHGEN_ALERT_PROJECT": labels.get("project", ""),
+           "DASHGEN_ALERT_EXPERIMENT": labels.get("experiment", ""),
+           "DASHGEN_ALERT_FINGERPRINT": alert["fingerprint"],
+           "DASHGEN_ALERT_STARTS_AT": alert["startsAt"],
+           "DASHGEN_ALERT_LABELS": json.dumps(labels, sort_keys=True)}
+    try:
+        result = subprocess.run(list(argv), env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                                timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        raise ActionFailed(f"{shlex.join(argv)} did not finish within {timeout:g} s; killed") from None
+    except OSError as exc:
+        raise ActionFailed(f"cannot run {argv[0]}: {exc.strerror}") from None
+    if result.returncode != 0:
+        tail = result.stderr.strip().splitlines()[-3:]
+        raise ActionFailed(f"{shlex.join(argv)} exited with status {result.returncode}: {' | '.join(tail)}")
+    return f"ran {shlex.join(argv)} (exit 0)"
+
+
+# --- HTTP ---------------------------------------------------------------------------------------
+
+def load_token(token_file: Path | None, configured_file: str) -> tuple[str, str]:
+    """The bearer token and where it came from: --token-file, else $DASHGEN_ACT_TOKEN, else the config's file."""
+    if token_file is None and os.environ.get(TOKEN_ENV):
+        token, source = os.environ[TOKEN_ENV].strip(), f"${TOKEN_ENV}"
+    else:
+        path = token_file or Path(configured_file)
+        try:
+            token, source = path.read_text().strip(), str(path)
+        except OSError as exc:
+            raise BuildError(f"cannot read the act token from {path}: {exc.strerror}; create it with\n"
+                             f"  head -c 32 /dev/urandom | base64 > {path}\nor set ${TOKEN_ENV}") from None
+    if len(token) < MIN_TOKEN_LENGTH or any(c.isspace() for c in token):
+        raise BuildError(f"the act token from {source} must be at least {MIN_TOKEN_LENGTH} characters without "
+                         f"spaces; e.g. head -c 32 /dev/urandom | base64")
+    return token, source
+
+
+def webhook_problem(payload) -> str | None:
+    """What keeps `payload` from being an Alertmanager webhook notification, or None."""
+    if not isinstance(payload, dict) or not isinstance(payload.get("alerts"), list):
+        return "expected Alertmanager's webhook payload: an object with an 'alerts' list"
+    for index, alert in enumerate(payload["alerts"]):
+        if not isinstance(alert, dict):
+            return f"alerts[{index}] is not an object"
+        labels = alert.get("labels")
+        if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
+            return f"alerts[{index}].labels is not an object of strings"
+        for key in ("status", "startsAt", "fingerprint"):
+            if not isinstance(alert.get(key), str) or not alert[key]:
+                return f"alerts[{index}].{key} is missing or not a string"
+    return None
+
+
+class ActServer(ThreadingHTTPServer):
+    # On shutdown, wait for the requests being handled: their actions and audit lines finish.
+    daemon_threads = False
+    block_on_close = True
+
+    def __init__(self, address: tuple[str, int], token: str, actor: Actor):
+        self.token = token.encode()
+        self.actor = actor
+        super().__init__(address, _Handler)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: ActServer
+    timeout = 10  # seconds a client may take to send its request; a slow one does not hold a thread
+
+    def do_GET(self) -> None:
+        if self.path == "/-/ready":
+            self._reply(200, {"status": "ready"})
+        else:
+            self._reply(404, {"error": f"not found; Alertmanager posts to {ACT_PATH}"})
+
+    def do_POST(self) -> None:
+        if urllib.parse.urlsplit(self.path).path != ACT_PATH:
+            return self._reply(404, {"error": f"not found; Alertmanager posts to {ACT_PATH}"})
+        header = self.headers.get("Authorization")
+        if header is None:
+            return self._reply(401, {"error": "missing bearer token"})
+        scheme, _, presented = header.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(presented.strip().encode(), self.server.token):
+            return self._reply(401, {"error": "wrong bearer token"})
+        length_text = self.headers.get("Content-Length")
+        if length_text is None:
+            return self._reply(411, {"error": "Content-Length required"})
+        if not length_text.isdigit():
+            return self._reply(400, {"error": "bad Content-Length"})
+        length, limit = int(length_text), self.server.actor.settings.max_body_bytes
+        if length > limit:
+            return self._reply(413, {"error": f"body of {length} bytes is over the limit of {limit}"})
+        body = self.rfile.read(length)
+        if len(body) != length:
+            return self._reply(400, {"error": "body shorter than its Content-Length"})
+        try:
+            payload = json.loads(body)
+        except ValueError as exc:  # also bad UTF-8
+            return self._reply(400, {"error": f"body is not JSON: {exc}"})
+        problem = webhook_problem(payload)
+        if problem is not None:
+            return self._reply(400, {"error": problem})
+        decisions = self.server.actor.handle(payload)
+        self._reply(200, {"decisions": [asdict(d) for d in decisions]})
+
+    def _reply(self, status: int, body: dict) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        if status == 401:
+            self.send_header("WWW-Authenticate", "Bearer")
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(data)
+        self.close_connection = True
+
+    def log_message(self, format: str, *args) -> None:
+        sys.stderr.write(f"dashgen act: {self.address_string()} {format % args}\n")
+
+
+def serve(settings: ActSettings, host: str, port: int, token: str, say=print) -> None:
+    """Receive notifications until SIGTERM or Ctrl-C."""
+    actor = Actor(settings)
+    try:
+        server = ActServer((host, port), token, actor)
+    except OSError as exc:
+        raise BuildError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    actions = ", ".join(f"{name}: {action}" for name, action in sorted(settings.actions.items())) or "none"
+    say(f"dashgen act: guarding run {settings.project}/{settings.experiment} on http://{host}:{port}{ACT_PATH}"
+        f"{' (dry run)' if settings.dry_run else ''}; actions: {actions}; audit log: {settings.audit_log}")
+    for action in sorted(set(settings.actions.values()) - {"log"}):
+        say(f"dashgen act: {action} will {settings.describe(action)}")
+    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown, daemon=True).start())
+    try:
+        server.serve_forever(poll_interval=0.2)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()

@@ -1,0 +1,169 @@
+"""From alert to action, live: trainer -> exporter -> Prometheus -> Alertmanager -> receivers.
+
+A dummy trainer (tests/dummy_trainer.py, standing in for verl) writes a run that diverges at
+step DIVERGES_AT, one step a second, and its own PID file. `dashgen export` serves the log;
+Prometheus and Alertmanager run the files `dashgen build` renders (from a config with
+seconds-long windows, webhook receivers and a stop action); `dashgen act` receives the
+`dashgen-act` route; a small HTTP server in this test receives `page` and `channel`. All on
+127.0.0.1, free ports, temporary storage, every process stopped by PID.
+
+It shows: the divergence produces one notification; the KL spike and entropy collapse it
+causes fire in Prometheus but are inhibited in Alertmanager; `dashgen act` stops the trainer
+within one evaluation interval of the alert firing.
+"""
+
+import json
+import re
+import subprocess
+import sys
+import threading
+import time
+from contextlib import ExitStack
+from datetime import datetime, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+import yaml
+
+from act_support import TOKEN, ActProcess, start_trainer, stop_process, wait_until
+from conftest import run
+from dashgen.prometheus_server import AlertmanagerServer, PrometheusServer, free_port
+
+EVALUATION_INTERVAL = 5  # seconds; the stop must follow the firing within one
+DIVERGES_AT = 65  # step (= seconds): after the baseline (60s) and recent (5s) windows are covered
+SYMPTOMS = ("VerlKLSpike", "VerlEntropyCollapse")
+
+
+def chain_config(ports: dict, token_file) -> dict:
+    hooks = f"http://127.0.0.1:{ports['hooks']}"
+    return {
+        "scrape_interval": "1s",
+        "rule_interval": f"{EVALUATION_INTERVAL}s",
+        "divergence_baseline_window": "60s",
+        "divergence_recent_window": "5s",
+        "divergence_for": "3s",
+        # The symptoms fire one evaluation after the divergence, as with the default windows.
+        "kl_spike_for": "6s",
+        "entropy_collapse_threshold": 0.3,  # the synthetic divergence takes entropy to ~0.17
+        "entropy_collapse_for": "6s",
+        "stall_min_silence": "10m",  # the stopped trainer must not page as stalled during the test
+        "exporter_address": f"127.0.0.1:{ports['exporter']}",
+        "alertmanager_address": f"127.0.0.1:{ports['alertmanager']}",
+        "alertmanager_group_wait": "1s",
+        "alertmanager_group_interval": "2s",
+        "alertmanager_repeat_interval": "1h",
+        "alertmanager_page": {"webhook_configs": [{"url": f"{hooks}/page"}]},
+        "alertmanager_channel": {"webhook_configs": [{"url": f"{hooks}/channel"}]},
+        "act_address": f"127.0.0.1:{ports['act']}",
+        "act_token_file": str(token_file),
+        "act_actions": {"VerlTrainingDivergence": "stop"},
+        "act_project": "gsm8k",
+        "act_experiment": "diverging",
+    }
+
+
+class Receivers(BaseHTTPRequestHandler):
+    """The `page` and `channel` receivers: keeps each notification with the path it came to."""
+
+    received: list = []
+    lock = threading.Lock()
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        with self.lock:
+            self.received.append((self.path, body))
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def rfc3339_seconds(text: str) -> float:
+    """Alertmanager's timestamps carry nanoseconds; datetime takes microseconds."""
+    match = re.fullmatch(r"(.*T\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)", text)
+    base, fraction, zone = match.groups()
+    moment = datetime.fromisoformat(base + ("+00:00" if zone == "Z" else zone)).astimezone(timezone.utc)
+    return moment.timestamp() + float(f"0.{fraction or 0}")
+
+
+@pytest.fixture
+def chain(project, tmp_path):
+    ports = {name: free_port() for name in ("hooks", "exporter", "act")}
+    with ExitStack() as stack:
+        Receivers.received = []
+        hooks = ThreadingHTTPServer(("127.0.0.1", ports["hooks"]), Receivers)
+        threading.Thread(target=hooks.serve_forever, daemon=True).start()
+        stack.callback(hooks.server_close)
+        stack.callback(hooks.shutdown)
+
+        # Alertmanager's port must be in the rendered prometheus.yml, so it is chosen first.
+        token_file = tmp_path / "act-token"
+        token_file.write_text(TOKEN + "\n")
+        ports["alertmanager"] = free_port()
+        config = chain_config(ports, token_file)
+        (tmp_path / "chain.yaml").write_text(yaml.safe_dump(config))
+        result = run("build", "--root", str(project), "--config", str(tmp_path / "chain.yaml"))
+        assert result.exit_code == 0, result.output
+
+        alertmanager = stack.enter_context(AlertmanagerServer(
+            project / "rendered" / "alertmanager" / "alertmanager.yml", tmp_path / "alertmanager",
+            port=ports["alertmanager"]))
+        # The trainer starts last and writes its PID file where act will read it.
+        act = stack.enter_context(ActProcess(tmp_path / "act", config, "--pid-file",
+                                             str(tmp_path / "trainer" / "trainer.pid"), port=ports["act"]))
+        log = tmp_path / "logs" / "gsm8k" / "diverging.jsonl"
+        log.parent.mkdir(parents=True)
+        exporter = subprocess.Popen([sys.executable, "-m", "dashgen", "export", "--jsonl", str(log),
+                                     "--listen", config["exporter_address"], "--poll-interval", "0.2"],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        stack.callback(stop_process, exporter)
+        prometheus = stack.enter_context(PrometheusServer(project / "rendered" / "prometheus" / "prometheus.yml",
+                                                          tmp_path / "tsdb"))
+        trainer = start_trainer(tmp_path / "trainer", "--log", str(log), "--kind", "diverging",
+                                "--event-at", str(DIVERGES_AT))
+        stack.callback(stop_process, trainer.process)
+        yield prometheus, alertmanager, act, trainer
+
+
+def firing(prometheus, alertname: str) -> list[dict]:
+    return [a for a in prometheus.api("alerts")["alerts"]
+            if a["labels"]["alertname"] == alertname and a["state"] == "firing"]
+
+
+def test_a_divergence_notifies_once_inhibits_its_symptoms_and_stops_the_trainer(chain):
+    prometheus, alertmanager, act, trainer = chain
+
+    # The trainer is stopped by `dashgen act`, on the notification Alertmanager routed to it.
+    wait_until(trainer.stopped_at, DIVERGES_AT + 60, "dashgen act to stop the trainer", interval=0.5)
+    assert trainer.process.wait(timeout=10) == 128 + 15
+    [acted] = [r for r in act.audit() if r["decision"] == "acted"]
+    assert (acted["alertname"], acted["project"], acted["experiment"]) == ("VerlTrainingDivergence", "gsm8k",
+                                                                           "diverging")
+    # startsAt is when Prometheus' rule evaluation found the alert firing.
+    latency = trainer.stopped_at() - rfc3339_seconds(acted["startsAt"])
+    assert 0 < latency < EVALUATION_INTERVAL, f"stopped {latency:.2f} s after the alert fired"
+
+    # The symptoms fire in Prometheus for the same run ...
+    for name in SYMPTOMS:
+        alerts = wait_until(lambda: firing(prometheus, name), 30, f"{name} firing in Prometheus", interval=0.5)
+        assert {a["labels"]["experiment"] for a in alerts} == {"diverging"}
+    # ... and Alertmanager holds them back, naming the divergence as the reason.
+    divergence = wait_until(lambda: alertmanager.api("alerts", filter='alertname="VerlTrainingDivergence"'), 10,
+                            "the divergence in Alertmanager")
+    for name in SYMPTOMS:
+        [held] = wait_until(lambda: alertmanager.api("alerts", filter=f'alertname="{name}"'), 10,
+                            f"{name} in Alertmanager")
+        assert held["status"]["state"] == "suppressed"
+        assert held["status"]["inhibitedBy"] == [divergence[0]["fingerprint"]]
+    # Time for any notification still to come: group_wait 1s, group_interval 2s.
+    time.sleep(5)
+
+    with Receivers.lock:
+        received = list(Receivers.received)
+    assert [path for path, _ in received] == ["/page"], received
+    [(_, page)] = received
+    assert [(a["labels"]["alertname"], a["status"]) for a in page["alerts"]] == [("VerlTrainingDivergence", "firing")]
+    assert page["groupLabels"] == {"project": "gsm8k", "experiment": "diverging"}
+    assert [r["alertname"] for r in act.audit()] == ["VerlTrainingDivergence"]
