@@ -30,11 +30,6 @@ ACTIONS = ("log", "stop", "command")
 # Receiver names, as notifications and routing fixtures show them.
 NOWHERE, PAGE, CHANNEL, ACT = "nowhere", "page", "channel", "dashgen-act"
 
-# Alerts being added on other branches (issue 8: VerlRunCrashed, the supervised trainer exited
-# non-zero). Inhibitions may name them before they exist; once an alert lands, drop its name here
-# and the build checks it like any other.
-ANNOUNCED_ALERTS = frozenset({"VerlRunCrashed"})
-
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 _HOST_PORT = re.compile(r"\[?[A-Za-z0-9.:-]+\]?:\d{1,5}")
 
@@ -81,14 +76,13 @@ def render_alerting(root: Path, config: Config, alerts: list[Alert]) -> Alerting
 
     out.runbook_section = templates().get_template("alerts-routing.md.j2").render(
         config=config, routes=severity_routes(config), act_alerts=sorted(config.act_actions),
-        inhibitions=[{"module": module, "inhibition": inhibition, "defined": inhibition.source in names}
-                     for module, inhibition in inhibitions], anchor=runbook_anchor)
+        inhibitions=[{"module": module, "inhibition": inhibition} for module, inhibition in inhibitions],
+        anchor=runbook_anchor)
     return out
 
 
 def collect_inhibitions(root: Path, config: Config, alert_names: set[str]) -> list[tuple[str, Inhibition]]:
     """Every module's `inhibitions(config)`, checked: each names known alerts, each source once."""
-    known = alert_names | ANNOUNCED_ALERTS
     found: list[tuple[str, Inhibition]] = []
     sources: dict[str, str] = {}
     for definition in load_modules(root, "alerts", "rules"):
@@ -105,7 +99,7 @@ def collect_inhibitions(root: Path, config: Config, alert_names: set[str]) -> li
                 raise BuildError(f"{where}: already stated in {sources[inhibition.source]}; "
                                  f"state each source's inhibition once")
             sources[inhibition.source] = module
-            unknown = [n for n in (inhibition.source, *inhibition.targets) if n not in known]
+            unknown = [n for n in (inhibition.source, *inhibition.targets) if n not in alert_names]
             if unknown:
                 raise BuildError(f"{where}: {', '.join(map(repr, unknown))} is not an alert defined in alerts/; "
                                  f"known: {', '.join(sorted(alert_names))}")
@@ -176,7 +170,7 @@ def _check_config(config: Config, alert_names: set[str]) -> None:
         raise BuildError(f"config: act_address = {config.act_address!r}; expected host:port, or '' for no act receiver")
     if config.act_address and not config.act_token_file:
         raise BuildError("config: act_token_file is empty; Alertmanager needs the token file to reach dashgen act")
-    check_actions(config.act_actions, alert_names | ANNOUNCED_ALERTS)
+    check_actions(config.act_actions, alert_names)
 
 
 def check_actions(actions, alert_names: set[str] | None = None) -> None:
