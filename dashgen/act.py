@@ -5,8 +5,10 @@ Alertmanager posts its notifications to http://ADDRESS/alerts with a bearer toke
 appended to the audit log (JSONL), and at most one action, as the config's `act_actions` says:
 
 - log:     record it only (the default, a dry run);
-- stop:    stop the run: SIGTERM to the PID in the pid file that `dashgen export --pid-file`
-           writes for its supervised trainer, or the Ray Jobs API's stop for a submission id;
+- stop:    stop the run: SIGTERM to the trainer whose PID is in a pid file (`dashgen export
+           --pid-file`); when that trainer's parent is its `dashgen export -- CMD` supervisor, the
+           signal goes to the supervisor, which forwards it and publishes the run as stopped, not
+           crashed. Or the Ray Jobs API's stop for a submission id;
 - command: run an argv (no shell) with the alert in DASHGEN_ALERT_* environment variables.
 
 It never acts on a resolved alert nor on one whose project/experiment is not the guarded run, and
@@ -103,7 +105,8 @@ class ActSettings:
 
     def describe(self, action: str) -> str:
         if action == "stop" and self.pid_file is not None:
-            return f"send SIGTERM to the trainer whose PID is in {self.pid_file}"
+            return (f"send SIGTERM to the trainer whose PID is in {self.pid_file} (through its dashgen export, "
+                    f"if that supervises it)")
         if action == "stop":
             return f"stop Ray job {self.ray_submission_id} at {self.ray_dashboard_url}"
         if action == "command":
@@ -232,25 +235,47 @@ def stop_pid_file(pid_file: Path) -> str:
     if started is not None and started > pid_file.stat().st_mtime + 1:
         raise ActionFailed(f"process {pid} started after {pid_file} was written: the trainer has ended and its "
                            f"PID was reused; not signalling it")
+    supervisor = supervising_exporter(pid)
     try:
-        os.kill(pid, signal.SIGTERM)
+        os.kill(supervisor or pid, signal.SIGTERM)
     except ProcessLookupError:
         raise ActionFailed(f"no process {pid} (from {pid_file}): the trainer has already ended") from None
     except PermissionError:
-        raise ActionFailed(f"not allowed to signal process {pid} (from {pid_file})") from None
+        raise ActionFailed(f"not allowed to signal process {supervisor or pid} (from {pid_file})") from None
+    if supervisor is not None:
+        return (f"sent SIGTERM to dashgen export (pid {supervisor}), which stops its trainer (pid {pid}, from "
+                f"{pid_file}) and publishes the run as stopped")
     return f"sent SIGTERM to pid {pid} (from {pid_file})"
+
+
+def supervising_exporter(pid: int) -> int | None:
+    """The `dashgen export ... -- CMD` process that started the trainer `pid`, if that is its parent.
+
+    Signalled instead of the trainer, it forwards the signal and publishes the run as stopped; a
+    trainer killed behind its back would be published as crashed (and page as VerlRunCrashed)."""
+    try:
+        parent = int(_proc_stat(pid)[1])
+        argv = Path(f"/proc/{parent}/cmdline").read_bytes().split(b"\0")
+    except (OSError, ValueError, IndexError):
+        return None
+    names = [Path(arg.decode(errors="replace")).name for arg in argv]
+    return parent if "dashgen" in names and "export" in names else None
 
 
 def process_start_time(pid: int) -> float | None:
     """When a process started (Unix seconds), from Linux' /proc; None where that is not available."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        ticks = int(_proc_stat(pid)[19])
         boot = next(line for line in Path("/proc/stat").read_text().splitlines() if line.startswith("btime "))
-    except (OSError, StopIteration):
+    except (OSError, StopIteration, ValueError, IndexError):
         return None
-    # Field 22, counted after the command name, which may itself hold spaces and parentheses.
-    ticks = int(stat.rsplit(")", 1)[1].split()[19])
     return int(boot.split()[1]) + ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _proc_stat(pid: int) -> list[str]:
+    """Fields of /proc/PID/stat after the command name (which may hold spaces and parentheses):
+    [0] state, [1] parent PID, ... [19] start time in clock ticks after boot."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
 
 
 def stop_ray_job(dashboard_url: str, submission_id: str, timeout: float = 10.0) -> str:

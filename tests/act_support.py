@@ -40,12 +40,19 @@ class Trainer:
         return float(self.stopped_file.read_text()) if self.stopped_file.exists() else None
 
 
-def start_trainer(folder: Path, *args: str) -> Trainer:
-    """tests/dummy_trainer.py, once its PID file is written; stop it with stop_process(trainer.process)."""
+def start_trainer(folder: Path, *args: str, supervisor: list[str] | None = None) -> Trainer:
+    """tests/dummy_trainer.py, once its PID file is written; stop it with stop_process(trainer.process).
+
+    With `supervisor` (the start of a `dashgen export ... --` command line), the exporter runs the
+    trainer and writes the PID file; `process` is then the exporter."""
     folder.mkdir(parents=True, exist_ok=True)
     pid_file, stopped_file = folder / "trainer.pid", folder / "trainer.stopped"
-    process = subprocess.Popen([sys.executable, str(TESTS / "dummy_trainer.py"), "--pid-file", str(pid_file),
-                                "--stopped-file", str(stopped_file), *args], stdin=subprocess.DEVNULL)
+    trainer = [sys.executable, str(TESTS / "dummy_trainer.py"), "--stopped-file", str(stopped_file), *args]
+    if supervisor is None:
+        command = [*trainer, "--pid-file", str(pid_file)]
+    else:
+        command = [*supervisor, "--pid-file", str(pid_file), "--", *trainer]
+    process = subprocess.Popen(command, stdin=subprocess.DEVNULL)
     try:
         wait_until(pid_file.exists, 30, "the dummy trainer's pid file")
     except BaseException:

@@ -1,10 +1,11 @@
 """A stand-in for verl's trainer, for the tests of `dashgen act`.
 
-It writes its PID file (as `dashgen export --pid-file` does for the trainer it supervises), then,
-if given a log, appends one synthetic step per interval to it like verl's file logger. On SIGTERM
-it writes the time it was stopped to --stopped-file and exits as a stopped trainer would.
+Given --pid-file it writes its own PID there (as `dashgen export --pid-file` does for the trainer
+it supervises). If given a log, it appends one synthetic step per interval to it like verl's file
+logger. On SIGTERM it writes the time it was stopped to --stopped-file and exits as a stopped
+trainer would (status 143).
 
-    python tests/dummy_trainer.py --pid-file run.pid --stopped-file stopped [--log run.jsonl --kind diverging --event-at 60]
+    python tests/dummy_trainer.py --stopped-file stopped [--pid-file run.pid] [--log run.jsonl --kind diverging --event-at 60]
 """
 
 import argparse
@@ -19,7 +20,7 @@ from synthetic_runs import KINDS, step_line
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--pid-file", type=Path, required=True)
+    parser.add_argument("--pid-file", type=Path)
     parser.add_argument("--stopped-file", type=Path, required=True)
     parser.add_argument("--log", type=Path)
     parser.add_argument("--kind", choices=KINDS, default="healthy")
@@ -32,9 +33,10 @@ def main() -> None:
         sys.exit(128 + signum)
 
     signal.signal(signal.SIGTERM, stopped)
-    partial = args.pid_file.with_name(args.pid_file.name + ".tmp")
-    partial.write_text(f"{os.getpid()}\n")
-    os.replace(partial, args.pid_file)
+    if args.pid_file is not None:
+        partial = args.pid_file.with_name(args.pid_file.name + ".tmp")
+        partial.write_text(f"{os.getpid()}\n")
+        os.replace(partial, args.pid_file)
     step = 0
     while True:
         step += 1

@@ -8,9 +8,11 @@ like Alertmanager's; tests/test_alertmanager_live.py gets them from a real Alert
 import http.client
 import json
 import os
+import re
 import sys
 import threading
 import time
+import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -46,13 +48,40 @@ def test_stop_sends_sigterm_to_the_supervised_trainer(tmp_path, trainer):
                                                                                   "ppo")
 
 
+def test_stop_goes_through_the_supervising_exporter_so_the_run_ends_as_stopped_not_crashed(tmp_path):
+    port = free_port()
+    log = tmp_path / "logs" / "gsm8k" / "ppo.jsonl"
+    log.parent.mkdir(parents=True)
+    exporter = [sys.executable, "-m", "dashgen", "export", "--jsonl", str(log), "--listen", f"127.0.0.1:{port}",
+                "--poll-interval", "0.2", "--grace", "1m"]
+    trainer = start_trainer(tmp_path / "trainer", "--log", str(log), supervisor=exporter)
+    try:
+        with ActProcess(tmp_path / "act", STOP_DIVERGENCE, "--pid-file", str(trainer.pid_file)) as act:
+            [decision] = act.post(notification(alert()))[1]["decisions"]
+        assert decision["decision"] == "acted"
+        assert decision["detail"].startswith(f"sent SIGTERM to dashgen export (pid {trainer.process.pid}), which "
+                                             f"stops its trainer")
+        wait_until(trainer.stopped_at, 10, "the supervised trainer to stop")
+
+        def run_state() -> str:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+                text = response.read().decode()
+            return " ".join(re.findall(r'^verl_run_state\{[^}]*state="(\w+)"[^}]*\} 1\.0$', text, flags=re.M))
+
+        assert wait_until(lambda: run_state() != "running" and run_state(), 10, "the run's end") == "stopped"
+        assert trainer.process.poll() is None  # serving the final state for the grace period
+    finally:
+        stop_process(trainer.process)
+
+
 def test_dry_run_records_what_it_would_do_and_does_nothing(tmp_path, trainer):
     with ActProcess(tmp_path / "act", STOP_DIVERGENCE, "--pid-file", str(trainer.pid_file), "--dry-run") as act:
         status, answer = act.post(notification(alert()))
         assert status == 200
         [decision] = answer["decisions"]
         assert decision["decision"] == "would-act"
-        assert decision["detail"] == f"dry run: would send SIGTERM to the trainer whose PID is in {trainer.pid_file}"
+        assert decision["detail"].startswith(
+            f"dry run: would send SIGTERM to the trainer whose PID is in {trainer.pid_file}")
         time.sleep(1.0)
         assert trainer.process.poll() is None and trainer.stopped_at() is None
         [record] = act.audit()

@@ -1,7 +1,8 @@
 """From alert to action, live: trainer -> exporter -> Prometheus -> Alertmanager -> receivers.
 
 A dummy trainer (tests/dummy_trainer.py, standing in for verl) writes a run that diverges at
-step DIVERGES_AT, one step a second, and its own PID file. `dashgen export` serves the log;
+step DIVERGES_AT, one step a second. `dashgen export -- CMD` supervises it (and writes its PID
+file) and serves the log;
 Prometheus and Alertmanager run the files `dashgen build` renders (from a config with
 seconds-long windows, webhook receivers and a stop action); `dashgen act` receives the
 `dashgen-act` route; a small HTTP server in this test receives `page` and `channel`. All on
@@ -9,12 +10,12 @@ seconds-long windows, webhook receivers and a stop action); `dashgen act` receiv
 
 It shows: the divergence produces one notification; the KL spike and entropy collapse it
 causes fire in Prometheus but are inhibited in Alertmanager; `dashgen act` stops the trainer
-within one evaluation interval of the alert firing.
+within one evaluation interval of the alert firing, through its exporter, so the run ends as
+stopped and no crash pages.
 """
 
 import json
 import re
-import subprocess
 import sys
 import threading
 import time
@@ -42,6 +43,7 @@ def chain_config(ports: dict, token_file) -> dict:
         "divergence_baseline_window": "60s",
         "divergence_recent_window": "5s",
         "divergence_for": "3s",
+        "signal_smoothing_window": "5s",
         # The symptoms fire one evaluation after the divergence, as with the default windows.
         "kl_spike_for": "6s",
         "entropy_collapse_threshold": 0.3,  # the synthetic divergence takes entropy to ~0.17
@@ -110,19 +112,17 @@ def chain(project, tmp_path):
         alertmanager = stack.enter_context(AlertmanagerServer(
             project / "rendered" / "alertmanager" / "alertmanager.yml", tmp_path / "alertmanager",
             port=ports["alertmanager"]))
-        # The trainer starts last and writes its PID file where act will read it.
+        # The trainer starts last; its exporter writes the PID file where act will read it.
         act = stack.enter_context(ActProcess(tmp_path / "act", config, "--pid-file",
                                              str(tmp_path / "trainer" / "trainer.pid"), port=ports["act"]))
-        log = tmp_path / "logs" / "gsm8k" / "diverging.jsonl"
-        log.parent.mkdir(parents=True)
-        exporter = subprocess.Popen([sys.executable, "-m", "dashgen", "export", "--jsonl", str(log),
-                                     "--listen", config["exporter_address"], "--poll-interval", "0.2"],
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        stack.callback(stop_process, exporter)
         prometheus = stack.enter_context(PrometheusServer(project / "rendered" / "prometheus" / "prometheus.yml",
                                                           tmp_path / "tsdb"))
+        log = tmp_path / "logs" / "gsm8k" / "diverging.jsonl"
+        log.parent.mkdir(parents=True)
+        exporter = [sys.executable, "-m", "dashgen", "export", "--jsonl", str(log), "--listen",
+                    config["exporter_address"], "--poll-interval", "0.2"]
         trainer = start_trainer(tmp_path / "trainer", "--log", str(log), "--kind", "diverging",
-                                "--event-at", str(DIVERGES_AT))
+                                "--event-at", str(DIVERGES_AT), supervisor=exporter)
         stack.callback(stop_process, trainer.process)
         yield prometheus, alertmanager, act, trainer
 
@@ -137,13 +137,16 @@ def test_a_divergence_notifies_once_inhibits_its_symptoms_and_stops_the_trainer(
 
     # The trainer is stopped by `dashgen act`, on the notification Alertmanager routed to it.
     wait_until(trainer.stopped_at, DIVERGES_AT + 60, "dashgen act to stop the trainer", interval=0.5)
-    assert trainer.process.wait(timeout=10) == 128 + 15
     [acted] = [r for r in act.audit() if r["decision"] == "acted"]
     assert (acted["alertname"], acted["project"], acted["experiment"]) == ("VerlTrainingDivergence", "gsm8k",
                                                                            "diverging")
     # startsAt is when Prometheus' rule evaluation found the alert firing.
     latency = trainer.stopped_at() - rfc3339_seconds(acted["startsAt"])
     assert 0 < latency < EVALUATION_INTERVAL, f"stopped {latency:.2f} s after the alert fired"
+
+    # Its exporter saw it end as stopped, not crashed.
+    wait_until(lambda: prometheus.api("query", query='verl_run_state{state="stopped"} == 1')["result"], 10,
+               "the run's state 'stopped' in Prometheus", interval=0.5)
 
     # The symptoms fire in Prometheus for the same run ...
     for name in SYMPTOMS:
