@@ -73,6 +73,10 @@ class ActSettings:
         except ValueError:
             raise BuildError(f"config: act_command_timeout = {config.act_command_timeout!r} is not a duration "
                              f"(e.g. 60s)") from None
+        check_actions(config.act_actions)
+        if not isinstance(config.act_command, (list, tuple)):
+            raise BuildError(f"config: act_command must be a list of arguments (no shell), e.g. "
+                             f"[/usr/local/bin/notify-oncall, --urgent]; got {config.act_command!r}")
         pid_path = pid_file or (Path(config.act_pid_file) if config.act_pid_file else None)
         settings = cls(project or config.act_project, experiment or config.act_experiment, dict(config.act_actions),
                        audit_log or Path(config.act_audit_log), pid_path, config.act_ray_dashboard_url,

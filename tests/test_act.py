@@ -214,6 +214,9 @@ def test_token_from_the_environment(tmp_path, trainer):
     (STOP_DIVERGENCE, [], "act_actions has 'stop', but nothing says how: give --pid-file"),
     ({"act_actions": {"VerlTrainingDivergence": "reboot"}}, [], "'reboot' is not one of log, stop, command"),
     ({"act_actions": {"VerlTrainingDivergence": "command"}}, [], "act_command is not a list of arguments"),
+    ({"act_actions": {"VerlTrainingDivergence": "command"}, "act_command": "/usr/bin/notify --urgent"}, [],
+     "act_command must be a list of arguments (no shell)"),
+    ({"act_actions": ["VerlTrainingDivergence"]}, [], "act_actions must map alert names to one of"),
     ({**STOP_DIVERGENCE, "act_ray_dashboard_url": "http://127.0.0.1:8265"}, [],
      "needs both act_ray_dashboard_url and act_ray_submission_id"),
 ])

@@ -27,6 +27,18 @@ def test_rendered_alertmanager_config_passes_amtool_check_config():
     assert "SUCCESS" in result.stdout and "4 inhibit rules" in result.stdout
 
 
+def test_missing_amtool_names_the_debian_package(project, tmp_path, monkeypatch):
+    from dashgen.promtool import find_binary
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "promtool").symlink_to(find_binary("promtool"))
+    monkeypatch.setenv("PATH", str(bin_dir))
+    result = run("lint", "--root", str(project))
+    assert result.exit_code == 1
+    assert "amtool not found on PATH. Install it (Debian package prometheus-alertmanager)" in result.output
+
+
 def test_lint_runs_amtool_and_fails_on_a_broken_alertmanager_file(project):
     assert run("lint", "--root", str(project)).exit_code == 0
     broken = rendered(project)
