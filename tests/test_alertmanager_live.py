@@ -31,7 +31,7 @@ from conftest import run
 from dashgen.prometheus_server import AlertmanagerServer, PrometheusServer, free_port
 
 EVALUATION_INTERVAL = 5  # seconds; the stop must follow the firing within one
-DIVERGES_AT = 65  # step (= seconds): after the baseline (60s) and recent (5s) windows are covered
+DIVERGES_AT = 40  # step (= seconds): after the baseline (30s) and recent (5s) windows are covered
 SYMPTOMS = ("VerlKLSpike", "VerlEntropyCollapse")
 
 
@@ -40,7 +40,7 @@ def chain_config(ports: dict, token_file) -> dict:
     return {
         "scrape_interval": "1s",
         "rule_interval": f"{EVALUATION_INTERVAL}s",
-        "divergence_baseline_window": "60s",
+        "divergence_baseline_window": "30s",
         "divergence_recent_window": "5s",
         "divergence_for": "3s",
         "signal_smoothing_window": "5s",
