@@ -34,7 +34,7 @@ from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from dashgen.alertmanager import ACT_PATH, check_actions
+from dashgen.alertmanager import ACT_PATH
 from dashgen.config import Config, duration_seconds
 from dashgen.errors import BuildError
 
@@ -68,15 +68,8 @@ class ActSettings:
     def from_config(cls, config: Config, project: str | None = None, experiment: str | None = None,
                     pid_file: Path | None = None, audit_log: Path | None = None,
                     dry_run: bool = False) -> "ActSettings":
-        try:
-            timeout = duration_seconds(config.act_command_timeout)
-        except ValueError:
-            raise BuildError(f"config: act_command_timeout = {config.act_command_timeout!r} is not a duration "
-                             f"(e.g. 60s)") from None
-        check_actions(config.act_actions)
-        if not isinstance(config.act_command, (list, tuple)):
-            raise BuildError(f"config: act_command must be a list of arguments (no shell), e.g. "
-                             f"[/usr/local/bin/notify-oncall, --urgent]; got {config.act_command!r}")
+        # The config's schema has checked the types, the actions and the durations.
+        timeout = duration_seconds(config.act_command_timeout)
         pid_path = pid_file or (Path(config.act_pid_file) if config.act_pid_file else None)
         settings = cls(project or config.act_project, experiment or config.act_experiment, dict(config.act_actions),
                        audit_log or Path(config.act_audit_log), pid_path, config.act_ray_dashboard_url,
@@ -89,7 +82,6 @@ class ActSettings:
         if not self.project or not self.experiment:
             raise BuildError("dashgen act guards one run: give --project and --experiment "
                              "(or act_project and act_experiment in the config)")
-        check_actions(self.actions)
         used = set(self.actions.values())
         ray = bool(self.ray_dashboard_url or self.ray_submission_id)
         if "stop" in used:
@@ -101,11 +93,9 @@ class ActSettings:
                 raise BuildError("stop has two targets: a pid file and a Ray job; configure one of them")
             if ray and not (self.ray_dashboard_url and self.ray_submission_id):
                 raise BuildError("stopping a Ray job needs both act_ray_dashboard_url and act_ray_submission_id")
-        if "command" in used and (not self.command or not all(isinstance(a, str) and a for a in self.command)):
+        if "command" in used and (not self.command or not all(self.command)):
             raise BuildError("act_actions has 'command', but act_command is not a list of arguments, "
                              "e.g. [/usr/local/bin/notify-oncall, --urgent]")
-        if self.max_body_bytes < 1024:
-            raise BuildError("config: act_max_body_bytes must be at least 1024")
 
     def describe(self, action: str) -> str:
         if action == "stop" and self.pid_file is not None:

@@ -272,8 +272,8 @@ class Config:
     # receiver syntax, e.g. {"slack_configs": [{"api_url_file": "/etc/alertmanager/slack-url",
     # "channel": "#verl"}]}. Empty: a placeholder that delivers nothing. Secrets only by *_file
     # (dashgen/alertmanager.py checks these).
-    alertmanager_page: dict[str, Any] = field(default_factory=dict)
-    alertmanager_channel: dict[str, Any] = field(default_factory=dict)
+    alertmanager_page: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    alertmanager_channel: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     # Info alerts go nowhere unless this sends them to the channel too.
     alertmanager_info_to_channel: bool = False
     # Where `dashgen act` listens and Alertmanager posts to ("" renders no act receiver), and the

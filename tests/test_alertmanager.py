@@ -126,11 +126,14 @@ def test_receivers_are_filled_through_the_config(project, tmp_path):
      "alertmanager_channel.webhook_configs[0].http_config.authorization.credentials would put a secret"),
     ({"alertmanager_page": {"telegram_configs": [{"bot_token": "123:abc", "chat_id": 1}]}},
      "Alertmanager 0.25 cannot read it from a file"),
-    ({"alertmanager_page": {"slack_configs": {"channel": "#x"}}}, "alertmanager_page.slack_configs must be a list"),
-    ({"alertmanager_group_wait": "soon"}, "alertmanager_group_wait = 'soon' is not a duration"),
-    ({"alertmanager_address": "http://am:9093/"}, "alertmanager_address = 'http://am:9093/'; expected host:port"),
+    ({"alertmanager_page": {"slack_configs": {"channel": "#x"}}},
+     "alertmanager_page['slack_configs']: expected a list, got a mapping"),
+    ({"alertmanager_page": {"name": [{"x": 1}]}}, "alertmanager_page: 'name' is not an Alertmanager integration"),
+    ({"alertmanager_group_wait": "soon"}, "alertmanager_group_wait: 'soon' is not a Prometheus duration"),
+    ({"alertmanager_address": "http://am:9093/"}, "alertmanager_address: 'http://am:9093/' is not host:port"),
     ({"act_actions": {"VerlTrainingDivergense": "stop"}}, "act_actions: 'VerlTrainingDivergense' is not an alert"),
-    ({"act_actions": {"VerlTrainingDivergence": "reboot"}}, "'reboot' is not one of log, stop, command"),
+    ({"act_actions": {"VerlTrainingDivergence": "reboot"}},
+     "act_actions['VerlTrainingDivergence']: 'reboot' is not one of 'log', 'stop', 'command'"),
 ])
 def test_bad_alertmanager_config_is_refused_and_rendered_is_untouched(project, tmp_path, fields, expected):
     before = tree_digest(project / "rendered")
