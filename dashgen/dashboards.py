@@ -208,11 +208,71 @@ def _normalise_dashboard(raw: dict[str, Any]) -> dict[str, Any]:
         raw.pop(key, None)
     raw["panels"] = [_normalise_panel(p) for p in raw["panels"]]
     raw["templating"]["list"] = [_normalise_variable(v) for v in raw["templating"]["list"]]
-    raw["timepicker"] = {}
-    raw["annotations"] = {"list": []}
-    cleaned = _drop_nulls(raw)
-    cleaned["id"] = None  # Grafana assigns the numeric id; provisioned files must not carry one.
-    return cleaned
+    # Grafana assigns the numeric id; provisioned files must not carry one.
+    for key in ("id", "links", "timepicker", "annotations"):
+        raw.pop(key, None)
+    return _without_defaults(_drop_nulls(raw), _DASHBOARD_DEFAULTS)
+
+
+# Values Grafana assumes when a key is absent (its panel plugins' defaults and the dashboard
+# model's), so writing them only adds bytes for a reviewer to read past. A key is dropped
+# when its value equals the default here; a mapping left empty is dropped with it. Keys the
+# panel schemas require (legend placement, tooltip sort, the heatmap's colour steps...) stay.
+_TIMESERIES_DEFAULTS: dict[str, Any] = {
+    "fieldConfig": {"defaults": {
+        "color": {"mode": "palette-classic"},
+        "mappings": [],
+        "unit": "none",  # the display processor formats a field without a unit as "none"
+        "custom": {
+            "axisBorderShow": False, "axisCenteredZero": False, "axisColorMode": "text", "axisLabel": "",
+            "axisPlacement": "auto", "barAlignment": 0, "drawStyle": "line", "fillOpacity": 0,
+            "gradientMode": "none", "hideFrom": {"legend": False, "tooltip": False, "viz": False},
+            "insertNulls": False, "lineInterpolation": "linear", "lineWidth": 1, "pointSize": 5,
+            "scaleDistribution": {"type": "linear", "log": 2}, "showPoints": "auto", "spanNulls": False,
+            "stacking": {"group": "A", "mode": "none"}, "thresholdsStyle": {"mode": "off"},
+        },
+    }},
+    "options": {"legend": {"displayMode": "list"}},
+}
+_HEATMAP_DEFAULTS: dict[str, Any] = {
+    "fieldConfig": {"defaults": {"custom": {"hideFrom": {"legend": False, "tooltip": False, "viz": False},
+                                            "scaleDistribution": {"type": "linear"}}}},
+    "options": {"calculate": False, "cellGap": 1, "color": {"mode": "scheme", "scale": "exponential"},
+                "rowsFrame": {"layout": "auto"}, "tooltip": {"yHistogram": False, "showColorScale": False},
+                "yAxis": {"reverse": False}},
+}
+_STAT_DEFAULTS: dict[str, Any] = {
+    "fieldConfig": {"defaults": {"color": {"mode": "thresholds"}, "mappings": []}},
+    "options": {"colorMode": "value", "graphMode": "area", "justifyMode": "auto", "orientation": "auto",
+                "textMode": "auto", "wideLayout": True, "showPercentChange": False,
+                "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False}},
+}
+_PANEL_DEFAULTS = {"timeseries": _TIMESERIES_DEFAULTS, "heatmap": _HEATMAP_DEFAULTS, "stat": _STAT_DEFAULTS}
+# Prometheus queries: no range/instant flags means a range query; `format` is time_series.
+_TARGET_DEFAULTS: dict[str, Any] = {"format": "time_series", "range": True, "instant": False, "hide": False,
+                                    "legendFormat": "", "editorMode": "builder", "exemplar": False}
+_VARIABLE_DEFAULTS: dict[str, Any] = {"hide": 0, "options": [], "regex": "", "current": {}, "skipUrlSync": False,
+                                      "multi": False, "includeAll": False}
+_DASHBOARD_DEFAULTS: dict[str, Any] = {"editable": True, "graphTooltip": 0, "timezone": "", "tags": [],
+                                       "description": "", "liveNow": False, "fiscalYearStartMonth": 0,
+                                       "weekStart": "", "time": {"from": "now-6h", "to": "now"}}
+
+
+def _without_defaults(value: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
+    result = {}
+    for key, item in value.items():
+        default = defaults.get(key, _NO_DEFAULT)
+        if item == default:
+            continue
+        if isinstance(item, dict) and isinstance(default, dict):
+            item = _without_defaults(item, default)
+            if not item:
+                continue
+        result[key] = item
+    return result
+
+
+_NO_DEFAULT = object()
 
 
 def _normalise_panel(panel: dict[str, Any]) -> dict[str, Any]:
@@ -227,19 +287,23 @@ def _normalise_panel(panel: dict[str, Any]) -> dict[str, Any]:
         panel["panels"] = [_normalise_panel(p) for p in panel.get("panels", [])]
         return panel
     # grafanalib's empty threshold list is not a valid threshold set; Grafana's default is.
-    panel["fieldConfig"]["defaults"].pop("thresholds", None)
-    panel["targets"] = [_normalise_target(t) for t in panel["targets"]]
-    return panel
+    if not panel["fieldConfig"]["defaults"].get("thresholds", {}).get("steps"):
+        panel["fieldConfig"]["defaults"].pop("thresholds", None)
+    panel["targets"] = [_normalise_target(t, panel.get("datasource")) for t in panel["targets"]]
+    slim = _without_defaults(panel, _PANEL_DEFAULTS.get(panel["type"], {}))
+    # The schema wants both halves of a field config once there is one.
+    if "fieldConfig" in slim:
+        slim["fieldConfig"].setdefault("defaults", {})
+        slim["fieldConfig"].setdefault("overrides", [])
+    return slim
 
 
-def _normalise_target(target: dict[str, Any]) -> dict[str, Any]:
+def _normalise_target(target: dict[str, Any], panel_datasource: Any) -> dict[str, Any]:
     for key in _LEGACY_TARGET_KEYS:
         target.pop(key, None)
-    target["editorMode"] = "code"
-    target["range"] = True
-    if not target.get("legendFormat"):
-        target.pop("legendFormat", None)
-    return target
+    if target.get("datasource") == panel_datasource:
+        target.pop("datasource")  # a query uses its panel's data source unless it names another
+    return _without_defaults(target, _TARGET_DEFAULTS)
 
 
 def _normalise_variable(variable: dict[str, Any]) -> dict[str, Any]:
@@ -250,13 +314,16 @@ def _normalise_variable(variable: dict[str, Any]) -> dict[str, Any]:
         variable["query"] = {"query": variable["query"], "refId": "PrometheusVariableQueryEditor-VariableQuery"}
         variable["current"] = ({"selected": True, "text": ["All"], "value": ["$__all"]}
                                if variable.get("includeAll") else {})
-        variable["regex"] = variable.get("regex") or ""
-    return variable
+    return _without_defaults(variable, _VARIABLE_DEFAULTS)
+
+
 
 
 def _drop_nulls(value: Any) -> Any:
     if isinstance(value, dict):
-        return {k: _drop_nulls(v) for k, v in value.items() if v is not None}
+        # A threshold's base step is {"color": ..., "value": null}: there null means -infinity.
+        keep_null = {"value"} if set(value) == {"color", "value"} else set()
+        return {k: _drop_nulls(v) for k, v in value.items() if v is not None or k in keep_null}
     if isinstance(value, list):
         return [_drop_nulls(v) for v in value]
     return value

@@ -48,7 +48,7 @@ def test_two_builds_are_byte_identical(project):
 def test_dashboard_shape(project):
     model = load(project)
     assert model["uid"] == "verl-training" and model["title"] == "verl RL training"
-    assert model["id"] is None and model["schemaVersion"] >= 39
+    assert "id" not in model and model["schemaVersion"] >= 39  # Grafana assigns the numeric id
     rows = [p["title"] for p in model["panels"] if p["type"] == "row"]
     assert rows[:4] == ["Training stability", "Losses", "Per-rank heatmap", "Memory timeline"]
     variables = {v["name"]: v for v in model["templating"]["list"]}
@@ -57,7 +57,8 @@ def test_dashboard_shape(project):
     for panel in iter_panels(model):
         if panel["type"] != "row":
             assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
-            assert all(t["datasource"] == panel["datasource"] for t in panel["targets"])
+            # A query without a data source uses its panel's.
+            assert all(t.get("datasource", panel["datasource"]) == panel["datasource"] for t in panel["targets"])
 
 
 def test_output_reviews_well(project):
@@ -65,7 +66,7 @@ def test_output_reviews_well(project):
     model = json.loads(text)
     assert text == json.dumps(model, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
     for path, key, value in all_keys(model):
-        assert value is not None or path == "/id", f"null at {path}"
+        assert value is not None or re.fullmatch(r".*/thresholds/steps/0/value", path), f"null at {path}"
         assert key not in LEGACY_KEYS, f"legacy key at {path}"
     ids = [p["id"] for p in iter_panels(model)]
     assert len(ids) == len(set(ids))
@@ -81,11 +82,11 @@ def test_heatmaps_are_modern_one_row_per_gpu(project):
     heatmaps = [p for p in iter_panels(load(project)) if p["type"] == "heatmap"]
     assert {p["title"] for p in heatmaps} >= {"GPU utilisation per GPU", "GPU memory used per GPU"}
     for panel in heatmaps:
-        assert panel["options"]["calculate"] is False
+        assert panel["options"].get("calculate", False) is False  # Grafana's default: rows as they come
         assert panel["options"]["cellValues"]["unit"] in ("percent", "bytes")
         assert "unit" not in panel["options"]["yAxis"]
         for target in panel["targets"]:
-            assert target["format"] == "time_series"
+            assert target.get("format", "time_series") == "time_series"
             assert "GPU" in target["legendFormat"]
 
 
