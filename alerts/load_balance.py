@@ -1,6 +1,6 @@
 """Load balance: one GPU idles while the others work; batches grow out of proportion."""
 
-from alerts._common import RUN, RUN_NAME, VALUE, complete_baseline_median, held_baseline, smoothed
+from dashgen_alerts._common import RUN, RUN_NAME, VALUE, complete_baseline_median, held_baseline, smoothed
 
 from dashgen.config import Config
 from dashgen.model import Alert, Recording, RuleGroup, Severity, Sustain

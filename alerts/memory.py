@@ -1,6 +1,6 @@
 """Memory: the caching allocator reserves nearly all GPU memory while fragmenting it."""
 
-from alerts._common import RUN, RUN_NAME
+from dashgen_alerts._common import RUN, RUN_NAME
 
 from dashgen.config import Config
 from dashgen.model import Alert, RuleGroup, Severity

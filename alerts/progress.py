@@ -4,7 +4,7 @@ A run that ended (finished, crashed or stopped: `verl_run_state`, see dashgen/li
 is silent by design: it is neither stalled nor absent.
 """
 
-from alerts._common import RUN, RUN_NAME
+from dashgen_alerts._common import RUN, RUN_NAME
 
 from dashgen.catalog import RUN_STATE_METRIC
 from dashgen.config import Config, duration_seconds

@@ -1,6 +1,6 @@
 """Rewards: a cliff (reward falls far below its recent level) and stagnation (it stops rising)."""
 
-from alerts._common import RUN, RUN_NAME, SCORE, VALUE, complete_baseline_median, held_baseline, smoothed
+from dashgen_alerts._common import RUN, RUN_NAME, SCORE, VALUE, complete_baseline_median, held_baseline, smoothed
 
 from dashgen.config import Config
 from dashgen.model import Alert, Recording, RuleGroup, Severity, Sustain

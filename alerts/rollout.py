@@ -1,6 +1,6 @@
 """Rollout: responses cut at the length limit; rollout requests aborted."""
 
-from alerts._common import RUN_NAME
+from dashgen_alerts._common import RUN_NAME
 
 from dashgen.config import Config
 from dashgen.model import Alert, RuleGroup, Severity

@@ -1,6 +1,6 @@
 """Training stability: divergence of the policy update, KL spikes, entropy collapse, NaNs."""
 
-from alerts._common import (ENTROPY, GRAD_NORM, KL, RUN, RUN_NAME, VALUE, complete_baseline_median,
+from dashgen_alerts._common import (ENTROPY, GRAD_NORM, KL, RUN, RUN_NAME, VALUE, complete_baseline_median,
                             held_baseline, smoothed)
 
 from dashgen.catalog import NONFINITE_STREAK_METRIC

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator, TextIO
 
-from dashgen.catalog import NONFINITE_STREAK_METRIC, RUN_STATE_METRIC, verl_metric_name
+from dashgen.catalog import CATALOG, NONFINITE_STREAK_METRIC, RUN_STATE_METRIC, Catalog, verl_metric_name
 from dashgen.errors import BuildError
 from dashgen.exporter import MAX_LINE_BYTES, run_from_path
 from dashgen.lifecycle import NonFiniteStreak, RunPhase
@@ -117,7 +117,7 @@ def run_labels(path: Path, job: str, project: str | None = None, experiment: str
 
 
 def read_run(path: Path, labels: dict[str, str], timing: Timing, export_unknown: bool = True,
-             keep: set[str] | None = None, now: float | None = None) -> RecordedRun:
+             keep: set[str] | None = None, now: float | None = None, catalog: Catalog = CATALOG) -> RecordedRun:
     """Parse the step log and place its steps on the clock; BuildError if it holds no step.
 
     `keep` limits the values held to these metric names (a long run's other keys cost memory).
@@ -125,7 +125,7 @@ def read_run(path: Path, labels: dict[str, str], timing: Timing, export_unknown:
     if path.exists() and not path.is_file():  # a FIFO would block the read until someone writes to it
         raise BuildError(f"{path}: not a regular file; give verl's step log as written by its file logger")
     run = RecordedRun(path, labels, end_kind=timing.end)
-    mapper = StepMapper(export_unknown=export_unknown)
+    mapper = StepMapper(catalog, export_unknown=export_unknown)
     streak = NonFiniteStreak()
     durations: list[float] = []
     lines = 0

@@ -261,15 +261,17 @@ def backtest(paths: list[Path], root: Path, config: Config, timing: Timing,
     """Backtest every alert of the project at `root` on the runs; cleans up after itself.
 
     `timings` gives some runs their own timing (e.g. how each ended) instead of `timing`."""
-    from dashgen.catalog import CATALOG
+    from dashgen.project_metrics import project_catalog
     from dashgen.rules import render_rules
 
     find_binary("promtool")
     find_binary("prometheus")
-    compiled = render_rules(root, config, CATALOG)
+    catalog = project_catalog(root)
+    compiled = render_rules(root, config, catalog)
     recordings, alerts = compiled.recording_rules, compiled.alert_rules
     selected = set().union(*(metrics_in(rule.expr) for rule in [*recordings, *alerts]))
-    runs = [read_run(path, run_labels(path, config.verl_job), (timings or {}).get(path, timing), keep=selected)
+    runs = [read_run(path, run_labels(path, config.verl_job), (timings or {}).get(path, timing), keep=selected,
+                     catalog=catalog)
             for path in paths]
     check_unique_runs(runs)
     for run in runs:

@@ -19,12 +19,13 @@ import tempfile
 import jinja2
 import yaml
 
-from dashgen.catalog import CATALOG, Catalog
+from dashgen.catalog import Catalog
 from dashgen.config import Config
 from dashgen.dashboards import compile_dashboard, dashboard_to_text
 from dashgen.errors import BuildError
 from dashgen.loader import call_definition, load_modules
 from dashgen.model import Dashboard
+from dashgen.project_metrics import project_catalog
 from dashgen.tree_writer import existing_files, replace_tree
 from dashgen.validate import validate_dashboard
 
@@ -77,7 +78,7 @@ def render_project(root: Path, config: Config) -> Rendered:
     from dashgen.rules import DOCS_FILE, render_rules  # alerts and recording rules
 
     out = Rendered()
-    rules = render_rules(root, config, CATALOG)
+    rules = render_rules(root, config, project_catalog(root))
     out.files.update(rules.files)
     out.alerts = rules.alerts
     # Panels may query recorded series, so they are checked against the catalog plus the recordings.

@@ -27,6 +27,7 @@ class Source(str, enum.Enum):
     SGLANG = "SGLang"
     PROMETHEUS = "Prometheus"
     RECORDING_RULE = "recording rule"
+    PROJECT = "the project's metrics.yaml"
 
 
 # Labels Prometheus attaches to every scraped series.

@@ -231,6 +231,7 @@ def export(jsonl: str, listen: str | None, project: str | None, experiment: str 
 
     from dashgen.config import duration_seconds
     from dashgen.exporter import LogFollower, RunState, follow_forever, run_from_path
+    from dashgen.project_metrics import project_catalog
     from dashgen.supervisor import Supervisor
 
     config = load_config(config_path, root)
@@ -248,7 +249,7 @@ def export(jsonl: str, listen: str | None, project: str | None, experiment: str 
     host, port = _listen_address(listen or f"127.0.0.1:{config.exporter_address.rpartition(':')[2]}")
     default_project, default_experiment = run_from_path(path)
     state = RunState(project or default_project, experiment or default_experiment, export_unknown=unknown_keys,
-                     total_steps=total_steps)
+                     total_steps=total_steps, catalog=project_catalog(root))
     registry = CollectorRegistry(auto_describe=False)
     registry.register(state)
     follower = LogFollower(path, state)
@@ -426,6 +427,7 @@ def backfill(run_path: Path, tsdb_dir: Path, start: str | None, scrape_interval:
     import tempfile
 
     from dashgen.backfill import create_blocks, read_run, run_labels, write_openmetrics
+    from dashgen.project_metrics import project_catalog
     from dashgen.backtest import iso_time
     from dashgen.promtool import find_binary
 
@@ -434,7 +436,7 @@ def backfill(run_path: Path, tsdb_dir: Path, start: str | None, scrape_interval:
     _writable_folder(tsdb_dir, "--tsdb")
     find_binary("promtool")
     run = read_run(run_path, run_labels(run_path, config.verl_job, project, experiment, instance), timing,
-                   export_unknown=unknown_keys)
+                   export_unknown=unknown_keys, catalog=project_catalog(root))
     for note in run.notes:
         click.echo(f"dashgen backfill: {run_path}: {note}", err=True)
     with tempfile.TemporaryDirectory(prefix="dashgen-backfill-") as tmp:
@@ -482,3 +484,14 @@ def backtest(run_paths: tuple[Path, ...], root: Path, config_path: Path | None, 
     if plot_path is not None:
         plot(outcomes, plot_path)
         click.echo(f"dashgen backtest: plot written to {plot_path}", err=True)
+
+
+@cli.command()
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+def init(directory: Path) -> None:
+    """Create a team project in DIRECTORY that builds on dashgen's verl dashboards and alerts."""
+    from dashgen.scaffold import init_project
+
+    written = init_project(directory)
+    click.echo(f"created {len(written)} files in {directory}:\n  " + "\n  ".join(written))
+    click.echo(f"next: cd {directory} && dashgen build && dashgen check   (make test also runs the rule tests)")

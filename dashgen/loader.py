@@ -30,7 +30,8 @@ def load_modules(root: Path, folder: str, entry_point: str) -> list[DefinitionMo
     where = f"{directory}" if root != Path(".") else folder
     if not directory.is_dir():
         raise BuildError(f"{where}/: no such folder; a project keeps its definitions in {folder}/*.py "
-                         f"(each defining {entry_point}(config)). Is --root the project folder?")
+                         f"(each defining {entry_point}(config)). Is --root the project folder? "
+                         f"`dashgen init DIR` creates a project on dashgen's verl defaults.")
     if str(root) not in sys.path:
         # Definitions may share helpers (`from panels._common import ...`).
         sys.path.insert(0, str(root))

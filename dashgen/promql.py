@@ -114,7 +114,7 @@ class _Checker:
         if resolved is None:
             hint = _closest(name, self.catalog)
             raise QueryError(f"unknown metric {name!r}" + (f" (did you mean {hint!r}?)" if hint else "")
-                             + "; declare it in dashgen/catalog.py if it is real")
+                             + "; if it is real, declare it in the project's metrics.yaml")
         metric, suffix = resolved
         labels = set(metric.labels)
         if suffix == "_bucket":

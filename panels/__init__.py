@@ -1,0 +1,1 @@
+"""verl dashboards shipped with dashgen (installed as `dashgen_panels`); `dashgen init` projects import them."""

@@ -1,0 +1,149 @@
+"""A team adopts dashgen: the wheel carries the verl defaults, `dashgen init` makes a project
+on them, the project declares its own metrics, and a folder without definitions is refused."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import REPO, run
+from dashgen.exporter import RunState
+from dashgen.project_metrics import project_catalog
+
+JUDGE = """metrics:
+  - name: verl_judge_mean
+    type: gauge
+    unit: none
+    help: Mean score the LLM judge gave the step's responses
+    verl_keys: [judge/score/mean]
+"""
+JUDGE_ROW = ('    Row("Our metrics", (TimeSeries("Judge score", '
+             '(Query("verl_judge_mean{run}", "{{experiment}}"),)),)),\n')
+
+
+def add_judge_panel(project: Path) -> None:
+    (project / "metrics.yaml").write_text(JUDGE)
+    module = project / "panels" / "verl_training.py"
+    text = module.read_text()
+    marker = "TEAM_ROWS: tuple[Row, ...] = (\n"
+    assert marker in text
+    module.write_text(text.replace(marker, marker + JUDGE_ROW))
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> Path:
+    """dashgen as a wheel built from this checkout, installed (without its dependencies, which
+    this venv has) into a folder of its own: nothing of the checkout is importable from it."""
+    work = tmp_path_factory.mktemp("wheel")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "--no-index",
+                    "-w", str(work / "dist"), str(REPO)], check=True, capture_output=True)
+    wheel, = (work / "dist").glob("dashgen-*.whl")
+    target = work / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target",
+                    str(target), str(wheel)], check=True, capture_output=True)
+    return target
+
+
+def dashgen(site: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    return subprocess.run([sys.executable, "-m", "dashgen", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_installed_wheel_inits_a_project_that_builds_and_checks(installed, tmp_path):
+    where = subprocess.run([sys.executable, "-c", "import dashgen, dashgen_panels, dashgen_alerts; "
+                            "print(dashgen.__file__, dashgen_panels.__file__, dashgen_alerts.__file__)"],
+                           env={**os.environ, "PYTHONPATH": str(installed)}, cwd=tmp_path,
+                           capture_output=True, text=True, check=True).stdout.split()
+    assert all(Path(path).is_relative_to(installed) for path in where), where
+
+    project = tmp_path / "team"
+    result = dashgen(installed, tmp_path, "init", str(project))
+    assert result.returncode == 0, result.stderr
+    assert {"dashgen.yaml", "metrics.yaml", "Makefile", "panels", "alerts", "tests"} <= {
+        p.name for p in project.iterdir()}
+    for command in (("build",), ("check",)):
+        result = dashgen(installed, project, *command)
+        assert result.returncode == 0, result.stdout + result.stderr
+    model = json.loads((project / "rendered/dashboards/verl-training.json").read_text())
+    assert model["title"] == "verl RL training"
+    rules = [rule for path in (project / "rendered/rules").glob("*.yaml")
+             for group in yaml.safe_load(path.read_text())["groups"] for rule in group["rules"]]
+    assert len([rule for rule in rules if "alert" in rule]) >= 13
+    # The copied rule tests pass against the project's own rendered rules.
+    result = dashgen(installed, project, "test")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+    add_judge_panel(project)
+    result = dashgen(installed, project, "build")
+    assert result.returncode == 0, result.stdout + result.stderr
+    model = json.loads((project / "rendered/dashboards/verl-training.json").read_text())
+    exprs = [t["expr"] for p in model["panels"] for t in p.get("targets", [])]
+    assert any(e.startswith("verl_judge_mean{") for e in exprs)
+
+
+def test_init_refuses_to_overwrite(tmp_path):
+    assert run("init", str(tmp_path)).exit_code == 0
+    result = run("init", str(tmp_path))
+    assert result.exit_code == 1 and "already holds" in result.output and "dashgen.yaml" in result.output
+
+
+@pytest.mark.parametrize("command", ["build", "check", "list", "lint", "test"])
+def test_a_folder_without_definitions_is_a_clear_error(tmp_path, command):
+    result = run(command, "--root", str(tmp_path))
+    assert result.exit_code != 0
+    assert "Traceback" not in result.output
+    assert "alerts" in result.output or "rules" in result.output or "rule test" in result.output
+
+
+def test_a_project_without_dashboards_is_a_clear_error(tmp_path):
+    assert run("init", str(tmp_path)).exit_code == 0
+    (tmp_path / "panels" / "verl_training.py").unlink()
+    result = run("build", "--root", str(tmp_path))
+    assert result.exit_code == 1 and "panels/: no definition modules" in result.output
+
+
+def test_project_metrics_join_the_catalog_and_the_exporter(tmp_path):
+    assert run("init", str(tmp_path)).exit_code == 0
+    add_judge_panel(tmp_path)
+    assert run("build", "--root", str(tmp_path)).exit_code == 0
+    catalog = project_catalog(tmp_path)
+    assert catalog["verl_judge_mean"].verl_keys == ("judge/score/mean",)
+    state = RunState("p", "e", catalog=catalog)
+    state.record(3, {"judge/score/mean": 0.75})
+    served = {sample.name: sample.value for family in state.collect() for sample in family.samples}
+    assert served["verl_judge_mean"] == 0.75 and "verl_judge_score_mean" not in served
+
+
+@pytest.mark.parametrize("entry, message", [
+    ("{name: verl_actor_ppo_kl, type: gauge, unit: none, help: x}", "dashgen's catalog already declares it"),
+    ("{name: verl_x, type: summary, unit: none, help: x}", "type 'summary'; expected one of gauge, counter"),
+    ("{name: verl_x, type: gauge, unit: none, help: x, verl_keys: [actor/ppo_kl]}",
+     "verl key 'actor/ppo_kl' is already read by verl_actor_ppo_kl"),
+    ("{name: 'bad-name', type: gauge, unit: none, help: x}", "is not a Prometheus metric name"),
+    ("{name: verl_x, type: gauge, unit: none, help: x, colour: red}", "unknown field(s) colour"),
+    ("{name: team_x, type: gauge, unit: none, help: x, labels: ['a-b']}", "'a-b' is not a label name"),
+])
+def test_bad_project_metrics_name_the_file_and_the_entry(tmp_path, entry, message):
+    assert run("init", str(tmp_path)).exit_code == 0
+    (tmp_path / "metrics.yaml").write_text(f"metrics:\n  - {entry}\n")
+    result = run("build", "--root", str(tmp_path))
+    assert result.exit_code == 1, result.output
+    assert str(tmp_path / "metrics.yaml") in result.output and message in result.output
+    assert not (tmp_path / "rendered").exists()
+
+
+def test_a_labelled_team_metric_is_checked_on_its_labels(tmp_path):
+    assert run("init", str(tmp_path)).exit_code == 0
+    (tmp_path / "metrics.yaml").write_text(
+        "metrics:\n  - {name: team_queue_depth, type: gauge, unit: short, help: x, labels: [queue]}\n")
+    module = tmp_path / "panels" / "verl_training.py"
+    marker = "TEAM_ROWS: tuple[Row, ...] = (\n"
+    module.write_text(module.read_text().replace(marker, marker + (
+        '    Row("Queues", (TimeSeries("Depth", (Query("sum by (queue, shard) (team_queue_depth)"),)),)),\n')))
+    result = run("build", "--root", str(tmp_path))
+    assert result.exit_code == 1 and "shard" in result.output, result.output
