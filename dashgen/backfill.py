@@ -30,12 +30,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator, TextIO
 
-from dashgen.catalog import CATALOG, NONFINITE_STREAK_METRIC, RUN_STATE_METRIC, Catalog, verl_metric_name
+from dashgen.catalog import (CATALOG, NONFINITE_STREAK_METRIC, RUN_STATE_METRIC, VALIDATION_FAMILIES, VALIDATION_LABELS,
+                             Catalog, verl_metric_name)
 from dashgen.errors import BuildError
 from dashgen.exporter import MAX_LINE_BYTES, run_from_path
 from dashgen.lifecycle import NonFiniteStreak, RunPhase
 from dashgen.promtool import run_promtool
-from dashgen.verl_log import LineError, StepMapper, parse_line
+from dashgen.verl_log import LineError, StepMapper, ValidationSeries, parse_line
 
 STEP_TIME_METRIC = verl_metric_name("timing_s/step")[0]
 LAST_STEP_METRIC = "verl_exporter_last_step_timestamp_seconds"
@@ -83,6 +84,9 @@ class RecordedRun:
     served_until: float = 0.0  # the exporter's last scrape: the last step plus the hold
     end: float = 0.0  # time of the last sample: served_until, then the gone exporter's up 0
     notes: list[str] = field(default_factory=list)
+    # The validation results held at each step (the latest test step's, as the exporter serves
+    # them); consecutive steps share one dict.
+    validation: list[dict[ValidationSeries, float]] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -150,6 +154,13 @@ def read_run(path: Path, labels: dict[str, str], timing: Timing, export_unknown:
                                      f"(a resumed run); its steps are placed after the earlier ones")
                 run.errors_seen.append(run.parse_errors)
                 run.dropped_seen.append((run.dropped_lines, mapper.counts.dropped_keys, mapper.counts.key_collisions))
+                validation = mapper.validation(data)
+                if keep is not None:
+                    validation = {series: value for series, value in validation.items() if series[0] in keep}
+                if validation or not run.validation:
+                    run.validation.append(validation)
+                else:  # held from the previous test step, unless the run restarted
+                    run.validation.append({} if number < run.steps[-1] else run.validation[-1])
                 run.steps.append(number)
                 run.values.append(values if keep is None else
                                   {name: value for name, value in values.items() if name in keep})
@@ -297,6 +308,7 @@ def write_openmetrics(runs: list[RecordedRun], out: TextIO, scrape_interval: flo
             lines = [prefix + per_step[index] + stamp for index, stamp in run_stamps if per_step[index] is not None]
             out.writelines(lines)
             written += len(lines)
+    written += _write_validation(runs, stamps, out, only)
     if only is None or RUN_STATE_METRIC in only:
         out.write(f"# TYPE {RUN_STATE_METRIC} gauge\n")
         for run, run_scrapes in zip(runs, scrapes):
@@ -325,6 +337,28 @@ def write_openmetrics(runs: list[RecordedRun], out: TextIO, scrape_interval: flo
             out.writelines(prefix + " 0" + _stamp(at) for at in gone)
             written += len(run_stamps) + len(gone)
     out.write("# EOF\n")
+    return written
+
+
+def _write_validation(runs: list[RecordedRun], stamps: list[list[tuple[int, str]]], out: TextIO,
+                      only: set[str] | None) -> int:
+    """The validation families, each series at every scrape that holds a value for it."""
+    written = 0
+    for name in VALIDATION_FAMILIES.values():
+        if only is not None and name not in only:
+            continue
+        per_run = [sorted({series for held in run.validation for series in held if series[0] == name})
+                   for run in runs]
+        if not any(per_run):
+            continue
+        out.write(f"# TYPE {name} gauge\n")
+        for run, run_stamps, all_series in zip(runs, stamps, per_run):
+            for series in all_series:
+                prefix = name + label_text({**run.labels, **dict(zip(VALIDATION_LABELS, series[1:]))}) + " "
+                lines = [prefix + openmetrics_value(run.validation[index][series]) + stamp
+                         for index, stamp in run_stamps if series in run.validation[index]]
+                out.writelines(lines)
+                written += len(lines)
     return written
 
 

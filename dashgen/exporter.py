@@ -19,9 +19,10 @@ from typing import Callable, Iterator
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from dashgen.catalog import CATALOG, NONFINITE_STREAK_METRIC, RUN_STATE_METRIC, Catalog
+from dashgen.catalog import (CATALOG, NONFINITE_STREAK_METRIC, RUN_STATE_METRIC, VALIDATION_FAMILIES,
+                             VALIDATION_LABELS, Catalog)
 from dashgen.lifecycle import NonFiniteStreak, RunPhase
-from dashgen.verl_log import LineError, StepMapper, parse_line
+from dashgen.verl_log import LineError, StepMapper, ValidationSeries, parse_line
 
 LABELS = ("project", "experiment")
 READ_CHUNK = 1 << 20
@@ -50,6 +51,9 @@ class RunState:
         self.exit_code: int | None = None
         self._streak = NonFiniteStreak(catalog)
         self.dropped_lines_total = 0
+        # Validation results are logged on test steps only: held until the next test step
+        # replaces them (all of them: a series that step lacks is gone) or the run restarts.
+        self._validation: dict[ValidationSeries, float] = {}
 
     def record(self, step: int, data: dict) -> None:
         """Take one step's data: it replaces the previous step's values wholesale."""
@@ -65,6 +69,11 @@ class RunState:
             self._count(step, data)
 
     def _count(self, step: int, data: dict) -> None:
+        validation = self._mapper.validation(data)
+        if validation:
+            self._validation = validation
+        elif self.last_step is not None and step < self.last_step:
+            self._validation = {}  # a restarted run: the old run's results are not this one's
         self.last_step = step
         self.steps_total += 1
         self._streak.observe(data)
@@ -96,6 +105,7 @@ class RunState:
             values = dict(self._values)
             last_time, steps, errors = self.last_step_time, self.steps_total, self.parse_errors_total
             phase, exit_code, streak = self.phase, self.exit_code, self._streak.steps
+            validation = self._validation
             dropped = (("verl_exporter_dropped_lines", self.dropped_lines_total),
                        ("verl_exporter_dropped_keys", self._mapper.counts.dropped_keys),
                        ("verl_exporter_key_collisions", self._mapper.counts.key_collisions))
@@ -124,6 +134,18 @@ class RunState:
         family = GaugeMetricFamily(NONFINITE_STREAK_METRIC, self._help[NONFINITE_STREAK_METRIC], labels=LABELS)
         family.add_metric(self.labels, streak)
         yield family
+        yield from validation_families(validation, self.labels, self._help)
+
+
+def validation_families(held: dict[ValidationSeries, float], run: tuple[str, str],
+                        help_texts: dict[str, str]) -> Iterator[Metric]:
+    for name in VALIDATION_FAMILIES.values():
+        series = sorted((key, value) for key, value in held.items() if key[0] == name)
+        if series:
+            family = GaugeMetricFamily(name, help_texts[name], labels=(*LABELS, *VALIDATION_LABELS))
+            for (_, *labels), value in series:
+                family.add_metric((*run, *labels), value)
+            yield family
 
 
 class VerlPrometheusLogger:

@@ -11,7 +11,8 @@ import json
 import math
 from dataclasses import dataclass, field
 
-from dashgen.catalog import CATALOG, NONFINITE_STREAK_METRIC, RUN_STATE_METRIC, Catalog, verl_metric_name
+from dashgen.catalog import (CATALOG, NONFINITE_STREAK_METRIC, RUN_STATE_METRIC, VALIDATION_FAMILIES, Catalog,
+                             verl_metric_name)
 
 # Names the exporter uses for itself; a logged key that maps onto one of them is dropped.
 EXPORTER_METRICS = frozenset({"verl_exporter_last_step_timestamp_seconds", "verl_exporter_steps_total",
@@ -24,6 +25,31 @@ MAX_UNKNOWN_SERIES = 2_000
 MAX_REMEMBERED_KEYS = 10_000
 MAX_NOTES = 100
 OVER_LIMIT = "(over the limit of unknown keys)"  # a key's mapping when MAX_UNKNOWN_SERIES is reached
+# Validation series held between test steps: one test step's worth (data sources x variables
+# x metrics); keys beyond it are counted as dropped keys.
+MAX_VALIDATION_SERIES = 1_000
+
+# (family, data_source, variable, metric): one validation series.
+ValidationSeries = tuple[str, str, str, str]
+
+
+def validation_series(key: str) -> ValidationSeries | None:
+    """The labelled series of a validation key; None if `key` is not one.
+
+    verl writes f"{section}/{data_source}/{var_name}/{metric_name}", where a data source may
+    hold slashes (`openai/gsm8k`) and a metric name may too (`best@4/mean`): the metric starts
+    at the last segment holding `@N`. Keys without one (`val-aux/num_turns/mean`) split as
+    .../<variable>/<metric>.
+    """
+    section, _, rest = key.partition("/")
+    family = VALIDATION_FAMILIES.get(section)
+    if family is None or not rest:
+        return None
+    parts = rest.split("/")
+    at = max((i for i, part in enumerate(parts) if "@" in part), default=len(parts) - 1)
+    if at == 0:
+        return family, "", "", rest
+    return family, "/".join(parts[:at - 1]), parts[at - 1], "/".join(parts[at:])
 
 
 class LineError(ValueError):
@@ -126,8 +152,8 @@ class StepMapper:
         values: dict[str, float] = {}
         priority: dict[str, int] = {}
         for key, raw in data.items():
-            if not isinstance(key, str):
-                continue
+            if not isinstance(key, str) or key.startswith(_VALIDATION_PREFIXES):
+                continue  # validation keys go to validation(), labelled
             mapping = self._mapping(key)
             if mapping is None:
                 continue
@@ -154,6 +180,32 @@ class StepMapper:
             priority[name] = rank
         return values
 
+    def validation(self, data: dict) -> dict[ValidationSeries, float]:
+        """The step's validation results (empty unless it is a test step), at most
+        MAX_VALIDATION_SERIES of them."""
+        held: dict[ValidationSeries, float] = {}
+        for key, raw in data.items():
+            if not isinstance(key, str) or not key.startswith(_VALIDATION_PREFIXES):
+                continue
+            series = validation_series(key)
+            if series is None or isinstance(raw, bool) or not isinstance(raw, (int, float, type(None))):
+                continue
+            if len(held) >= MAX_VALIDATION_SERIES:
+                self.counts.dropped_keys += 1
+                continue
+            held[series] = math.nan if raw is None else _as_float(raw)
+        return held
+
     def step(self, line: str | bytes) -> Step:
         number, data = parse_line(line)
         return Step(number, self.map(data))
+
+
+_VALIDATION_PREFIXES = tuple(f"{section}/" for section in VALIDATION_FAMILIES)
+
+
+def _as_float(raw: int | float) -> float:
+    try:
+        return float(raw)
+    except OverflowError:  # an integer beyond float range
+        return math.inf if raw > 0 else -math.inf

@@ -23,6 +23,11 @@ KINDS = ("healthy", "diverging", "reward_cliff", "truncation", "stalled")
 STEP_SECONDS = 60.0
 
 
+# Validation every TEST_FREQ steps on one data source (verl's key: section/data_source/variable/metric).
+TEST_FREQ = 5
+DATA_SOURCE = "openai/gsm8k"
+
+
 def step_data(step: int, kind: str = "healthy", event_at: int | None = None, seed: int = 0) -> dict:
     rng = random.Random(seed * 1_000_003 + step)
     broken = event_at is not None and step >= event_at
@@ -53,6 +58,10 @@ def step_data(step: int, kind: str = "healthy", event_at: int | None = None, see
         data["critic/score/mean"] *= 0.2
     elif broken and kind == "truncation":
         data["response_length/clip_ratio"] = 0.3
+    if step % TEST_FREQ == 0:  # a test step, as trainer.test_freq makes verl log them
+        data.update({f"val-core/{DATA_SOURCE}/reward/mean@4": data["critic/score/mean"] - 0.05,
+                     f"val-aux/{DATA_SOURCE}/reward/std@4": 0.1,
+                     f"val-aux/{DATA_SOURCE}/reward/best@4/mean": min(1.0, data["critic/score/mean"] + 0.1)})
     return data
 
 
