@@ -105,11 +105,14 @@ def render_project(root: Path, config: Config) -> Rendered:
     out.files["provisioning/datasources/prometheus.yaml"] = env.get_template(
         "provisioning-datasources.yaml.j2").render(
         name=config.datasource_name, uid=config.datasource_uid, scrape_interval=config.scrape_interval,
-        default_prometheus_url=DEFAULT_PROMETHEUS_URL)
+        default_prometheus_url=DEFAULT_PROMETHEUS_URL, is_default=config.datasource_is_default)
     alerting = render_alerting(root, config, [alert for _, alert, _ in rules.alerts])
     out.files.update(alerting.files)
     if DOCS_FILE in out.files:
         out.files[DOCS_FILE] += alerting.runbook_section
+        if config.grafana_base_url:
+            out.files[DOCS_FILE] += "\n## Dashboards\n\n" + "".join(
+                f"- [{markdown_text(d.title)}]({config.grafana_base_url}/d/{d.uid})\n" for _, d in out.dashboards)
     out.files["prometheus/prometheus.yml"] = env.get_template("prometheus.yml.j2").render(
         config=config, alerting=alerting.prometheus_alerting)
     return out

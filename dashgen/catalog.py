@@ -45,6 +45,10 @@ HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
 # Series the exporter derives itself (not from one log key).
 RUN_STATE_METRIC = "verl_run_state"
 NONFINITE_STREAK_METRIC = "verl_nonfinite_streak_steps"
+# verl logs validation results only on test steps, as `val-core/<data_source>/<variable>/<metric>`
+# (and val-aux/...); they are served as one labelled gauge per section (see verl_log.py).
+VALIDATION_FAMILIES = {"val-core": "verl_val_core", "val-aux": "verl_val_aux"}
+VALIDATION_LABELS = ("data_source", "variable", "metric")
 
 
 @dataclass(frozen=True)
@@ -188,12 +192,21 @@ def _verl_metrics() -> Iterable[Metric]:
     yield Metric(NONFINITE_STREAK_METRIC, MetricType.GAUGE, "short",
                  "Consecutive steps, up to the newest, that logged a NaN or infinite loss, grad norm, KL or entropy",
                  VERL_LABELS, Source.VERL)
+    yield Metric(VALIDATION_FAMILIES["val-core"], MetricType.GAUGE, "none",
+                 "verl's core validation results (val-core/<data_source>/<variable>/<metric>) of the latest test step",
+                 VERL_LABELS | set(VALIDATION_LABELS), Source.VERL)
+    yield Metric(VALIDATION_FAMILIES["val-aux"], MetricType.GAUGE, "none",
+                 "verl's auxiliary validation results (val-aux/...) of the latest test step",
+                 VERL_LABELS | set(VALIDATION_LABELS), Source.VERL)
 
 
 def _other_metrics() -> Iterable[Metric]:
     G, C, H = MetricType.GAUGE, MetricType.COUNTER, MetricType.HISTOGRAM
     rows = [
         ("up", G, "none", "1 if the last scrape of the target succeeded", TARGET_LABELS, Source.PROMETHEUS),
+        # Prometheus' record of its alerts; dashgen's alerts on a run carry the run's labels.
+        ("ALERTS", G, "none", "1 for each pending or firing alert", VERL_LABELS | {"alertname", "alertstate",
+                                                                                 "severity"}, Source.PROMETHEUS),
         # Ray node metrics: GPU memory in MiB whatever their help text says.
         ("ray_node_gpus_utilization", G, "percent", "GPU utilisation", RAY_GPU_LABELS, Source.RAY),
         ("ray_node_gram_used", G, "decmbytes", "GPU memory used, in MiB", RAY_GPU_LABELS, Source.RAY),

@@ -296,6 +296,14 @@ class Config:
     act_audit_log: str = "dashgen-act-audit.jsonl"
     act_max_body_bytes: Annotated[int, ByteSize(), Between(1024, None, unit="bytes")] = 1 << 20
 
+    # --- Adoption: Grafana, runbook, packaging ---------------------------------------
+    # Make the provisioned Prometheus data source Grafana's default. Off: Grafana refuses to
+    # start with two default data sources, and a team's Grafana usually has one already.
+    datasource_is_default: bool = False
+    # Grafana as people reach it (https://grafana.example.org): the runbook links each alert to
+    # the dashboard. Empty: no such links. (runbook_base_url, above, is where the runbook lives.)
+    grafana_base_url: Annotated[str, Matches(r"(https?://\S+[^/])?", "https://grafana.example.org")] = ""
+
     def __post_init__(self) -> None:
         for f, hint in _schema().items():
             value = _checked(f.name, hint, getattr(self, f.name))

@@ -19,7 +19,8 @@ from grafanalib._gen import DashboardEncoder
 from dashgen.catalog import Catalog
 from dashgen.config import Config
 from dashgen.errors import BuildError
-from dashgen.model import GRID_COLUMNS, Dashboard, Heatmap, Panel, Position, Row, TimeSeries, Variable
+from dashgen.model import (GRID_COLUMNS, Annotation, Dashboard, Heatmap, Panel, Position, Row, Stat, Threshold,
+                           TimeSeries, Variable)
 from dashgen.selectors import checked_expression, dashboard_selectors, expand_selectors
 
 SCHEMA_VERSION = 39
@@ -74,6 +75,20 @@ class ModernHeatmap(G.Panel):
         })
 
 
+@attr.s
+class ModernStat(G.Panel):
+    """Grafana's stat panel: the newest value of each series, coloured by the thresholds."""
+
+    def to_json_data(self):
+        return self.panel_json({
+            "type": "stat",
+            "fieldConfig": {"defaults": {"color": {"mode": "thresholds"}}, "overrides": []},
+            # Just the number: on-call reads it at a glance.
+            "options": {"graphMode": "none", "reduceOptions": {"calcs": ["lastNotNull"], "fields": "",
+                                                                "values": False}},
+        })
+
+
 def compile_dashboard(definition: Dashboard, config: Config, catalog: Catalog, origin: str) -> dict[str, Any]:
     """The dashboard's normalised JSON model; BuildError naming `origin` and the panel on any problem."""
     where = f"{origin}: dashboard {definition.uid!r}"
@@ -99,7 +114,7 @@ def compile_dashboard(definition: Dashboard, config: Config, catalog: Catalog, o
                                 datasource=DATASOURCE) for i, q in enumerate(panel.queries)]
             if not targets:
                 raise BuildError(f"{where}, panel {panel.title!r}: a panel needs at least one query")
-            children.append(_grafanalib_panel(panel, panel_id, targets, pos))
+            children.append(_grafanalib_panel(panel, panel_id, targets, pos, config))
         row_panel = G.RowPanel(title=row.title, id=_panel_id(definition.uid, row.title, ""),
                                gridPos=G.GridPos(h=1, w=GRID_COLUMNS, x=0, y=row_y), collapsed=row.collapsed,
                                panels=children if row.collapsed else [])
@@ -123,7 +138,33 @@ def compile_dashboard(definition: Dashboard, config: Config, catalog: Catalog, o
             _query_variable(v, expand_selectors(v.query, selectors)) for v in definition.variables)]),
     )
     raw = json.loads(json.dumps(dashboard.to_json_data(), cls=DashboardEncoder))
-    return _normalise_dashboard(raw)
+    model = _normalise_dashboard(raw)
+    # After normalisation: these are written as Grafana wants them, nothing to drop.
+    model["links"] = _dashboard_links(config)
+    annotations = [_annotation(a, expr_of(a.expr, f"annotation {a.name}")) for a in definition.annotations]
+    if annotations:
+        model["annotations"] = {"list": annotations}
+    return model
+
+
+def _link(title: str, url: str) -> dict[str, Any]:
+    """A link to a web page, with every field Grafana's link model requires."""
+    return {"title": title, "type": "link", "url": url, "targetBlank": True, "icon": "external link",
+            "tooltip": "", "tags": [], "asDropdown": False, "includeVars": False, "keepTime": False}
+
+
+def _dashboard_links(config: Config) -> list[dict[str, Any]]:
+    """The runbook, and every dashgen dashboard (by tag) in a drop-down, keeping time and run."""
+    dashboards = {**_link("Dashboards", ""), "type": "dashboards", "tags": ["dashgen"], "asDropdown": True,
+                  "includeVars": True, "keepTime": True, "icon": "dashboard", "targetBlank": False}
+    del dashboards["url"]
+    return [_link("Runbook", config.runbook_base_url), dashboards]
+
+
+def _annotation(annotation: Annotation, expr: str) -> dict[str, Any]:
+    # A Prometheus annotation query: one event per series and run of samples.
+    return {"name": annotation.name, "datasource": DATASOURCE, "enable": True, "iconColor": annotation.color,
+            "expr": expr, "titleFormat": annotation.title, "useValueForTime": False}
 
 
 def _layout(definition: Dashboard, where: str) -> list[tuple[Row, int, list[tuple[Panel, Position]]]]:
@@ -177,18 +218,40 @@ def _ref_id(index: int) -> str:
     return letters
 
 
-def _grafanalib_panel(panel: Panel, panel_id: int, targets: list, pos: Position):
+def _grafanalib_panel(panel: Panel, panel_id: int, targets: list, pos: Position, config: Config):
     common = dict(title=panel.title, id=panel_id, description=panel.description or None, dataSource=DATASOURCE,
                   targets=targets, gridPos=G.GridPos(h=pos.h, w=pos.w, x=pos.x, y=pos.y))
+    if isinstance(panel, Stat):
+        return ModernStat(**common, extraJson=_thresholds_json(panel.thresholds, config, panel.unit))
     if isinstance(panel, TimeSeries):
+        extra = _thresholds_json(panel.thresholds, config, panel.unit)
+        if panel.thresholds:  # drawn as lines across the graph
+            extra["fieldConfig"]["defaults"]["custom"] = {"thresholdsStyle": {"mode": "line"}}
         return G.TimeSeries(**common, unit=panel.unit, valueMin=panel.min, valueMax=panel.max,
                             fillOpacity=panel.fill_opacity, legendCalcs=["lastNotNull"], tooltipMode="multi",
                             showPoints="never", spanNulls=True,
-                            extraJson={"options": {"legend": {"showLegend": True}}})
+                            extraJson={"options": {"legend": {"showLegend": True}}, **extra})
     if isinstance(panel, Heatmap):
         return ModernHeatmap(**common, unit=panel.unit, colorScheme=panel.color_scheme,
                              valueMin=panel.min, valueMax=panel.max)
     raise TypeError(f"not a panel: {panel!r}")
+
+
+def _thresholds_json(thresholds: tuple[Threshold, ...], config: Config, unit: str) -> dict[str, Any]:
+    """Field config for a panel's thresholds, and links to the runbook of the alerts behind them."""
+    from dashgen.rules import runbook_anchor
+
+    extra: dict[str, Any] = {"fieldConfig": {"defaults": {"unit": unit}}}
+    if not thresholds:
+        return extra
+    steps = [{"color": "green", "value": None},
+             *({"color": t.color, "value": t.value} for t in sorted(thresholds, key=lambda t: t.value))]
+    extra["fieldConfig"]["defaults"]["thresholds"] = {"mode": "absolute", "steps": steps}
+    links = [_link(f"Runbook: {t.alert}", f"{config.runbook_base_url}#{runbook_anchor(t.alert)}")
+             for t in thresholds if t.alert]
+    if links:
+        extra["links"] = links
+    return extra
 
 
 def _datasource_variable() -> dict[str, Any]:
@@ -329,9 +392,30 @@ def _drop_nulls(value: Any) -> Any:
     return value
 
 
+LINE_WIDTH = 110
+
+
 def dashboard_to_text(model: dict[str, Any]) -> str:
-    """The committed form: sorted keys, 2-space indent, trailing newline."""
-    return json.dumps(model, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    """The committed form: sorted keys, 2-space indent, trailing newline; an object or list
+    that fits on one line of LINE_WIDTH stays on one (a gridPos, a query, a threshold step),
+    so a reviewer reads a panel in a screenful and a diff shows the changed query whole."""
+    return _json_text(model, 0) + "\n"
+
+
+def _json_text(value: Any, indent: int, start: int | None = None) -> str:
+    """`value` at `indent`, its first line starting at column `start` (after its key)."""
+    flat = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(", ", ": "))
+    fits = (indent if start is None else start) + len(flat) + 1 <= LINE_WIDTH  # +1: the comma after it
+    if not isinstance(value, (dict, list)) or not value or fits:
+        return flat
+    inner = " " * (indent + 2)
+    if isinstance(value, dict):
+        items = []
+        for key, item in sorted(value.items()):
+            head = f"{inner}{json.dumps(key, ensure_ascii=False)}: "
+            items.append(head + _json_text(item, indent + 2, len(head)))
+        return "{\n" + ",\n".join(items) + "\n" + " " * indent + "}"
+    return "[\n" + ",\n".join(inner + _json_text(v, indent + 2) for v in value) + "\n" + " " * indent + "]"
 
 
 def metrics_used(definition: Dashboard, config: Config) -> dict[str, list[str]]:

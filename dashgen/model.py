@@ -40,6 +40,16 @@ class Position:
 
 
 @dataclass(frozen=True)
+class Threshold:
+    """A line (time series) or colour step (stat) at `value`; `alert` names the alert that
+    watches it, so the panel links to that alert's runbook section."""
+
+    value: float
+    alert: str = ""
+    color: str = "red"
+
+
+@dataclass(frozen=True)
 class TimeSeries:
     title: str
     queries: tuple[Query, ...]
@@ -51,6 +61,7 @@ class TimeSeries:
     max: float | None = None
     fill_opacity: int = 10
     position: Position | None = None
+    thresholds: tuple[Threshold, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -69,7 +80,31 @@ class Heatmap:
     position: Position | None = None
 
 
-Panel = TimeSeries | Heatmap
+@dataclass(frozen=True)
+class Stat:
+    """One big number per series: the newest value, coloured by its thresholds."""
+
+    title: str
+    queries: tuple[Query, ...]
+    unit: str = "none"
+    description: str = ""
+    width: int = 4
+    height: int = 4
+    thresholds: tuple[Threshold, ...] = ()
+    position: Position | None = None
+
+
+Panel = TimeSeries | Heatmap | Stat
+
+
+@dataclass(frozen=True)
+class Annotation:
+    """Marks on every time panel wherever `expr` returns a series (e.g. firing alerts)."""
+
+    name: str
+    expr: str  # may use `run`-style selectors
+    title: str  # legend-style template: {{alertname}}
+    color: str = "red"
 
 
 @dataclass(frozen=True)
@@ -98,6 +133,7 @@ class Dashboard:
     description: str = ""
     tags: tuple[str, ...] = ()
     variables: tuple[Variable, ...] = field(default_factory=tuple)
+    annotations: tuple[Annotation, ...] = ()
 
 
 # --- Rules (see alerts/) ----------------------------------------------------------------

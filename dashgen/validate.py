@@ -29,9 +29,14 @@ def _validator(name: str) -> jsonschema.Draft7Validator:
     return jsonschema.Draft7Validator(json.loads(text))
 
 
+# A Prometheus annotation query's own fields: the dashboard schema knows only the core ones
+# (name, datasource, enable, iconColor...), as it knows no panel plugin's options.
+_PROMETHEUS_ANNOTATION_KEYS = frozenset({"expr", "step", "titleFormat", "textFormat", "tagKeys", "useValueForTime"})
+
+
 def schema_errors(model: dict[str, Any]) -> list[str]:
     """Every schema violation of a dashboard model, as 'path: message' lines."""
-    problems = [_describe(e, "") for e in _validator("grafana-dashboard").iter_errors(model)]
+    problems = [_describe(e, "") for e in _validator("grafana-dashboard").iter_errors(_core_annotations(model))]
     for index, panel in enumerate(iter_panels(model)):
         schemas = _PANEL_SCHEMAS.get(panel.get("type"))
         if schemas is None:
@@ -44,6 +49,19 @@ def schema_errors(model: dict[str, Any]) -> list[str]:
         problems += [_describe(e, where + "fieldConfig.defaults.custom")
                      for e in _validator(custom_schema).iter_errors(custom)]
     return problems
+
+
+def _core_annotations(model: dict[str, Any]) -> dict[str, Any]:
+    """The model with Prometheus annotation fields set aside (each checked here instead)."""
+    annotations = model.get("annotations", {}).get("list")
+    if not isinstance(annotations, list):
+        return model
+    core = []
+    for annotation in annotations:
+        if isinstance(annotation, dict) and annotation.get("datasource", {}).get("type") == "prometheus":
+            annotation = {k: v for k, v in annotation.items() if k not in _PROMETHEUS_ANNOTATION_KEYS}
+        core.append(annotation)
+    return {**model, "annotations": {**model["annotations"], "list": core}}
 
 
 def validate_dashboard(model: dict[str, Any], origin: str) -> None:

@@ -4,10 +4,51 @@
 `{node}` and `{rollout}` the scrape jobs named in the config (see dashgen/model.py).
 """
 
-from dashgen.config import Config
-from dashgen.model import Dashboard, Heatmap, Query, Row, TimeSeries, Variable
+import dataclasses
+
+from dashgen.config import Config, duration_seconds
+from dashgen.model import Annotation, Dashboard, Heatmap, Query, Row, Stat, Threshold, TimeSeries, Variable
 
 MIB = 2**20
+
+# --- At a glance (on-call's first look) ---------------------------------------------
+
+current_step = Stat(
+    "Current step",
+    (Query("max by (project, experiment) (verl_training_global_step{run})", "{{experiment}}"),),
+)
+firing_alerts = Stat(
+    "Firing alerts",
+    (Query('count(ALERTS{run, alertstate="firing"}) or vector(0)', "firing"),),
+    description="Alerts firing now for the selected runs; the red marks on the graphs show when each began.",
+    thresholds=(Threshold(1),),
+)
+latest_validation = Stat(
+    "Latest validation score",
+    (Query("verl_val_core{run}", "{{data_source}} {{variable}} {{metric}}"),),
+    description="verl's core validation results (val-core/...) of the latest test step; held until the next.",
+    width=12,
+)
+validation_score = TimeSeries(
+    "Validation score",
+    (Query("verl_val_core{run}", "{{experiment}} {{data_source}} {{metric}}"),),
+    description="verl's core validation results, one line per data source and metric; flat between test "
+                "steps (trainer.test_freq), which are the only steps that log them.",
+    width=24,
+    height=7,
+)
+
+
+def _seconds_since_step(config: Config) -> Stat:
+    return Stat(
+        "Seconds since the last step",
+        (Query("time() - max by (project, experiment) (verl_exporter_last_step_timestamp_seconds{run})",
+               "{{experiment}}"),),
+        unit="s",
+        description="Turns red past the stall alert's minimum silence.",
+        thresholds=(Threshold(duration_seconds(config.stall_min_silence), "VerlTrainingStalled"),),
+    )
+
 
 # --- Training stability ------------------------------------------------------------
 
@@ -225,8 +266,23 @@ def _gpu_panels(config: Config) -> tuple[Heatmap, Heatmap, TimeSeries]:
     return utilisation, memory, memory_timeline
 
 
+def _with_alert_thresholds(config: Config) -> dict[str, TimeSeries]:
+    """The panels alerts watch, with the alerts' thresholds drawn as lines."""
+    watched = ((kl, config.kl_spike_threshold, "VerlKLSpike"),
+               (entropy, config.entropy_collapse_threshold, "VerlEntropyCollapse"),
+               (response_clip_ratio, config.truncation_threshold, "VerlResponseTruncation"),
+               (aborted_ratio, config.rollout_abort_threshold, "VerlRolloutAborts"),
+               (peak_memory, config.memory_pressure_reserved_fraction * config.gpu_memory_bytes,
+                "VerlGPUMemoryPressure"))
+    return {panel.title: dataclasses.replace(panel, thresholds=(Threshold(value, alert),))
+            for panel, value, alert in watched}
+
+
 def dashboard(config: Config) -> Dashboard:
     gpu_utilisation, gpu_memory, gpu_memory_timeline = _gpu_panels(config)
+    watched = _with_alert_thresholds(config)
+    kl_, entropy_, clip_ratio_, aborted_, peak_memory_ = (watched[p.title] for p in (
+        kl, entropy, response_clip_ratio, aborted_ratio, peak_memory))
     return Dashboard(
         uid="verl-training",
         title="verl RL training",
@@ -238,12 +294,20 @@ def dashboard(config: Config) -> Dashboard:
             Variable("experiment", "Experiment",
                      'label_values(verl_exporter_steps_total{job=~"$job", project=~"$project"}, experiment)'),
         ),
+        annotations=(
+            Annotation("Firing alerts", 'ALERTS{run, alertstate="firing"}', "{{alertname}} {{experiment}}"),
+            # The global step went back: the run restarted or resumed from a checkpoint.
+            Annotation("Run restarts", "verl_training_global_step{run} < verl_training_global_step{run} offset 1m",
+                       "restart {{experiment}}", color="blue"),
+        ),
         rows=(
-            Row("Training stability", (reward, kl, entropy, grad_norm,
-                                       clip_fraction, response_length, response_clip_ratio, aborted_ratio)),
+            Row("At a glance", (current_step, _seconds_since_step(config), firing_alerts, latest_validation,
+                                validation_score)),
+            Row("Training stability", (reward, kl_, entropy_, grad_norm,
+                                       clip_fraction, response_length, clip_ratio_, aborted_)),
             Row("Losses", (policy_loss, kl_loss, value_loss, explained_variance)),
             Row("Per-rank heatmap", (gpu_utilisation, gpu_memory, token_imbalance)),
-            Row("Memory timeline", (peak_memory, allocator_gap, gpu_memory_timeline, kv_cache, cpu_memory)),
+            Row("Memory timeline", (peak_memory_, allocator_gap, gpu_memory_timeline, kv_cache, cpu_memory)),
             Row("Step time and progress", (step_time, time_since_step, global_step), collapsed=True),
             Row("Throughput and MFU", (throughput, mfu, batch_tokens), collapsed=True),
             Row("Rollout engine", (vllm_requests, generation_rate, time_to_first_token), collapsed=True),

@@ -9,7 +9,7 @@ import pytest
 from conftest import REPO, run, tree_digest
 from dashgen.build import render_project
 from dashgen.config import Config
-from dashgen.dashboards import iter_panels
+from dashgen.dashboards import LINE_WIDTH, dashboard_to_text, iter_panels
 from dashgen.validate import schema_errors
 
 DASHBOARD = "rendered/dashboards/verl-training.json"
@@ -50,7 +50,7 @@ def test_dashboard_shape(project):
     assert model["uid"] == "verl-training" and model["title"] == "verl RL training"
     assert "id" not in model and model["schemaVersion"] >= 39  # Grafana assigns the numeric id
     rows = [p["title"] for p in model["panels"] if p["type"] == "row"]
-    assert rows[:4] == ["Training stability", "Losses", "Per-rank heatmap", "Memory timeline"]
+    assert rows[:5] == ["At a glance", "Training stability", "Losses", "Per-rank heatmap", "Memory timeline"]
     variables = {v["name"]: v for v in model["templating"]["list"]}
     assert set(variables) == {"datasource", "job", "project", "experiment"}
     assert variables["datasource"]["query"] == "prometheus"
@@ -64,7 +64,10 @@ def test_dashboard_shape(project):
 def test_output_reviews_well(project):
     text = (project / DASHBOARD).read_text()
     model = json.loads(text)
-    assert text == json.dumps(model, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    assert text == dashboard_to_text(model)
+    # Sorted keys at every level; nothing but a single long string runs past the line width.
+    for line in text.splitlines():
+        assert len(line) <= LINE_WIDTH or re.fullmatch(r' *("[^"]+": )?"([^"\\]|\\.)*",?', line), line
     for path, key, value in all_keys(model):
         assert value is not None or re.fullmatch(r".*/thresholds/steps/0/value", path), f"null at {path}"
         assert key not in LEGACY_KEYS, f"legacy key at {path}"

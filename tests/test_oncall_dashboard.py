@@ -1,0 +1,90 @@
+"""The dashboard on-call opens: status row, annotations, links, alert thresholds, compact JSON."""
+
+import json
+from pathlib import Path
+
+import yaml
+
+from conftest import REPO, run
+from dashgen.build import render_project
+from dashgen.config import Config
+from dashgen.dashboards import iter_panels
+from dashgen.validate import schema_errors
+
+DASHBOARD = "dashboards/verl-training.json"
+MAX_BYTES_PER_PANEL = 1_200
+
+
+def model(project: Path, config: Config = Config()) -> dict:
+    return json.loads(render_project(project, config).files[DASHBOARD])
+
+
+def panels_by_title(dashboard: dict) -> dict[str, dict]:
+    return {panel["title"]: panel for panel in iter_panels(dashboard)}
+
+
+def test_committed_dashboards_are_small_and_schema_valid():
+    for path in (REPO / "rendered" / "dashboards").glob("*.json"):
+        dashboard = json.loads(path.read_text())
+        panels = list(iter_panels(dashboard))
+        assert path.stat().st_size / len(panels) <= MAX_BYTES_PER_PANEL, path
+        assert schema_errors(dashboard) == []
+
+
+def test_top_row_is_the_run_at_a_glance(project):
+    dashboard = model(project)
+    first_row = dashboard["panels"][0]
+    assert first_row["type"] == "row" and first_row["title"] == "At a glance"
+    top = [p for p in dashboard["panels"][1:] if p["gridPos"]["y"] == first_row["gridPos"]["y"] + 1]
+    assert [(p["type"], p["title"]) for p in top] == [
+        ("stat", "Current step"), ("stat", "Seconds since the last step"), ("stat", "Firing alerts"),
+        ("stat", "Latest validation score")]
+    assert sum(p["gridPos"]["w"] for p in top) == 24
+    exprs = {p["title"]: p["targets"][0]["expr"] for p in top}
+    assert 'ALERTS{job=~"$job", project=~"$project", experiment=~"$experiment", alertstate="firing"}' in exprs[
+        "Firing alerts"]
+    assert exprs["Latest validation score"].startswith("verl_val_core{")
+    assert panels_by_title(dashboard)["Validation score"]["targets"][0]["expr"].startswith("verl_val_core{")
+
+
+def test_thresholds_follow_the_config_and_link_to_the_runbook(project):
+    config = Config(kl_spike_threshold=0.25, stall_min_silence="20m", runbook_base_url="https://git.example.org/rb.md")
+    panels = panels_by_title(model(project, config))
+    kl = panels["KL divergence"]
+    assert kl["fieldConfig"]["defaults"]["thresholds"]["steps"][1]["value"] == 0.25
+    assert kl["fieldConfig"]["defaults"]["custom"]["thresholdsStyle"] == {"mode": "line"}
+    assert kl["links"][0]["url"] == "https://git.example.org/rb.md#verlklspike"
+    assert panels["Seconds since the last step"]["fieldConfig"]["defaults"]["thresholds"]["steps"][1]["value"] == 1200
+    memory = panels["Peak GPU memory per step"]["fieldConfig"]["defaults"]["thresholds"]["steps"][1]["value"]
+    assert memory == Config().memory_pressure_reserved_fraction * Config().gpu_memory_bytes
+    # The rule uses the same number.
+    rules = render_project(project, config).files["rules/stability.yaml"]
+    assert "> 0.25" in rules
+
+
+def test_annotations_mark_firing_alerts_and_restarts_and_links_join_dashboards(project):
+    dashboard = model(project)
+    annotations = {a["name"]: a for a in dashboard["annotations"]["list"]}
+    assert annotations["Firing alerts"]["expr"].startswith("ALERTS{") and "firing" in annotations["Firing alerts"]["expr"]
+    assert "offset" in annotations["Run restarts"]["expr"]
+    links = {link["title"]: link for link in dashboard["links"]}
+    assert links["Runbook"]["url"] == Config().runbook_base_url
+    assert links["Dashboards"]["type"] == "dashboards" and links["Dashboards"]["tags"] == ["dashgen"]
+
+
+def test_datasource_is_not_default_unless_configured(project):
+    def is_default(config: Config) -> bool:
+        text = render_project(project, config).files["provisioning/datasources/prometheus.yaml"]
+        return yaml.safe_load(text)["datasources"][0]["isDefault"]
+
+    assert is_default(Config()) is False
+    assert is_default(Config(datasource_is_default=True)) is True
+
+
+def test_grafana_base_url_links_the_runbook_to_the_dashboards(project):
+    docs = render_project(project, Config(grafana_base_url="https://grafana.example.org")).files["docs/alerts.md"]
+    assert "- [verl RL training](https://grafana.example.org/d/verl-training)" in docs
+    assert "/d/verl-training" not in render_project(project, Config()).files["docs/alerts.md"]
+    (project / "dashgen.yaml").write_text("grafana_base_url: https://grafana.example.org/\n")
+    result = run("build", "--root", str(project))
+    assert result.exit_code == 1 and "grafana_base_url" in result.output
