@@ -41,7 +41,7 @@ from dashgen.config import Config, duration_seconds
 from dashgen.errors import BuildError
 from dashgen.prometheus_server import PrometheusServer
 from dashgen.promql import metrics_in
-from dashgen.promtool import find_binary
+from dashgen.promtool import find_binary, run_promtool
 from dashgen.rules import RULES_DIR, AlertRule, RecordingRule
 
 # Prometheus refuses range queries of more than 11,000 points.
@@ -93,6 +93,21 @@ def load_rules(files: dict[str, str]) -> tuple[list[RecordingRule], list[AlertRu
                     for_ms = round(duration_seconds(rule.get("for", "0s")) * 1000)
                     keep_ms = round(duration_seconds(rule.get("keep_firing_for", "0s")) * 1000)
                     alerts.append(AlertRule(rule["alert"], rule["expr"], interval_ms, for_ms, labels, keep_ms))
+    return recordings, alerts
+
+
+def read_rule_files(paths: list[Path]) -> tuple[list[RecordingRule], list[AlertRule]]:
+    """Any Prometheus rule files (a team's own, another project's), checked by promtool first."""
+    for path in paths:
+        if not path.is_file():
+            raise BuildError(f"--rules {path}: no such file")
+    result = run_promtool(["check", "rules", *map(str, paths)])
+    if result.returncode != 0:
+        raise BuildError("--rules: promtool check rules refused them:\n" + (result.stdout + result.stderr).strip())
+    recordings, alerts = load_rules({f"{RULES_DIR}/{index}.yaml": path.read_text()
+                                     for index, path in enumerate(paths)})
+    if not alerts:
+        raise BuildError(f"--rules {' '.join(map(str, paths))}: no alerting rules to backtest")
     return recordings, alerts
 
 
@@ -257,18 +272,22 @@ def serve_tsdb(workdir: Path) -> Iterator[PrometheusServer]:
 
 def backtest(paths: list[Path], root: Path, config: Config, timing: Timing,
              say: Callable[[str], None] = lambda message: None,
-             timings: dict[Path, Timing] | None = None) -> list[RunOutcome]:
+             timings: dict[Path, Timing] | None = None, rule_files: list[Path] | None = None) -> list[RunOutcome]:
     """Backtest every alert of the project at `root` on the runs; cleans up after itself.
 
-    `timings` gives some runs their own timing (e.g. how each ended) instead of `timing`."""
+    `timings` gives some runs their own timing (e.g. how each ended) instead of `timing`.
+    `rule_files`: backtest these Prometheus rule files instead of the project's alerts."""
     from dashgen.project_metrics import project_catalog
     from dashgen.rules import render_rules
 
     find_binary("promtool")
     find_binary("prometheus")
     catalog = project_catalog(root)
-    compiled = render_rules(root, config, catalog)
-    recordings, alerts = compiled.recording_rules, compiled.alert_rules
+    if rule_files:
+        recordings, alerts = read_rule_files(rule_files)
+    else:
+        compiled = render_rules(root, config, catalog)
+        recordings, alerts = compiled.recording_rules, compiled.alert_rules
     selected = set().union(*(metrics_in(rule.expr) for rule in [*recordings, *alerts]))
     runs = [read_run(path, run_labels(path, config.verl_job), (timings or {}).get(path, timing), keep=selected,
                      catalog=catalog)

@@ -78,7 +78,10 @@ def _rendered_dir(root: Path) -> Path:
 @cli.command()
 @_root_option
 @_config_option
-def build(root: Path, config_path: Path | None) -> None:
+@click.option("--reload", "reload_url", default=None, metavar="URL",
+              help="Then make the Prometheus at URL (e.g. http://localhost:9090) re-read its config and rules "
+                   "(POST URL/-/reload; Prometheus needs --web.enable-lifecycle).")
+def build(root: Path, config_path: Path | None, reload_url: str | None) -> None:
     """Render panels/ and alerts/ into rendered/ (untouched if anything fails)."""
     from dashgen.build import render_project, write_rendered
     from dashgen.tree_writer import project_lock
@@ -89,6 +92,11 @@ def build(root: Path, config_path: Path | None) -> None:
         changed = write_rendered(out_dir, rendered.files)
     click.echo(f"rendered {len(rendered.files)} files into {out_dir}"
                + (f"; changed: {', '.join(changed)}" if changed else "; nothing changed"))
+    if reload_url is not None:
+        from dashgen.prometheus_server import reload_prometheus
+
+        reload_prometheus(reload_url)
+        click.echo(f"reloaded Prometheus at {reload_url}")
 
 
 @cli.command()
@@ -458,9 +466,11 @@ def backfill(run_path: Path, tsdb_dir: Path, start: str | None, scrape_interval:
 @click.option("--format", "output_format", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also draw reward, KL, entropy and grad norm with the firing intervals shaded (PNG).")
+@click.option("--rules", "rule_files", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Backtest this Prometheus rule file instead of the project's alerts (repeatable).")
 def backtest(run_paths: tuple[Path, ...], root: Path, config_path: Path | None, start: str | None,
              scrape_interval: str | None, default_step_time: str, run_end: str | None, hold: str | None,
-             output_format: str, plot_path: Path | None) -> None:
+             output_format: str, plot_path: Path | None, rule_files: tuple[Path, ...]) -> None:
     """Replay recorded runs through a real Prometheus and show when each alert would have fired.
 
     GPU alerts need Ray's or DCGM's metrics, which verl's step log does not hold: they never fire here.
@@ -476,7 +486,8 @@ def backtest(run_paths: tuple[Path, ...], root: Path, config_path: Path | None, 
         _check_plot_path(plot_path)
         require_matplotlib()
     outcomes = run_backtest(list(run_paths), root, config, timing,
-                            say=lambda message: click.echo(f"dashgen backtest: {message}", err=True))
+                            say=lambda message: click.echo(f"dashgen backtest: {message}", err=True),
+                            rule_files=list(rule_files) or None)
     if output_format == "json":
         click.echo(json.dumps(to_json(outcomes), indent=2))
     else:
