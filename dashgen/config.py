@@ -303,6 +303,10 @@ class Config:
     # Grafana as people reach it (https://grafana.example.org): the runbook links each alert to
     # the dashboard. Empty: no such links. (runbook_base_url, above, is where the runbook lives.)
     grafana_base_url: Annotated[str, Matches(r"(https?://\S+[^/])?", "https://grafana.example.org")] = ""
+    # The rollout engines' /metrics addresses, as a Prometheus file_sd targets file (JSON or YAML:
+    # [{"targets": ["10.0.0.5:8000"]}]). Prometheus re-reads it on change. Keep verl's own
+    # rollout.prometheus.file pointed elsewhere: verl overwrites that file with a config of its own.
+    rollout_service_discovery_file: str = "/tmp/dashgen/rollout_targets.json"
 
     def __post_init__(self) -> None:
         for f, hint in _schema().items():

@@ -133,3 +133,21 @@ class AlertmanagerServer(PrometheusServer):
         query = urllib.parse.urlencode(params)
         with urllib.request.urlopen(f"{self.url}/api/v2/{path}?{query}", timeout=30) as response:
             return json.load(response)
+
+
+def reload_prometheus(url: str, timeout: float = 30) -> None:
+    """POST <url>/-/reload: Prometheus re-reads its config and rule files; BuildError if it refuses."""
+    if not url.startswith(("http://", "https://")):
+        raise BuildError(f"--reload {url!r}: expected Prometheus' base URL, e.g. http://localhost:9090")
+    request = urllib.request.Request(url.rstrip("/") + "/-/reload", method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout):
+            return
+    except urllib.error.HTTPError as exc:
+        body = exc.read().decode(errors="replace").strip()
+        hint = (" (start Prometheus with --web.enable-lifecycle)" if exc.code in (403, 405) else "")
+        raise BuildError(f"rendered/ is written, but Prometheus at {url} did not reload: HTTP {exc.code} "
+                         f"{body}{hint}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise BuildError(f"rendered/ is written, but Prometheus at {url} did not reload: {reason}") from None
