@@ -306,13 +306,21 @@ class Config:
     # The rollout engines' /metrics addresses, as a Prometheus file_sd targets file (JSON or YAML:
     # [{"targets": ["10.0.0.5:8000"]}]). Prometheus re-reads it on change. Keep verl's own
     # rollout.prometheus.file pointed elsewhere: verl overwrites that file with a config of its own.
-    rollout_service_discovery_file: str = "/tmp/dashgen/rollout_targets.json"
+    rollout_service_discovery_file: Annotated[str, Matches(r"[^*]*(\*[^/]*)?\.(json|ya?ml|JSON|YA?ML)",
+                                                           "/tmp/dashgen/rollout_targets.json")] = \
+        "/tmp/dashgen/rollout_targets.json"
 
     def __post_init__(self) -> None:
         for f, hint in _schema().items():
             value = _checked(f.name, hint, getattr(self, f.name))
             if value is not getattr(self, f.name):
                 object.__setattr__(self, f.name, value)  # normalised, e.g. "80GiB" -> bytes, 1 -> 1.0
+        # prometheus.yml scrapes these as separate jobs; Prometheus refuses two of one name.
+        scraped = {"verl_job": self.verl_job, "ray_job": self.ray_job, "rollout_job": self.rollout_job}
+        for name, job in scraped.items():
+            same = [other for other, other_job in scraped.items() if other_job == job and other != name]
+            if same:
+                raise ConfigError(f"{name} = {job!r} is also {same[0]}; each scrape job needs a name of its own")
 
 
 # --- Checking values against the annotations --------------------------------------------------

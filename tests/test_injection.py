@@ -26,7 +26,7 @@ def test_yaml_syntax_in_config_strings_stays_inside_the_values(project):
     providers = yaml.safe_load((rendered / "provisioning/dashboards/dashgen.yaml").read_text())
     assert providers["providers"][0]["folder"] == TRICKY["grafana_folder"]
     prometheus = yaml.safe_load((rendered / "prometheus/prometheus.yml").read_text())
-    assert [job["job_name"] for job in prometheus["scrape_configs"]] == ["verl", "ray"]
+    assert [job["job_name"] for job in prometheus["scrape_configs"]] == ["verl", "ray", "rollout"]
     assert prometheus["scrape_configs"][1]["file_sd_configs"] == [{"files": [TRICKY["ray_service_discovery_file"]]}]
     rules = yaml.safe_load((rendered / "rules/stability.yaml").read_text())
     urls = {rule["annotations"]["runbook_url"] for group in rules["groups"] for rule in group["rules"]
