@@ -3,6 +3,7 @@
 from dashgen_alerts._common import RUN, RUN_NAME, VALUE, complete_baseline_median, held_baseline, smoothed
 
 from dashgen.config import Config
+from dashgen.gpu import RUN_SESSION_LINK, SESSION_LABEL, gpu_source, run_join
 from dashgen.model import Alert, Recording, RuleGroup, Severity, Sustain
 
 TOKENS = "verl_perf_total_num_tokens{verl}"
@@ -11,28 +12,36 @@ TOKENS_HELD = "verl:perf_total_num_tokens:baseline_held"
 
 
 def rules(config: Config) -> RuleGroup:
-    if config.gpu_source == "dcgm":
-        util, group, gpu_name = "DCGM_FI_DEV_GPU_UTIL{gpu}", "job", "{{ $labels.Hostname }} GPU {{ $labels.gpu }}"
-    else:
-        util, group = "ray_node_gpus_utilization{gpu}", "job, SessionName"
-        gpu_name = "{{ $labels.ip }} GPU {{ $labels.GpuIndex }}"
-    median = f"quantile by ({group}) (0.5, {util})"
+    gpu = gpu_source(config)
     factor = config.straggler_factor
+    # Each GPU against the median of its own node's GPUs, recorded once per node (alerts/gpu.py):
+    # like with like (same machine, same run, same phase), one series per straggler, and a join
+    # of 1024 samples with 128 instead of a median over every GPU of the cluster.
+    busy_node_limit = (f"{factor:g} * ({gpu.node(gpu.utilisation, 'median')}{{gpu}} "
+                       f">= {config.straggler_min_median_percent:g})")
+    below_node = f"{gpu.utilisation}{{gpu}} < on({gpu.node_labels}) group_left() {busy_node_limit}"
+    if gpu.linked_to_runs:
+        # Named by the run whose Ray session it serves; GPUs of a session no run claims still alert.
+        expr = (f"({below_node}){run_join('verl')}\n"
+                f"or\n"
+                f"({below_node} unless on({SESSION_LABEL}) {RUN_SESSION_LINK}{{verl}})")
+        where = "{{ if $labels.project }}run {{ $labels.project }}/{{ $labels.experiment }}: {{ end }}"
+    else:
+        expr, where = below_node, ""
     straggler = Alert(
         name="VerlGPUStraggler",
         severity=Severity.WARNING,
-        expr=(f"({util} < on({group}) group_left() {factor:g} * {median})\n"
-              f"and on({group})\n"
-              f"({median} >= {config.straggler_min_median_percent:g})"),
+        expr=expr,
         for_=config.straggler_for,
-        summary="One GPU works far less than the others of the same job.",
-        description=(f"{gpu_name} is at {VALUE}% utilisation, below {factor:g}x the median of its job's GPUs "
-                     f"(which is at least {config.straggler_min_median_percent:g}%)."),
+        summary="One GPU works far less than the other GPUs of its node.",
+        description=(f"{where}{gpu.gpu_name} is at {VALUE}% utilisation, below {factor:g}x the median of its "
+                     f"node's GPUs (which is at least {config.straggler_min_median_percent:g}%)."),
         meaning="In synchronous RL training every rank waits for the slowest: a GPU that idles while the "
                 "others are busy is either hung, throttled (thermal, power, a bad NVLink), or given less "
                 "work than the rest.",
         next_steps=(
-            "Find the GPU in the Per-rank heatmap and check whether it idles at every step or drifted.",
+            "Pick its node in the dashboard's Node variable: the per-GPU heatmap of that node shows whether "
+            "it idles at every step or drifted.",
             "nvidia-smi -q on that node: clocks, temperature, throttle reasons, ECC errors.",
             "If it is hung, expect VerlTrainingStalled next; restart the worker or drain the node.",
         ),

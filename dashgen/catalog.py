@@ -189,6 +189,10 @@ def _verl_metrics() -> Iterable[Metric]:
     yield Metric("verl_run_exit_code", MetricType.GAUGE, "none",
                  "Exit code of the supervised trainer (negative: killed by that signal); absent while it runs",
                  VERL_LABELS, Source.VERL)
+    # dashgen/ray_link.py: which Ray session (cluster) runs this run's GPUs; dashgen/gpu.py joins on it.
+    yield Metric("verl_run_ray_session_info", MetricType.GAUGE, "none",
+                 "Always 1; links the run (project, experiment) to the Ray session whose nodes run it",
+                 VERL_LABELS | {"SessionName"}, Source.VERL)
     yield Metric(NONFINITE_STREAK_METRIC, MetricType.GAUGE, "short",
                  "Consecutive steps, up to the newest, that logged a NaN or infinite loss, grad norm, KL or entropy",
                  VERL_LABELS, Source.VERL)
@@ -207,17 +211,17 @@ def _other_metrics() -> Iterable[Metric]:
         # Prometheus' record of its alerts; dashgen's alerts on a run carry the run's labels.
         ("ALERTS", G, "none", "1 for each pending or firing alert", VERL_LABELS | {"alertname", "alertstate",
                                                                                  "severity"}, Source.PROMETHEUS),
-        # Ray node metrics: GPU memory in MiB whatever their help text says.
+        # Ray node metrics: GPU memory in MiB whatever their help text says (Grafana unit mbytes = MiB).
         ("ray_node_gpus_utilization", G, "percent", "GPU utilisation", RAY_GPU_LABELS, Source.RAY),
-        ("ray_node_gram_used", G, "decmbytes", "GPU memory used, in MiB", RAY_GPU_LABELS, Source.RAY),
-        ("ray_node_gram_available", G, "decmbytes", "GPU memory available, in MiB", RAY_GPU_LABELS, Source.RAY),
+        ("ray_node_gram_used", G, "mbytes", "GPU memory used, in MiB", RAY_GPU_LABELS, Source.RAY),
+        ("ray_node_gram_available", G, "mbytes", "GPU memory available, in MiB", RAY_GPU_LABELS, Source.RAY),
         ("ray_node_mem_used", G, "bytes", "Host memory used", RAY_NODE_LABELS, Source.RAY),
         ("ray_node_mem_total", G, "bytes", "Host memory in total", RAY_NODE_LABELS, Source.RAY),
         ("ray_node_cpu_utilization", G, "percent", "Host CPU utilisation", RAY_NODE_LABELS, Source.RAY),
         # DCGM exporter
         ("DCGM_FI_DEV_GPU_UTIL", G, "percent", "GPU utilisation", DCGM_LABELS, Source.DCGM),
-        ("DCGM_FI_DEV_FB_USED", G, "decmbytes", "Framebuffer memory used, in MiB", DCGM_LABELS, Source.DCGM),
-        ("DCGM_FI_DEV_FB_FREE", G, "decmbytes", "Framebuffer memory free, in MiB", DCGM_LABELS, Source.DCGM),
+        ("DCGM_FI_DEV_FB_USED", G, "mbytes", "Framebuffer memory used, in MiB", DCGM_LABELS, Source.DCGM),
+        ("DCGM_FI_DEV_FB_FREE", G, "mbytes", "Framebuffer memory free, in MiB", DCGM_LABELS, Source.DCGM),
         # vLLM V1
         ("vllm:kv_cache_usage_perc", G, "percentunit", "KV-cache usage, 0 to 1", VLLM_LABELS, Source.VLLM),
         ("vllm:num_requests_running", G, "short", "Requests being processed", VLLM_LABELS, Source.VLLM),

@@ -221,11 +221,17 @@ def _listen_address(listen: str) -> tuple[str, int]:
               help="With a supervised trainer: keep serving its final state this long after it exits.")
 @click.option("--pid-file", default=None, type=click.Path(dir_okay=False, path_type=Path),
               help="With a supervised trainer: write its PID here while it runs.")
+@click.option("--ray-session", default=None, metavar="NAME",
+              help="Ray session the run's GPUs belong to (Ray's SessionName label). Default: where "
+                   "session_latest points in --ray-temp-dir, read at every scrape.")
+@click.option("--ray-temp-dir", default=None, type=click.Path(file_okay=False, path_type=Path),
+              help="Ray's temp dir (ray start --temp-dir). Default: the config's ray_temp_dir (/tmp/ray).")
 @_root_option
 @_config_option
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- TRAINER COMMAND...]")
 def export(jsonl: str, listen: str | None, project: str | None, experiment: str | None, unknown_keys: bool,
-           poll_interval: float, total_steps: int | None, grace: str, pid_file: Path | None, root: Path,
+           poll_interval: float, total_steps: int | None, grace: str, pid_file: Path | None,
+           ray_session: str | None, ray_temp_dir: Path | None, root: Path,
            config_path: Path | None, command: tuple[str, ...]) -> None:
     """Follow verl's JSONL step log and serve its newest step on /metrics for Prometheus.
 
@@ -260,6 +266,7 @@ def export(jsonl: str, listen: str | None, project: str | None, experiment: str 
                      total_steps=total_steps, catalog=project_catalog(root))
     registry = CollectorRegistry(auto_describe=False)
     registry.register(state)
+    _register_ray_link(registry, state.labels, ray_session, ray_temp_dir or Path(config.ray_temp_dir))
     follower = LogFollower(path, state)
     try:
         follower.poll()  # serve what the log already holds from the first scrape on
@@ -284,6 +291,17 @@ def export(jsonl: str, listen: str | None, project: str | None, experiment: str 
         follow_forever(follower, poll_interval, stop)
     except KeyboardInterrupt:
         pass
+
+
+def _register_ray_link(registry, labels: tuple[str, str], session: str | None, temp_dir: Path) -> None:
+    """Serve the run's link to its Ray session, which GPU panels and alerts join on."""
+    from dashgen.ray_link import RaySessionLink, check_session_name, latest_session
+
+    link = RaySessionLink(*labels, check_session_name(session) if session is not None else None, temp_dir)
+    registry.register(link)
+    if session is None and latest_session(temp_dir) is None:
+        click.echo(f"dashgen export: no Ray session in {temp_dir} yet ({temp_dir}/session_latest); the run is linked "
+                   f"to its GPUs once Ray starts there (or give --ray-session / --ray-temp-dir)", err=True)
 
 
 # --- From alert to action ------------------------------------------------------------------------

@@ -310,6 +310,11 @@ class Config:
                                                            "/tmp/dashgen/rollout_targets.json")] = \
         "/tmp/dashgen/rollout_targets.json"
 
+    # --- GPU scale -------------------------------------------------------------------
+    # Ray's temp dir on the trainer's node (`ray start --temp-dir`): `dashgen export` reads the
+    # run's Ray session from its session_latest link, to tie the run to its GPUs' series.
+    ray_temp_dir: str = "/tmp/ray"
+
     def __post_init__(self) -> None:
         for f, hint in _schema().items():
             value = _checked(f.name, hint, getattr(self, f.name))

@@ -263,7 +263,7 @@ def _datasource_variable() -> dict[str, Any]:
 def _query_variable(variable: Variable, query: str) -> G.Template:
     return G.Template(name=variable.name, label=variable.label, query=query, dataSource=DATASOURCE,
                       multi=variable.multi, includeAll=variable.include_all, refresh=2, sort=1,
-                      allValue=".*" if variable.include_all else None, default="All" if variable.include_all else None)
+                      allValue=variable.all_value if variable.include_all else None, default="All" if variable.include_all else None)
 
 
 def _normalise_dashboard(raw: dict[str, Any]) -> dict[str, Any]:

@@ -123,6 +123,8 @@ class Variable:
     query: str  # label_values(...) text; may use `run`-style selectors
     multi: bool = True
     include_all: bool = True
+    # What All stands for: ".*" matches any value; None lists the values the query returned.
+    all_value: str | None = ".*"
 
 
 @dataclass(frozen=True)

@@ -6,10 +6,11 @@
 
 import dataclasses
 
+from dashgen.catalog import CATALOG
 from dashgen.config import Config, duration_seconds
-from dashgen.model import Annotation, Dashboard, Heatmap, Query, Row, Stat, Threshold, TimeSeries, Variable
-
-MIB = 2**20
+from dashgen.gpu import HOST_MEMORY_FULLEST, RUN_SESSION_LINK, SESSION_LABEL, gpu_source, run_join
+from dashgen.model import (Annotation, Dashboard, Heatmap, Panel, Query, Row, Stat, Threshold, TimeSeries,
+                           Variable)
 
 # --- At a glance (on-call's first look) ---------------------------------------------
 
@@ -173,15 +174,6 @@ kv_cache = TimeSeries(
     max=1,
     width=12,
 )
-cpu_memory = TimeSeries(
-    "Host memory",
-    (Query("verl_perf_cpu_memory_used_bytes{run}", "actor node (verl) {{experiment}}"),
-     Query("ray_node_mem_used{node}", "used {{ip}}"),
-     Query("ray_node_mem_total{node}", "total {{ip}}")),
-    unit="bytes",
-    width=12,
-)
-
 # --- Collapsed rows ----------------------------------------------------------------
 
 _STAGES = ("gen", "reward", "old_log_prob", "ref", "values", "adv", "update_critic", "update_actor", "update_weights")
@@ -243,27 +235,79 @@ time_to_first_token = TimeSeries(
 )
 
 
-def _gpu_panels(config: Config) -> tuple[Heatmap, Heatmap, TimeSeries]:
-    if config.gpu_source == "dcgm":
-        util, used, legend = "DCGM_FI_DEV_GPU_UTIL{gpu}", "DCGM_FI_DEV_FB_USED{gpu}", "{{Hostname}} GPU {{gpu}}"
-    else:
-        util, used, legend = "ray_node_gpus_utilization{gpu}", "ray_node_gram_used{gpu}", "{{ip}} GPU {{GpuIndex}}"
-    utilisation = Heatmap(
-        "GPU utilisation per GPU",
-        (Query(util, legend),),
+def _gpu_panels(config: Config) -> tuple[tuple[Panel, ...], TimeSeries, tuple[Variable, ...]]:
+    """GPU panels read per-node recordings (alerts/gpu.py); only the Node drill-down reads raw per-GPU series."""
+    gpu = gpu_source(config)
+    # Ray's series name their session: the run's link adds its project and experiment and keeps
+    # only the selected runs' GPUs. DCGM's do not: its panels show every GPU of the job.
+    join = run_join("run") if gpu.linked_to_runs else ""
+    run_legend = "{{experiment}} " if gpu.linked_to_runs else ""
+    one_node = f'{{gpu, {gpu.node_label}=~"$node"}}'
+    memory_unit = CATALOG[gpu.memory_used].unit  # the exporters report MiB: Grafana scales it, no query arithmetic
+    node_utilisation = Heatmap(
+        "Least busy GPU per node",
+        (Query(f"{gpu.node(gpu.utilisation, 'min')}{{gpu}}{join}", f"{run_legend}{{{{{gpu.node_label}}}}}"),),
         unit="percent",
         min=0,
         max=100,
-        description="One row per GPU. A dark row among bright ones is a straggler or a hung worker.",
+        height=12,
+        description="One row per node: the utilisation of its least busy GPU. A dark row among bright ones holds "
+                    "a straggler or a hung worker; pick that node in the Node variable to see its GPUs below.",
     )
-    memory = Heatmap(
-        "GPU memory used per GPU",
-        (Query(f"{used} * {MIB}", legend),),
+    node_memory = Heatmap(
+        "Fullest GPU's memory per node",
+        (Query(f"{gpu.node(gpu.memory_used, 'max')}{{gpu}}{join}", f"{run_legend}{{{{{gpu.node_label}}}}}"),),
+        unit=memory_unit,
+        color_scheme="Oranges",
+        height=12,
+        description="One row per node: the memory used on its fullest GPU.",
+    )
+    node_gpus = Heatmap(
+        "GPU utilisation, node $node",
+        (Query(f"{gpu.utilisation}{one_node}", gpu.gpu_legend),),
+        unit="percent",
+        min=0,
+        max=100,
+        description="Every GPU of the node picked in the Node variable, at full resolution.",
+    )
+    node_gpu_memory = TimeSeries(
+        "GPU memory used, node $node",
+        (Query(f"{gpu.memory_used}{one_node}", gpu.gpu_legend),),
+        unit=memory_unit,
+        width=12,
+        description="Every GPU of the node picked in the Node variable.",
+    )
+    memory_timeline = TimeSeries(
+        "GPU memory used, fullest GPU",
+        (Query(f"{gpu.cluster(gpu.memory_used, 'max')}{{gpu}}{join}", "fullest GPU " + ("{{experiment}}" if gpu.linked_to_runs else "{{job}}")),),
+        unit=memory_unit,
+        description="The most memory any one of the run's GPUs uses; the Per-rank row shows each node and GPU.",
+    )
+    node_of = f"{gpu.node(gpu.utilisation, 'avg')}{{gpu}}"
+    variables: tuple[Variable, ...] = ()
+    if gpu.linked_to_runs:
+        # All means exactly the sessions the selected runs claim (no ".*"), so the node list is theirs.
+        variables = (Variable("session", "Ray session", f"label_values({RUN_SESSION_LINK}{{run}}, {SESSION_LABEL})",
+                              all_value=None),)
+        node_of = f'{gpu.node(gpu.utilisation, "avg")}{{gpu, {SESSION_LABEL}=~"$session"}}'
+    variables += (Variable("node", "Node", f"label_values({node_of}, {gpu.node_label})", multi=False,
+                           include_all=False),)
+    return (node_utilisation, node_memory, node_gpus, node_gpu_memory), memory_timeline, variables
+
+
+def _host_memory(config: Config) -> TimeSeries:
+    # Ray's node metrics always carry the session, whatever the GPU source; the drill-down
+    # follows the Node variable when it names Ray's nodes (by ip).
+    node = '{node, ip=~"$node"}' if gpu_source(config).node_label == "ip" else "{node}"
+    return TimeSeries(
+        "Host memory",
+        (Query("verl_perf_cpu_memory_used_bytes{run}", "actor node (verl) {{experiment}}"),
+         Query(f"{HOST_MEMORY_FULLEST}{{node}}{run_join('run')}", "fullest node {{experiment}}"),
+         Query(f"ray_node_mem_used{node}", "used {{ip}}"),
+         Query(f"ray_node_mem_total{node}", "total {{ip}}")),
         unit="bytes",
-        description="One row per GPU (the exporters report MiB; shown in bytes).",
+        width=12,
     )
-    memory_timeline = TimeSeries("GPU memory used", (Query(f"{used} * {MIB}", legend),), unit="bytes")
-    return utilisation, memory, memory_timeline
 
 
 def _with_alert_thresholds(config: Config) -> dict[str, TimeSeries]:
@@ -279,7 +323,7 @@ def _with_alert_thresholds(config: Config) -> dict[str, TimeSeries]:
 
 
 def dashboard(config: Config) -> Dashboard:
-    gpu_utilisation, gpu_memory, gpu_memory_timeline = _gpu_panels(config)
+    per_rank_gpu, gpu_memory_timeline, gpu_variables = _gpu_panels(config)
     watched = _with_alert_thresholds(config)
     kl_, entropy_, clip_ratio_, aborted_, peak_memory_ = (watched[p.title] for p in (
         kl, entropy, response_clip_ratio, aborted_ratio, peak_memory))
@@ -293,6 +337,7 @@ def dashboard(config: Config) -> Dashboard:
             Variable("project", "Project", 'label_values(verl_exporter_steps_total{job=~"$job"}, project)'),
             Variable("experiment", "Experiment",
                      'label_values(verl_exporter_steps_total{job=~"$job", project=~"$project"}, experiment)'),
+            *gpu_variables,
         ),
         annotations=(
             Annotation("Firing alerts", 'ALERTS{run, alertstate="firing"}', "{{alertname}} {{experiment}}"),
@@ -306,8 +351,9 @@ def dashboard(config: Config) -> Dashboard:
             Row("Training stability", (reward, kl_, entropy_, grad_norm,
                                        clip_fraction, response_length, clip_ratio_, aborted_)),
             Row("Losses", (policy_loss, kl_loss, value_loss, explained_variance)),
-            Row("Per-rank heatmap", (gpu_utilisation, gpu_memory, token_imbalance)),
-            Row("Memory timeline", (peak_memory_, allocator_gap, gpu_memory_timeline, kv_cache, cpu_memory)),
+            Row("Per-rank heatmap", (*per_rank_gpu, token_imbalance)),
+            Row("Memory timeline", (peak_memory_, allocator_gap, gpu_memory_timeline, kv_cache,
+                                    _host_memory(config))),
             Row("Step time and progress", (step_time, time_since_step, global_step), collapsed=True),
             Row("Throughput and MFU", (throughput, mfu, batch_tokens), collapsed=True),
             Row("Rollout engine", (vllm_requests, generation_rate, time_to_first_token), collapsed=True),

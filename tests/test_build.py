@@ -52,7 +52,10 @@ def test_dashboard_shape(project):
     rows = [p["title"] for p in model["panels"] if p["type"] == "row"]
     assert rows[:5] == ["At a glance", "Training stability", "Losses", "Per-rank heatmap", "Memory timeline"]
     variables = {v["name"]: v for v in model["templating"]["list"]}
-    assert set(variables) == {"datasource", "job", "project", "experiment"}
+    assert set(variables) == {"datasource", "job", "project", "experiment", "session", "node"}
+    # All sessions means those the selected runs claim, not ".*"; one node at a time, never All.
+    assert "allValue" not in variables["session"] and variables["session"].get("includeAll") is True
+    assert not variables["node"].get("multi", False) and not variables["node"].get("includeAll", False)
     assert variables["datasource"]["query"] == "prometheus"
     for panel in iter_panels(model):
         if panel["type"] != "row":
@@ -81,16 +84,35 @@ def test_output_reviews_well(project):
                         and a["y"] < b["y"] + b["h"] and b["y"] < a["y"] + a["h"]), (a, b)
 
 
-def test_heatmaps_are_modern_one_row_per_gpu(project):
+def test_heatmaps_are_modern_one_row_per_node_or_per_gpu_of_one_node(project):
     heatmaps = [p for p in iter_panels(load(project)) if p["type"] == "heatmap"]
-    assert {p["title"] for p in heatmaps} >= {"GPU utilisation per GPU", "GPU memory used per GPU"}
+    assert {p["title"] for p in heatmaps} >= {"Least busy GPU per node", "Fullest GPU's memory per node",
+                                              "GPU utilisation, node $node"}
     for panel in heatmaps:
         assert panel["options"].get("calculate", False) is False  # Grafana's default: rows as they come
-        assert panel["options"]["cellValues"]["unit"] in ("percent", "bytes")
+        assert panel["options"]["cellValues"]["unit"] in ("percent", "mbytes")
         assert "unit" not in panel["options"]["yAxis"]
         for target in panel["targets"]:
             assert target.get("format", "time_series") == "time_series"
-            assert "GPU" in target["legendFormat"]
+            assert "{{ip}}" in target["legendFormat"]
+
+
+RAW_PER_GPU = ("ray_node_gpus_utilization", "ray_node_gram_used")
+
+
+def test_raw_per_gpu_series_are_read_only_for_one_node_and_without_arithmetic(project):
+    from dashgen.promql import metrics_in
+
+    exprs = [t["expr"] for p in iter_panels(load(project)) if p["type"] != "row" for t in p["targets"]]
+    raw = [e for e in exprs if metrics_in(e) & set(RAW_PER_GPU)]
+    assert raw, "the node drill-down reads the per-GPU series"
+    for expr in raw:
+        assert expr in {f'{name}{{job="ray", ip=~"$node"}}' for name in RAW_PER_GPU}, expr
+    per_node = [e for e in exprs if e.startswith(("node:", "session:ray_node_g"))]
+    assert len(per_node) == 3
+    for expr in per_node:  # scoped to the selected runs by the exporter's link to their Ray session
+        assert expr.endswith(' * on(SessionName) group_left(project, experiment) session:verl_run_ray_session_info:'
+                             'unique{job=~"$job", project=~"$project", experiment=~"$experiment"}'), expr
 
 
 def test_rendered_dashboard_matches_grafana_schema(project):

@@ -1,0 +1,65 @@
+"""Per-GPU metrics at scale: where they come from, and the names of their per-node recordings.
+
+A cluster of 1024 GPUs has 1024 series per GPU metric. Dashboards and alerts read them
+through recording rules (alerts/gpu.py) that keep one series per node and one per Ray
+session, named by Prometheus' `level:metric:operations` convention; only a drill-down into
+one node reads the raw per-GPU series. A run is linked to its Ray session by the exporter's
+`verl_run_ray_session_info` series (dashgen/ray_link.py); DCGM's series carry no session,
+so with `gpu_source: dcgm` GPU panels and alerts cannot be scoped to a run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dashgen.config import Config
+
+RUN_SESSION_INFO = "verl_run_ray_session_info"
+SESSION_LABEL = "SessionName"
+# The exporter's info series, kept only for sessions linked to exactly one run: a join
+# `* on(SessionName) group_left(project, experiment)` on it can never match two runs.
+RUN_SESSION_LINK = "session:verl_run_ray_session_info:unique"
+# Host memory of a Ray session's fullest node (Ray's node metrics, whatever the GPU source).
+HOST_MEMORY_FULLEST = "session:ray_node_mem_used:max"
+
+
+@dataclass(frozen=True)
+class GpuSource:
+    utilisation: str  # per-GPU utilisation in percent
+    memory_used: str  # per-GPU memory used, in MiB
+    node_labels: str  # the labels all GPUs of one node share
+    node_label: str  # the label that names a node (the dashboard's node variable)
+    gpu_label: str  # the label that numbers a GPU within its node
+    cluster_level: str  # level name of the per-cluster recordings
+    cluster_labels: str  # the labels all GPUs of one cluster share
+    linked_to_runs: bool  # series carry the Ray session, so they join the run's info series
+
+    def node(self, metric: str, operation: str) -> str:
+        return f"node:{metric}:{operation}"
+
+    def cluster(self, metric: str, operation: str) -> str:
+        return f"{self.cluster_level}:{metric}:{operation}"
+
+    @property
+    def gpu_name(self) -> str:
+        """Alert template text naming one GPU."""
+        return f"{{{{ $labels.{self.node_label} }}}} GPU {{{{ $labels.{self.gpu_label} }}}}"
+
+    @property
+    def gpu_legend(self) -> str:
+        return f"{{{{{self.node_label}}}}} GPU {{{{{self.gpu_label}}}}}"
+
+
+RAY = GpuSource("ray_node_gpus_utilization", "ray_node_gram_used", f"job, instance, ip, {SESSION_LABEL}", "ip",
+                "GpuIndex", "session", f"job, {SESSION_LABEL}", True)
+DCGM = GpuSource("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "job, instance, Hostname", "Hostname", "gpu",
+                 "job", "job", False)
+
+
+def gpu_source(config: Config) -> GpuSource:
+    return DCGM if config.gpu_source == "dcgm" else RAY
+
+
+def run_join(link_selector: str) -> str:
+    """Suffix adding the run's project and experiment to series that carry a Ray session."""
+    return f" * on({SESSION_LABEL}) group_left(project, experiment) {RUN_SESSION_LINK}{{{link_selector}}}"
