@@ -14,34 +14,37 @@ TOKENS_HELD = "verl:perf_total_num_tokens:baseline_held"
 def rules(config: Config) -> RuleGroup:
     gpu = gpu_source(config)
     factor = config.straggler_factor
-    # Each GPU against the median of its own node's GPUs, recorded once per node (alerts/gpu.py):
-    # like with like (same machine, same run, same phase), one series per straggler, and a join
-    # of 1024 samples with 128 instead of a median over every GPU of the cluster.
-    busy_node_limit = (f"{factor:g} * ({gpu.node(gpu.utilisation, 'median')}{{gpu}} "
-                       f">= {config.straggler_min_median_percent:g})")
-    below_node = f"{gpu.utilisation}{{gpu}} < on({gpu.node_labels}) group_left() {busy_node_limit}"
+    # Each node's least busy GPU (recorded by alerts/gpu.py) against the median of that value
+    # over the nodes of its Ray session: like with like (one run, one phase at a time), one
+    # series per node, and 128 recorded series read instead of 1024 raw ones.
+    least_busy = f"{gpu.node(gpu.utilisation, 'min')}{{gpu}}"
+    peers = f"quantile by ({gpu.cluster_labels}) (0.5, {least_busy})"
+    lagging = (f"{least_busy} < on({gpu.cluster_labels}) group_left() "
+               f"{factor:g} * ({peers} >= {config.straggler_min_median_percent:g})")
     if gpu.linked_to_runs:
-        # Named by the run whose Ray session it serves; GPUs of a session no run claims still alert.
-        expr = (f"({below_node}){run_join('verl')}\n"
+        # Named by the run whose Ray session it serves; nodes of a session no run claims still alert.
+        expr = (f"({lagging}){run_join('verl')}\n"
                 f"or\n"
-                f"({below_node} unless on({SESSION_LABEL}) {RUN_SESSION_LINK}{{verl}})")
+                f"({lagging} unless on({SESSION_LABEL}) {RUN_SESSION_LINK}{{verl}})")
         where = "{{ if $labels.project }}run {{ $labels.project }}/{{ $labels.experiment }}: {{ end }}"
+        peer_name = "its Ray session's nodes"
     else:
-        expr, where = below_node, ""
+        expr, where, peer_name = lagging, "", "the job's nodes"
     straggler = Alert(
         name="VerlGPUStraggler",
         severity=Severity.WARNING,
         expr=expr,
         for_=config.straggler_for,
-        summary="One GPU works far less than the other GPUs of its node.",
-        description=(f"{where}{gpu.gpu_name} is at {VALUE}% utilisation, below {factor:g}x the median of its "
-                     f"node's GPUs (which is at least {config.straggler_min_median_percent:g}%)."),
+        summary="A GPU works far less than the GPUs of the other nodes of its run.",
+        description=(f"{where}the least busy GPU of node {{{{ $labels.{gpu.node_label} }}}} is at {VALUE}% "
+                     f"utilisation, below {factor:g}x the median of that value over {peer_name} (which is at "
+                     f"least {config.straggler_min_median_percent:g}%)."),
         meaning="In synchronous RL training every rank waits for the slowest: a GPU that idles while the "
                 "others are busy is either hung, throttled (thermal, power, a bad NVLink), or given less "
                 "work than the rest.",
         next_steps=(
-            "Pick its node in the dashboard's Node variable: the per-GPU heatmap of that node shows whether "
-            "it idles at every step or drifted.",
+            "Pick the node in the dashboard's Node variable: its per-GPU heatmap shows which GPU lags and "
+            "whether it idles at every step or drifted (a whole node idling is a hung or slow worker).",
             "nvidia-smi -q on that node: clocks, temperature, throttle reasons, ECC errors.",
             "If it is hung, expect VerlTrainingStalled next; restart the worker or drain the node.",
         ),

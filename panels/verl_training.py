@@ -283,13 +283,13 @@ def _gpu_panels(config: Config) -> tuple[tuple[Panel, ...], TimeSeries, tuple[Va
         unit=memory_unit,
         description="The most memory any one of the run's GPUs uses; the Per-rank row shows each node and GPU.",
     )
-    node_of = f"{gpu.node(gpu.utilisation, 'avg')}{{gpu}}"
+    node_of = f"{gpu.node(gpu.utilisation, 'min')}{{gpu}}"
     variables: tuple[Variable, ...] = ()
     if gpu.linked_to_runs:
         # All means exactly the sessions the selected runs claim (no ".*"), so the node list is theirs.
         variables = (Variable("session", "Ray session", f"label_values({RUN_SESSION_LINK}{{run}}, {SESSION_LABEL})",
                               all_value=None),)
-        node_of = f'{gpu.node(gpu.utilisation, "avg")}{{gpu, {SESSION_LABEL}=~"$session"}}'
+        node_of = f'{gpu.node(gpu.utilisation, "min")}{{gpu, {SESSION_LABEL}=~"$session"}}'
     variables += (Variable("node", "Node", f"label_values({node_of}, {gpu.node_label})", multi=False,
                            include_all=False),)
     return (node_utilisation, node_memory, node_gpus, node_gpu_memory), memory_timeline, variables
