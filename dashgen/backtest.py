@@ -303,6 +303,7 @@ def backtest(paths: list[Path], root: Path, config: Config, timing: Timing,
         with open(scraped, "w") as handle:
             write_openmetrics(runs, handle, timing.scrape_interval, only=selected)
         create_blocks(scraped, workdir / "tsdb", span)
+        recorded_names: set[str] = set()  # recordings that produced samples (GPU ones cannot: no GPU series)
         for level, rules in enumerate(recording_levels(recordings)):
             with serve_tsdb(workdir) as server:
                 text = recorded_openmetrics(server, rules, runs)
@@ -310,7 +311,8 @@ def backtest(paths: list[Path], root: Path, config: Config, timing: Timing,
                 recorded = workdir / f"recorded-{level}.om"
                 recorded.write_text(text)
                 create_blocks(recorded, workdir / "tsdb", span)
-        available = series_names(runs) | {rule.record for rule in recordings}
+                recorded_names |= {line.split()[2] for line in text.splitlines() if line.startswith("# TYPE ")}
+        available = series_names(runs) | recorded_names
         with serve_tsdb(workdir) as server:
             outcomes = []
             for run in runs:

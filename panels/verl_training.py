@@ -238,15 +238,17 @@ time_to_first_token = TimeSeries(
 def _gpu_panels(config: Config) -> tuple[tuple[Panel, ...], TimeSeries, tuple[Variable, ...]]:
     """GPU panels read per-node recordings (alerts/gpu.py); only the Node drill-down reads raw per-GPU series."""
     gpu = gpu_source(config)
-    # Ray's series name their session: the run's link adds its project and experiment and keeps
-    # only the selected runs' GPUs. DCGM's do not: its panels show every GPU of the job.
+    # Ray's series name their session, which the run's link ties to a project and experiment.
+    # The 128-row heatmaps keep the selected runs' nodes by the Ray session variable (a join per
+    # step of a 24 h range costs more than the rest of the dashboard); the per-run series join
+    # the link for its project and experiment. DCGM's series have no session: every GPU of the job.
     join = run_join("run") if gpu.linked_to_runs else ""
-    run_legend = "{{experiment}} " if gpu.linked_to_runs else ""
+    per_node = f'{{gpu, {SESSION_LABEL}=~"$session"}}' if gpu.linked_to_runs else "{gpu}"
     one_node = f'{{gpu, {gpu.node_label}=~"$node"}}'
     memory_unit = CATALOG[gpu.memory_used].unit  # the exporters report MiB: Grafana scales it, no query arithmetic
     node_utilisation = Heatmap(
         "Least busy GPU per node",
-        (Query(f"{gpu.node(gpu.utilisation, 'min')}{{gpu}}{join}", f"{run_legend}{{{{{gpu.node_label}}}}}"),),
+        (Query(f"{gpu.node(gpu.utilisation, 'min')}{per_node}", f"{{{{{gpu.node_label}}}}}"),),
         unit="percent",
         min=0,
         max=100,
@@ -256,7 +258,7 @@ def _gpu_panels(config: Config) -> tuple[tuple[Panel, ...], TimeSeries, tuple[Va
     )
     node_memory = Heatmap(
         "Fullest GPU's memory per node",
-        (Query(f"{gpu.node(gpu.memory_used, 'max')}{{gpu}}{join}", f"{run_legend}{{{{{gpu.node_label}}}}}"),),
+        (Query(f"{gpu.node(gpu.memory_used, 'max')}{per_node}", f"{{{{{gpu.node_label}}}}}"),),
         unit=memory_unit,
         color_scheme="Oranges",
         height=12,
@@ -279,7 +281,8 @@ def _gpu_panels(config: Config) -> tuple[tuple[Panel, ...], TimeSeries, tuple[Va
     )
     memory_timeline = TimeSeries(
         "GPU memory used, fullest GPU",
-        (Query(f"{gpu.cluster(gpu.memory_used, 'max')}{{gpu}}{join}", "fullest GPU " + ("{{experiment}}" if gpu.linked_to_runs else "{{job}}")),),
+        (Query(f"{gpu.cluster(gpu.memory_used, 'max')}{{gpu}}{join}",
+               "fullest GPU " + ("{{experiment}}" if gpu.linked_to_runs else "{{job}}")),),
         unit=memory_unit,
         description="The most memory any one of the run's GPUs uses; the Per-rank row shows each node and GPU.",
     )

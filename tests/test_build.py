@@ -108,11 +108,15 @@ def test_raw_per_gpu_series_are_read_only_for_one_node_and_without_arithmetic(pr
     assert raw, "the node drill-down reads the per-GPU series"
     for expr in raw:
         assert expr in {f'{name}{{job="ray", ip=~"$node"}}' for name in RAW_PER_GPU}, expr
-    per_node = [e for e in exprs if e.startswith(("node:", "session:ray_node_g"))]
-    assert len(per_node) == 3
-    for expr in per_node:  # scoped to the selected runs by the exporter's link to their Ray session
-        assert expr.endswith(' * on(SessionName) group_left(project, experiment) session:verl_run_ray_session_info:'
-                             'unique{job=~"$job", project=~"$project", experiment=~"$experiment"}'), expr
+    # Scoped to the selected runs by the exporter's link to their Ray session: per node through the
+    # session variable (which reads the link), per run by joining the link.
+    per_node = [e for e in exprs if e.startswith("node:")]
+    assert sorted(per_node) == ['node:ray_node_gpus_utilization:min{job="ray", SessionName=~"$session"}',
+                                'node:ray_node_gram_used:max{job="ray", SessionName=~"$session"}']
+    per_run = [e for e in exprs if e.startswith("session:")]
+    assert per_run and all(e.endswith(' * on(SessionName) group_left(project, experiment) session:verl_run_ray_'
+                                      'session_info:unique{job=~"$job", project=~"$project", '
+                                      'experiment=~"$experiment"}') for e in per_run), per_run
 
 
 def test_rendered_dashboard_matches_grafana_schema(project):
