@@ -1,0 +1,591 @@
+"""Benchmark: the dashboard and the rules on 24 h of 1024 GPUs (128 nodes x 8) and 8 verl runs.
+
+Run from the repository root: .venv/bin/python bench/scale_1024.py [--before REF]
+
+1. Generates, streaming, 24 h of Ray node metrics at a 15 s scrape (per-GPU utilisation and
+   memory, per-node host memory) for 8 runs of 16 nodes, each run on its own Ray session, with
+   three GPUs that start to lag in the last hours and one that lagged for 30 min and
+   recovered; plus the 8 runs' verl step logs (dashgen.simulate), exported as
+   `dashgen export` would, with each run's `verl_run_ray_session_info`. The data ends 10 min
+   before now and is backfilled with promtool; from then on a loopback endpoint serves the
+   same GPUs and runs live, so rules read the head block, as in a running Prometheus.
+2. Fills the recording rules of both rule sets over the 24 h (query_range at each group's
+   interval, written back with promtool, level by level, as `dashgen backtest` does).
+3. For "before" (the rendered rules and dashboard of git REF, default the last main commit
+   before this benchmark existed) and "after" (rendered/ of this checkout): starts Prometheus
+   on loopback with those rules, scraping that endpoint, and prints
+   - the Prometheus execution time (query stats) and the JSON bytes of a full dashboard refresh
+     over 24 h and over the dashboard's default range: every panel query, collapsed rows
+     included, variables at All (the Node variable, which has no All, at its first node), at
+     the step Grafana picks for a 1000 px wide panel;
+   - the rule-cycle time per group (prometheus_rule_group_last_duration_seconds, median of
+     six evaluations; groups are evaluated every 10 s here instead of 1m, to measure sooner);
+   - the active (pending or firing) alerts by name, against the injected stragglers.
+Everything lives in a temporary directory, removed at the end, also on errors and Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import zlib
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Iterator, TextIO
+
+import yaml
+
+from dashgen.backfill import RecordedRun, Timing, create_blocks, label_text, read_run, run_labels, write_openmetrics
+from dashgen.backtest import SERVER_ARGS, load_rules, recorded_openmetrics, recording_levels, serve_tsdb
+from dashgen.dashboards import iter_panels
+from dashgen.prometheus_server import PrometheusServer, free_port
+from dashgen.promql import metrics_in, substitute_grafana_variables
+from dashgen.simulate import RunSpec, write_run
+
+REPO = Path(__file__).resolve().parent.parent
+DASHBOARD = "dashboards/verl-training.json"
+
+NODES_PER_RUN, RUNS, GPUS_PER_NODE = 16, 8, 8
+HOURS = 24
+SCRAPE_SECONDS = 15
+STEP_SECONDS = 60.0
+PANEL_WIDTH_PX = 1000
+SCRAPE_INTERVAL_FLOOR = 15.0  # the data source's timeInterval: Grafana's smallest step
+EVALUATION_SECONDS = 10
+LIVE_GAP_SECONDS = 600
+# (node, GPU, hours before the data's end from which it lags) -- still lagging now.
+STRAGGLERS = ((5, 3, 4.0), (70, 0, 2.0), (101, 6, 1.0))
+# (node, GPU, from hour, to hour): lagged, then recovered; must not be active now.
+RECOVERED = ((40, 2, 6.0, 6.5),)
+# main's last commit before GPU scale (issue 11): its rules and dashboard are "before".
+BEFORE_REF = "734de47"
+GOALS = {"refresh_seconds": 0.5, "refresh_mb": 30.0, "rule_cycle_ms": 30.0}
+
+
+# --- The cluster and its metrics ------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Node:
+    index: int
+    run: int
+
+    @property
+    def ip(self) -> str:
+        return f"10.0.{self.index // 200}.{self.index % 200 + 10}"
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return {"job": "ray", "instance": f"{self.ip}:8080", "ip": self.ip, "SessionName": session_name(self.run)}
+
+
+def session_name(run: int) -> str:
+    return f"session_2026-11-22_00-{run:02d}-00_{123456 + run}_{4000 + run}"
+
+
+NODES = [Node(index, index // NODES_PER_RUN) for index in range(NODES_PER_RUN * RUNS)]
+
+
+def _noise(*key: int) -> float:
+    """Deterministic noise in [-1, 1) for (series, time)."""
+    return zlib.crc32(repr(key).encode()) / 2**31 - 1.0
+
+
+def _lagging(node: int, gpu: int, t: float, start: float) -> bool:
+    hours = (t - start) / 3600
+    return any(node == n and gpu == g and hours >= HOURS - h for n, g, h in STRAGGLERS) or \
+        any(node == n and gpu == g and a <= hours < b for n, g, a, b in RECOVERED)
+
+
+def run_phase(run: int, t: float) -> str:
+    """All GPUs of a run are in the same phase: generation, training, or validation (every 2 h)."""
+    if (t + run * 600) % 7200 < 360:
+        return "validation"
+    period = STEP_SECONDS + run * 3
+    return "generation" if ((t + run * 17) % period) / period < 0.55 else "training"
+
+
+_UTILISATION = {"generation": 72.0, "training": 95.0, "validation": 4.0}
+_MEMORY_MIB = {"generation": 70_000.0, "training": 62_000.0, "validation": 20_000.0}
+
+
+def _sample(run: int, phase: str, noise: float, lagging: bool) -> tuple[float, float]:
+    """(utilisation %, memory used MiB) of one GPU of `run` in `phase`."""
+    utilisation = _UTILISATION[phase] + 5 * noise
+    if lagging:
+        utilisation *= 0.3
+    return min(max(utilisation, 0.0), 100.0), _MEMORY_MIB[phase] + run * 800 + 400 * noise
+
+
+def gpu_values(node: Node, gpu: int, t: float, start: float) -> tuple[float, float]:
+    return _sample(node.run, run_phase(node.run, t), _noise(node.index, gpu, int(t)),
+                   _lagging(node.index, gpu, t, start))
+
+
+def host_memory_used(node: Node, t: float) -> float:
+    return 4.0e11 + 1.0e11 * (0.5 + 0.5 * _noise(node.index, int(t) // 60))
+
+
+HOST_MEMORY_TOTAL = 2.0e12
+
+
+def write_cluster(out: TextIO, times: range, start: float, spill: Path) -> int:
+    """Every GPU's and node's samples, family by family, each series in time order; returns the count.
+
+    Utilisation goes to `out` as it is computed, memory to `spill`, appended to `out` afterwards
+    (a family's samples must be together); nothing is held for more than one series."""
+    written = 0
+    phases = {run: [run_phase(run, t) for t in times] for run in range(RUNS)}
+    odd = {(n, g) for n, g, *_ in (*STRAGGLERS, *RECOVERED)}
+    out.write("# TYPE ray_node_gpus_utilization gauge\n")
+    with open(spill, "w") as memory_out:
+        memory_out.write("# TYPE ray_node_gram_used gauge\n")
+        for node in NODES:
+            for gpu in range(GPUS_PER_NODE):
+                labels = label_text({**node.labels, "GpuIndex": str(gpu), "GpuDeviceName": "NVIDIA H100 80GB HBM3"})
+                noise = random.Random(node.index * GPUS_PER_NODE + gpu)
+                lagging = ([_lagging(node.index, gpu, t, start) for t in times] if (node.index, gpu) in odd
+                           else [False] * len(times))
+                samples = [_sample(node.run, phase, 2 * noise.random() - 1, lag)
+                           for phase, lag in zip(phases[node.run], lagging)]
+                out.writelines([f"ray_node_gpus_utilization{labels} {u:.1f} {t}\n"
+                                for (u, _), t in zip(samples, times)])
+                memory_out.writelines([f"ray_node_gram_used{labels} {m:.0f} {t}\n"
+                                       for (_, m), t in zip(samples, times)])
+                written += 2 * len(times)
+    with open(spill) as memory_in:
+        shutil.copyfileobj(memory_in, out, 1 << 20)
+    spill.unlink()
+    for family in ("ray_node_mem_used", "ray_node_mem_total"):
+        out.write(f"# TYPE {family} gauge\n")
+        for node in NODES:
+            prefix = family + label_text(node.labels) + " "
+            values = ((host_memory_used(node, t) if family == "ray_node_mem_used" else HOST_MEMORY_TOTAL)
+                      for t in times)
+            out.writelines([f"{prefix}{value:.0f} {t}\n" for value, t in zip(values, times)])
+            written += len(times)
+    return written
+
+
+def session_info_labels(run: RecordedRun, index: int) -> dict[str, str]:
+    return {**run.labels, "SessionName": session_name(index)}
+
+
+def write_session_info(out: TextIO, runs: list[RecordedRun], times: range) -> int:
+    out.write("# TYPE verl_run_ray_session_info gauge\n")
+    for index, run in enumerate(runs):
+        prefix = "verl_run_ray_session_info" + label_text(session_info_labels(run, index)) + " 1 "
+        out.writelines([f"{prefix}{t}\n" for t in times])
+    return len(runs) * len(times)
+
+
+# --- The live endpoint: what Ray's nodes and the exporters serve now ---------------------------
+
+def live_exposition(runs: list[RecordedRun], start: float) -> str:
+    now = time.time()
+    lines = []
+    for node in NODES:
+        for gpu in range(GPUS_PER_NODE):
+            utilisation, memory = gpu_values(node, gpu, now, start)
+            labels = label_text({**node.labels, "GpuIndex": str(gpu), "GpuDeviceName": "NVIDIA H100 80GB HBM3"})
+            lines += [f"ray_node_gpus_utilization{labels} {utilisation:.1f}",
+                      f"ray_node_gram_used{labels} {memory:.1f}"]
+        lines += [f"ray_node_mem_used{label_text(node.labels)} {host_memory_used(node, now):.0f}",
+                  f"ray_node_mem_total{label_text(node.labels)} {HOST_MEMORY_TOTAL:.0f}"]
+    for index, run in enumerate(runs):
+        labels = label_text(run.labels)
+        lines += [f"{name}{labels} {value!r}" for name, value in run.values[-1].items() if math.isfinite(value)]
+        lines += [f"verl_exporter_last_step_timestamp_seconds{labels} {now}",
+                  f"verl_exporter_steps_total{labels} {len(run.steps)}",
+                  f"verl_exporter_parse_errors_total{labels} 0",
+                  f"verl_run_state{label_text({**run.labels, 'state': 'running'})} 1",
+                  f"verl_run_ray_session_info{label_text(session_info_labels(run, index))} 1"]
+    return "\n".join(lines) + "\n"
+
+
+def serve_live(runs: list[RecordedRun], start: float) -> ThreadingHTTPServer:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            body = live_exposition(runs, start).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+# --- Rules and dashboards of "before" and "after" ---------------------------------------------
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    files: dict[str, str]  # path under rendered/ -> text (rules/*.yaml and the dashboard)
+
+    @property
+    def dashboard(self) -> dict:
+        return json.loads(self.files[DASHBOARD])
+
+    def rule_files(self) -> dict[str, str]:
+        return {path: text for path, text in self.files.items() if path.startswith("rules/")}
+
+
+def rendered_variant(name: str) -> Variant:
+    rendered = REPO / "rendered"
+    files = {p.relative_to(rendered).as_posix(): p.read_text() for p in rendered.glob("rules/*.yaml")}
+    files[DASHBOARD] = (rendered / DASHBOARD).read_text()
+    return Variant(name, files)
+
+
+def git_variant(name: str, ref: str) -> Variant | None:
+    def show(path: str) -> str:
+        return subprocess.run(["git", "-C", str(REPO), "show", f"{ref}:rendered/{path}"], check=True,
+                              capture_output=True, text=True).stdout
+    try:
+        listing = subprocess.run(["git", "-C", str(REPO), "ls-tree", "--name-only", ref, "rendered/rules/"],
+                                 check=True, capture_output=True, text=True).stdout.split()
+        files = {path.removeprefix("rendered/"): show(path.removeprefix("rendered/")) for path in listing}
+        files[DASHBOARD] = show(DASHBOARD)
+    except (subprocess.CalledProcessError, FileNotFoundError) as exc:
+        print(f"before: cannot read rendered/ at {ref} ({getattr(exc, 'stderr', '') or exc}); skipped")
+        return None
+    return Variant(name, files)
+
+
+def panel_targets(dashboard: dict) -> Iterator[tuple[str, str]]:
+    for panel in iter_panels(dashboard):
+        for target in panel.get("targets", []):
+            yield panel["title"], target["expr"]
+
+
+def with_fast_groups(text: str) -> str:
+    """The rule file with every group evaluated every EVALUATION_SECONDS (only how often, not what)."""
+    data = yaml.safe_load(text)
+    for group in data["groups"]:
+        group["interval"] = f"{EVALUATION_SECONDS}s"
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+# --- Grafana's view of a range ------------------------------------------------------------------
+
+_GRAFANA_STEPS_MS = (10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 15000, 20000, 30000, 60000, 120000,
+                     300000, 600000, 900000, 1200000, 1800000, 3600000, 7200000, 10800000, 21600000, 43200000)
+_GRAFANA_STEP_LIMITS_MS = (15, 35, 75, 150, 350, 750, 1500, 3500, 7500, 12500, 17500, 25000, 45000, 90000,
+                           210000, 450000, 750000, 1050000, 1500000, 2700000, 5400000, 9000000, 16200000,
+                           32400000, 86400000)
+
+
+def grafana_step(range_seconds: float) -> float:
+    """$__interval of a panel PANEL_WIDTH_PX wide: range / width, rounded as Grafana rounds it."""
+    raw_ms = range_seconds * 1000 / PANEL_WIDTH_PX
+    step_ms = next((step for step, limit in zip(_GRAFANA_STEPS_MS, _GRAFANA_STEP_LIMITS_MS) if raw_ms < limit),
+                   86400000)
+    return max(step_ms / 1000, SCRAPE_INTERVAL_FLOOR)
+
+
+def api(server: PrometheusServer, path: str, params: dict[str, str]) -> tuple[dict, int]:
+    """GET /api/v1/<path>: (data, bytes of the response body)."""
+    url = f"{server.url}/api/v1/{path}?{urllib.parse.urlencode(params, doseq=True)}"
+    try:
+        with urllib.request.urlopen(url, timeout=120) as response:
+            body = response.read()
+    except urllib.error.HTTPError as exc:
+        raise RuntimeError(f"prometheus refused /api/v1/{path} {params}: {exc.read().decode()}") from None
+    return json.loads(body)["data"], len(body)
+
+
+def substitute(expr: str, values: dict[str, str]) -> str:
+    return re.sub(r"\$\{(\w+)\}|\$(\w+)", lambda m: values.get(m.group(1) or m.group(2), m.group(0)), expr)
+
+
+def variable_values(server: PrometheusServer, dashboard: dict, start: float, end: float) -> dict[str, str]:
+    """Each query variable as Grafana would set it: All, or the first value when it has no All."""
+    values: dict[str, str] = {}
+    for variable in dashboard["templating"]["list"]:
+        if variable["type"] != "query":
+            continue
+        match = re.fullmatch(r"label_values\((.*),\s*(\w+)\)", variable["definition"].strip())
+        selector, label = substitute(match.group(1), values), match.group(2)
+        found, _ = api(server, f"label/{label}/values", {"match[]": selector, "start": start, "end": end})
+        found = sorted(found)
+        if variable.get("includeAll"):
+            values[variable["name"]] = variable.get("allValue") or \
+                "(" + "|".join(regex_escape(value) for value in found) + ")"
+        else:
+            values[variable["name"]] = regex_escape(found[0]) if found else ""
+    return values
+
+
+def regex_escape(value: str) -> str:
+    """A value inside a PromQL regex matcher's string, escaped as Grafana's Prometheus data source does."""
+    return re.sub(r"([\\^$*+?.()|{}\[\]])", r"\\\\\1", value)
+
+
+@dataclass
+class Refresh:
+    seconds: float = 0.0  # Prometheus' execTotalTime, summed over the queries
+    bytes: int = 0
+    queries: int = 0
+    costliest: list[tuple[float, int, str]] | None = None
+
+
+def refresh(server: PrometheusServer, dashboard: dict, range_seconds: float, end: float) -> Refresh:
+    step = grafana_step(range_seconds)
+    # Grafana aligns the range to the step.
+    start, end = math.floor((end - range_seconds) / step) * step, math.floor(end / step) * step
+    values = variable_values(server, dashboard, start, end)
+    values.update({"__interval": f"{step:g}s", "__interval_ms": str(int(step * 1000)),
+                   "__rate_interval": f"{max(step + SCRAPE_INTERVAL_FLOOR, 4 * SCRAPE_INTERVAL_FLOOR):g}s",
+                   "__range": f"{range_seconds:g}s", "__range_s": f"{range_seconds:g}",
+                   "__range_ms": str(int(range_seconds * 1000))})
+    result, costs = Refresh(), []
+    for title, expr in panel_targets(dashboard):
+        data, size = api(server, "query_range", {"query": substitute(expr, values), "start": start, "end": end,
+                                                 "step": step, "stats": "all"})
+        seconds = data["stats"]["timings"]["execTotalTime"]
+        result.seconds += seconds
+        result.bytes += size
+        result.queries += 1
+        costs.append((seconds, size, title))
+    result.costliest = sorted(costs, reverse=True)[:4]
+    return result
+
+
+# --- Rules ---------------------------------------------------------------------------------------
+
+def self_metrics(server: PrometheusServer) -> dict[str, float]:
+    with urllib.request.urlopen(f"{server.url}/metrics", timeout=30) as response:
+        text = response.read().decode()
+    return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+            if line.startswith("prometheus_rule_group_")}
+
+
+def group_values(metrics: dict[str, float], name: str) -> dict[str, float]:
+    pattern = re.compile(rf'{name}{{rule_group="[^"]*;([^"]+)"}}')
+    return {match.group(1): value for key, value in metrics.items() if (match := pattern.fullmatch(key))}
+
+
+def rule_cycle(server: PrometheusServer, evaluations: int = 6) -> dict[str, float]:
+    """Median over `evaluations` of each group's last evaluation time, in ms."""
+    samples: dict[str, list[float]] = {}
+    seen = group_values(self_metrics(server), "prometheus_rule_group_iterations_total")
+    deadline = time.monotonic() + EVALUATION_SECONDS * (evaluations + 3)
+    while min((len(v) for v in samples.values()), default=0) < evaluations and time.monotonic() < deadline:
+        time.sleep(2)
+        metrics = self_metrics(server)
+        iterations = group_values(metrics, "prometheus_rule_group_iterations_total")
+        durations = group_values(metrics, "prometheus_rule_group_last_duration_seconds")
+        for group, count in iterations.items():
+            if count > seen.get(group, 0):
+                seen[group] = count
+                samples.setdefault(group, []).append(durations[group] * 1000)
+    return {group: statistics.median(values) for group, values in sorted(samples.items())}
+
+
+def wait_for_live_data(server: PrometheusServer, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        data, _ = api(server, "query", {"query": 'up{job="live"} == 1'})
+        if data["result"]:
+            return
+        time.sleep(1)
+    raise RuntimeError(f"prometheus did not scrape the live endpoint:\n{server.log_tail()}")
+
+
+def active_alerts(server: PrometheusServer) -> dict[str, int]:
+    data, _ = api(server, "alerts", {})
+    counts: dict[str, int] = {}
+    for alert in data["alerts"]:
+        counts[alert["labels"]["alertname"]] = counts.get(alert["labels"]["alertname"], 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def wait_for_compaction(server: PrometheusServer, timeout: float = 240) -> None:
+    """Overlapping blocks (the recordings over the raw data) are merged by Prometheus' first
+    compaction, a minute after start; wait for it so that it does not run while measuring."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(f"{server.url}/metrics", timeout=30) as response:
+            text = response.read().decode()
+        merged = re.search(r"^prometheus_tsdb_vertical_compactions_total (\S+)$", text, re.M)
+        running = re.search(r"^prometheus_tsdb_compactions_total (\S+)$", text, re.M)
+        if merged and float(merged.group(1)) > 0 and running and float(running.group(1)) > 0:
+            time.sleep(2)
+            return
+        time.sleep(2)
+    print("  (no compaction seen; measuring anyway)")
+
+
+# --- The benchmark --------------------------------------------------------------------------------
+
+def build_data(workdir: Path, variants: list[Variant], end: float) -> tuple[list[RecordedRun], int]:
+    start = end - HOURS * 3600
+    times = range(int(start), int(end) + 1, SCRAPE_SECONDS)
+    variants_metrics = set()
+    runs_dir = workdir / "runs" / "scale"
+    logs = [write_run(RunSpec(f"run-{index}", int(HOURS * 3600 / STEP_SECONDS) - 30, seed=index,
+                              step_seconds=STEP_SECONDS), runs_dir / f"run-{index}.jsonl") for index in range(RUNS)]
+    for variant in variants:  # the verl series any rule or panel reads
+        recordings, alerts = load_rules(variant.rule_files())
+        for rule in [*recordings, *alerts]:
+            variants_metrics |= metrics_in(rule.expr)
+        for _, expr in panel_targets(variant.dashboard):
+            variants_metrics |= metrics_in(substitute_grafana_variables(expr))
+    runs = [read_run(log, run_labels(log, "verl"), Timing(end="hung", hold_seconds=0), keep=variants_metrics,
+                     now=end) for log in logs]
+    scraped = workdir / "scraped.om"
+    with open(scraped, "w") as out:
+        samples = write_cluster(out, times, start, workdir / "memory.om")
+        samples += write_session_info(out, runs, times)
+        samples += write_openmetrics(runs, out, SCRAPE_SECONDS)
+    return runs, samples
+
+
+def measure(variant: Variant, workdir: Path, runs: list[RecordedRun], start: float, first: bool) -> dict:
+    rules_dir = workdir / variant.name / "rules"
+    rules_dir.mkdir(parents=True)
+    for path, text in variant.rule_files().items():
+        (rules_dir / Path(path).name).write_text(with_fast_groups(text))
+    config = workdir / variant.name / "prometheus.yml"
+    live = serve_live(runs, start)
+    try:
+        config.write_text(yaml.safe_dump({
+            "global": {"scrape_interval": f"{SCRAPE_SECONDS}s", "evaluation_interval": f"{EVALUATION_SECONDS}s"},
+            "rule_files": [str(rules_dir / "*.yaml")],
+            "scrape_configs": [{"job_name": "live", "honor_labels": True,
+                                "static_configs": [{"targets": [f"127.0.0.1:{live.server_address[1]}"]}]}]}))
+        with PrometheusServer(config, workdir / "tsdb", SERVER_ARGS) as server:
+            if first:
+                began = time.monotonic()
+                wait_for_compaction(server)
+                print(f"{variant.name}: compaction of the backfilled blocks settled after "
+                      f"{time.monotonic() - began:.0f} s", file=sys.stderr)
+            wait_for_live_data(server)
+            cycle = rule_cycle(server)
+            alerts = active_alerts(server)
+            now = time.time()
+            day = refresh(server, variant.dashboard, HOURS * 3600, now)
+            default_range = duration_of(variant.dashboard["time"]["from"])
+            default = refresh(server, variant.dashboard, default_range, now)
+    finally:
+        live.shutdown()
+        live.server_close()
+    return {"cycle": cycle, "alerts": alerts, "day": day, "default": default, "default_range": default_range}
+
+
+def duration_of(grafana_from: str) -> float:
+    match = re.fullmatch(r"now-(\d+)([smhd])", grafana_from)
+    return int(match.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[match.group(2)]
+
+
+def fill_recordings(workdir: Path, variants: list[Variant], start: float, end: float) -> None:
+    recordings = {}
+    for variant in variants:  # "after" last: its definition wins where both record a name
+        for rule in load_rules(variant.rule_files())[0]:
+            recordings[rule.record] = rule
+    span = RecordedRun(Path("scale_1024"), {}, times=[start], end=end)
+    for level, rules in enumerate(recording_levels(list(recordings.values()))):
+        with serve_tsdb(workdir) as server:
+            text = recorded_openmetrics(server, rules, [span])
+        if text:
+            recorded = workdir / f"recorded-{level}.om"
+            recorded.write_text(text)
+            create_blocks(recorded, workdir / "tsdb", end - start)
+            recorded.unlink()
+
+
+def report(results: dict[str, dict], samples: int, timings: dict[str, float]) -> bool:
+    names = list(results)
+    print(f"\ndata: {len(NODES)} nodes x {GPUS_PER_NODE} GPUs, {RUNS} verl runs, {HOURS} h at {SCRAPE_SECONDS} s: "
+          f"{samples / 1e6:.1f} M samples; " + ", ".join(f"{k} {v:.0f} s" for k, v in timings.items()))
+    print(f"{'':44}" + "".join(f"{name:>12}" for name in names) + "        goal")
+
+    def row(label: str, values: list[str], goal: str = "") -> None:
+        print(f"{label:44}" + "".join(f"{v:>12}" for v in values) + f"  {goal:>10}")
+
+    for key, label in (("day", f"{HOURS} h refresh"), ("default", "default range refresh")):
+        row(f"{label}: Prometheus execution (s)", [f"{results[n][key].seconds:.3f}" for n in names],
+            f"<= {GOALS['refresh_seconds']}" if key == "day" else "")
+        row(f"{label}: JSON returned (MB)", [f"{results[n][key].bytes / 1e6:.1f}" for n in names],
+            f"<= {GOALS['refresh_mb']:g}" if key == "day" else "")
+        row(f"{label}: queries", [str(results[n][key].queries) for n in names])
+    row("rule cycle, all groups (ms)", [f"{sum(results[n]['cycle'].values()):.1f}" for n in names],
+        f"<= {GOALS['rule_cycle_ms']:g}")
+    groups = sorted({g for n in names for g in results[n]["cycle"]})
+    for group in groups:
+        row(f"  {group} (ms)", [f"{results[n]['cycle'].get(group, float('nan')):.1f}" for n in names])
+    alertnames = sorted({a for n in names for a in results[n]["alerts"]})
+    row("active alerts (pending or firing)", [str(sum(results[n]["alerts"].values())) for n in names])
+    for alertname in alertnames:
+        row(f"  {alertname}", [str(results[n]["alerts"].get(alertname, 0)) for n in names],
+            f"= {len(STRAGGLERS)}" if alertname == "VerlGPUStraggler" else "")
+    for name in names:
+        print(f"costliest queries of the {HOURS} h refresh, {name}: " + "; ".join(
+            f"{title} {seconds * 1000:.0f} ms {size / 1e6:.1f} MB" for seconds, size, title in
+            results[name]["day"].costliest))
+    after = results["after"]
+    met = (after["day"].seconds <= GOALS["refresh_seconds"] and after["day"].bytes / 1e6 <= GOALS["refresh_mb"]
+           and sum(after["cycle"].values()) <= GOALS["rule_cycle_ms"]
+           and after["alerts"].get("VerlGPUStraggler", 0) == len(STRAGGLERS))
+    print(f"goals {'met' if met else 'NOT met'} (after)")
+    return met
+
+
+def main() -> int:
+    global HOURS
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--before", default=BEFORE_REF, help="git ref whose rendered/ is 'before' ('none': skip)")
+    parser.add_argument("--hours", type=int, default=HOURS, help="length of the data set (a quick look: 1)")
+    args = parser.parse_args()
+    HOURS = args.hours
+    variants = [v for v in (None if args.before == "none" else git_variant("before", args.before),
+                            rendered_variant("after")) if v is not None]
+    timings: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="dashgen-scale-") as tmp:
+        workdir = Path(tmp)
+        # Ends well before the live scrapes start, as in a running Prometheus whose last minutes
+        # are in the head: instant queries then read the head alone, not the backfilled blocks too.
+        end = math.floor(time.time() / SCRAPE_SECONDS) * SCRAPE_SECONDS - LIVE_GAP_SECONDS
+        start = end - HOURS * 3600
+        began = time.monotonic()
+        runs, samples = build_data(workdir, variants, end)
+        timings["generation"] = time.monotonic() - began
+        print(f"generated {samples / 1e6:.1f} M samples in {timings['generation']:.0f} s", file=sys.stderr)
+        began = time.monotonic()
+        create_blocks(workdir / "scraped.om", workdir / "tsdb", end - start)
+        (workdir / "scraped.om").unlink()
+        timings["promtool"] = time.monotonic() - began
+        print(f"backfilled in {timings['promtool']:.0f} s", file=sys.stderr)
+        began = time.monotonic()
+        fill_recordings(workdir, variants, start, end)
+        timings["recording rules"] = time.monotonic() - began
+        print(f"recording rules filled in {timings['recording rules']:.0f} s", file=sys.stderr)
+        results = {}
+        for variant in variants:
+            began = time.monotonic()
+            results[variant.name] = measure(variant, workdir, runs, start, first=not results)
+            timings[f"measure {variant.name}"] = time.monotonic() - began
+    return 0 if report(results, samples, timings) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
