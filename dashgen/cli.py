@@ -266,7 +266,8 @@ def export(jsonl: str, listen: str | None, project: str | None, experiment: str 
                      total_steps=total_steps, catalog=project_catalog(root))
     registry = CollectorRegistry(auto_describe=False)
     registry.register(state)
-    _register_ray_link(registry, state.labels, ray_session, ray_temp_dir or Path(config.ray_temp_dir))
+    ray_link = _ray_link(state.labels, ray_session, ray_temp_dir or Path(config.ray_temp_dir))
+    registry.register(ray_link)
     follower = LogFollower(path, state)
     try:
         follower.poll()  # serve what the log already holds from the first scrape on
@@ -281,6 +282,9 @@ def export(jsonl: str, listen: str | None, project: str | None, experiment: str 
     shown_host = f"[{host}]" if ":" in host else host
     click.echo(f"dashgen export: serving {path} as project={state.labels[0]!r} experiment={state.labels[1]!r} "
                f"on http://{shown_host}:{port}/metrics", err=True)
+    if ray_temp_dir is not None and ray_link.current_session() is None:
+        click.echo(f"dashgen export: no Ray session in {ray_temp_dir} yet ({ray_temp_dir}/session_latest); the run "
+                   f"is linked to its GPUs once Ray starts there (or give --ray-session)", err=True)
     if command:
         supervisor = Supervisor(list(command), follower, poll_interval, grace_seconds, pid_file,
                                 say=lambda message: click.echo(message, err=True))
@@ -293,15 +297,11 @@ def export(jsonl: str, listen: str | None, project: str | None, experiment: str 
         pass
 
 
-def _register_ray_link(registry, labels: tuple[str, str], session: str | None, temp_dir: Path) -> None:
-    """Serve the run's link to its Ray session, which GPU panels and alerts join on."""
-    from dashgen.ray_link import RaySessionLink, check_session_name, latest_session
+def _ray_link(labels: tuple[str, str], session: str | None, temp_dir: Path):
+    """The run's link to its Ray session, which GPU panels and alerts join on."""
+    from dashgen.ray_link import RaySessionLink, check_session_name
 
-    link = RaySessionLink(*labels, check_session_name(session) if session is not None else None, temp_dir)
-    registry.register(link)
-    if session is None and latest_session(temp_dir) is None:
-        click.echo(f"dashgen export: no Ray session in {temp_dir} yet ({temp_dir}/session_latest); the run is linked "
-                   f"to its GPUs once Ray starts there (or give --ray-session / --ray-temp-dir)", err=True)
+    return RaySessionLink(*labels, check_session_name(session) if session is not None else None, temp_dir)
 
 
 # --- From alert to action ------------------------------------------------------------------------
