@@ -72,7 +72,7 @@ STRAGGLERS = ((5, 3, 4.0), (70, 0, 2.0), (101, 6, 1.0))
 # (node, GPU, from hour, to hour): lagged, then recovered; must not be active now.
 RECOVERED = ((40, 2, 6.0, 6.5),)
 # main's last commit before GPU scale (issue 11): its rules and dashboard are "before".
-BEFORE_REF = "734de47"
+BEFORE_REF = "b55823b"
 GOALS = {"refresh_seconds": 0.5, "refresh_mb": 30.0, "rule_cycle_ms": 30.0}
 
 
