@@ -484,7 +484,8 @@ def measure(variant: Variant, workdir: Path, runs: list[RecordedRun], start: flo
             alerts = active_alerts(server)
             now = time.time()
             day = refresh(server, variant.dashboard, HOURS * 3600, now)
-            default_range = duration_of(variant.dashboard["time"]["from"])
+            # A dashboard without "time" has Grafana's default range, the last 6 hours.
+            default_range = duration_of(variant.dashboard.get("time", {}).get("from", "now-6h"))
             default = refresh(server, variant.dashboard, default_range, now)
     finally:
         live.shutdown()
