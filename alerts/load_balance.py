@@ -35,6 +35,9 @@ def rules(config: Config) -> RuleGroup:
         severity=Severity.WARNING,
         expr=expr,
         for_=config.straggler_for,
+        # A validation phase idles the whole session and pauses the comparison; the alert
+        # holds through it instead of resolving and paging again after it.
+        keep_firing_for=config.warning_keep_firing_for,
         summary="A GPU works far less than the GPUs of the other nodes of its run.",
         description=(f"{where}the least busy GPU of node {{{{ $labels.{gpu.node_label} }}}} is at {VALUE}% "
                      f"utilisation, below {factor:g}x the median of that value over {peer_name} (which is at "
