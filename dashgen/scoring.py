@@ -98,7 +98,10 @@ def score(outcomes: list[RunOutcome], specs: list[RunSpec]) -> Score:
                 if alert.alertname not in must:
                     continue
                 entry.episodes += 1
-                entry.firings_per_episode.append(len(hits))
+                # A firing that began well before the episode belongs to an earlier one (e.g. a
+                # reward fault that recovers before the run converges): it detects this episode
+                # but is not one of its firings. Re-firing within the episode still counts.
+                entry.firings_per_episode.append(sum(1 for i in hits if spans[i][0] >= start - SLACK_SECONDS))
                 if not hits:
                     continue
                 entry.detected += 1

@@ -30,7 +30,8 @@ FAULT_ALERTS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "reward_cliff": (frozenset({"VerlRewardCliff"}), frozenset({"VerlRewardStagnation"})),
     "reward_hacking": (frozenset({"VerlBatchTokenRunaway"}), frozenset({"VerlResponseTruncation"})),
     "truncation": (frozenset({"VerlResponseTruncation"}), frozenset()),
-    "stall": (frozenset({"VerlTrainingStalled"}), frozenset()),
+    # The held last step is a flat reward; Alertmanager inhibits the stagnation it causes.
+    "stall": (frozenset({"VerlTrainingStalled"}), frozenset({"VerlRewardStagnation"})),
     "crash": (frozenset({"VerlRunCrashed"}), frozenset()),
     "nan": (frozenset({"VerlNaNMetrics"}), frozenset({"VerlNonFiniteStep", "VerlRunCrashed"})),
     "memory_pressure": (frozenset({"VerlGPUMemoryPressure"}), frozenset()),
