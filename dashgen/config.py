@@ -490,7 +490,7 @@ def read_overrides(path: Path) -> dict[str, Any]:
     for key in data:
         if not isinstance(key, str) or key not in known:
             close = difflib.get_close_matches(str(key), known, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else f"; `dashgen config` lists the fields"
+            hint = f"; did you mean {close[0]!r}?" if close else "; `dashgen config` lists the fields"
             raise ConfigError(f"{path}: unknown config field {key!r}{hint}")
     return data
 
@@ -509,7 +509,7 @@ def load_config(path: Path | None, root: Path | None = None) -> Config:
 
 def config_yaml(config: Config, overridden_in: Path | None = None, overridden: set[str] = frozenset()) -> str:
     """The effective config as YAML, one field a line, marking the fields a file set."""
-    lines = [f"# Effective dashgen config: defaults of dashgen/config.py"
+    lines = ["# Effective dashgen config: defaults of dashgen/config.py"
              + (f", overridden by {overridden_in}" if overridden_in else "") + "."]
     for f in dataclasses.fields(Config):
         value = getattr(config, f.name)

@@ -9,7 +9,8 @@ import pytest
 from synthetic_runs import write_run
 
 from conftest import REPO, run
-from dashgen import backtest as backtest_module
+from dashgen.backtest import engine as backtest_engine
+from dashgen.backtest import evaluation as backtest_evaluation
 from dashgen.backtest import firing_intervals, query_spans
 from dashgen.promtool import find_binary
 
@@ -157,7 +158,7 @@ def test_server_and_temporary_tsdb_are_gone_after_ctrl_c(tmp_path: Path, monkeyp
         assert seen["workdir"].is_dir()
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(backtest_module, "evaluate_alert", interrupted)
+    monkeypatch.setattr(backtest_engine, "evaluate_alert", interrupted)
     result = run("backtest", "--root", str(REPO), str(log))
     assert result.exit_code == 1  # click's "Aborted!"
     assert seen["process"].poll() is not None
@@ -180,7 +181,7 @@ def test_for_is_applied_like_prometheus():
 
 
 def test_queries_are_split_at_gaps_and_at_the_point_limit(monkeypatch):
-    monkeypatch.setattr(backtest_module, "MAX_POINTS_PER_QUERY", 3)
+    monkeypatch.setattr(backtest_evaluation, "MAX_POINTS_PER_QUERY", 3)
     assert query_spans([0, 10, 20, 30, 40, 70, 80], 10) == [(0, 20), (30, 40), (70, 80)]
 
 

@@ -1,7 +1,6 @@
 """verl's validation results (val-core/..., val-aux/..., test steps only) keep their structure as
 labels and are held between test steps, by the exporter and by backfill alike."""
 
-import json
 import math
 from pathlib import Path
 

@@ -1,0 +1,18 @@
+"""Backtest the alerts on recorded runs with Prometheus' own query engine.
+
+engine.py      backfill the runs, fill the recording rules, evaluate every alert: `backtest()`
+evaluation.py  one alert over one run, as Prometheus' rule manager would; the outcome types
+rule_files.py  rules from Prometheus rule files (`--rules`), and the fill order of recordings
+report.py      the outcome as a table or JSON
+plot.py        the outcome as a picture (`--plot`, needs matplotlib)
+"""
+
+from dashgen.backtest.engine import SERVER_ARGS, backtest, recorded_openmetrics, serve_tsdb
+from dashgen.backtest.evaluation import AlertOutcome, Firing, RunOutcome, firing_intervals, query_spans
+from dashgen.backtest.plot import plot, require_matplotlib
+from dashgen.backtest.report import format_table, iso_time, to_json
+from dashgen.backtest.rule_files import load_rules, read_rule_files, recording_levels
+
+__all__ = ["SERVER_ARGS", "AlertOutcome", "Firing", "RunOutcome", "backtest", "firing_intervals", "format_table",
+           "iso_time", "load_rules", "plot", "query_spans", "read_rule_files", "recorded_openmetrics",
+           "recording_levels", "require_matplotlib", "serve_tsdb", "to_json"]
