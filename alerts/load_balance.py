@@ -1,6 +1,6 @@
 """Load balance: one GPU idles while the others work; batches grow out of proportion."""
 
-from dashgen_alerts._common import RUN, RUN_NAME, VALUE, complete_baseline_median, held_baseline, smoothed
+from dashgen_alerts._common import RUN, RUN_NAME, VALUE, complete_baseline_median, held_baseline, hold_group, smoothed
 
 from dashgen.config import Config
 from dashgen.gpu import RUN_SESSION_LINK, SESSION_LABEL, gpu_source, run_join
@@ -11,7 +11,7 @@ TOKENS_BASELINE = "verl:perf_total_num_tokens:baseline_median"
 TOKENS_HELD = "verl:perf_total_num_tokens:baseline_held"
 
 
-def rules(config: Config) -> RuleGroup:
+def rules(config: Config) -> list[RuleGroup]:
     gpu = gpu_source(config)
     factor = config.straggler_factor
     # Each node's least busy GPU (recorded by alerts/gpu.py) against the median of that value
@@ -54,11 +54,11 @@ def rules(config: Config) -> RuleGroup:
     )
     window, recent = config.token_runaway_window, config.divergence_recent_window
     tokens = smoothed(TOKENS, config.signal_smoothing_window)
+    held = held_baseline(TOKENS_BASELINE, TOKENS_HELD, config, fault_raises=True)
     baselines = (
         Recording(TOKENS_BASELINE, complete_baseline_median(TOKENS, window, recent),
                   f"Median tokens per batch over {window}, ending {recent} ago, once that window is full"),
-        Recording(TOKENS_HELD, held_baseline(TOKENS_BASELINE, config.baseline_hold_window, fault_raises=True),
-                  f"Lowest {TOKENS_BASELINE} of the last {config.baseline_hold_window}: the level before a runaway"),
+        held.held,
     )
     runaway = Alert(
         name="VerlBatchTokenRunaway",
@@ -79,4 +79,5 @@ def rules(config: Config) -> RuleGroup:
             "max_response_length.",
         ),
     )
-    return RuleGroup("verl-load-balance", (*baselines, straggler, runaway))
+    return [RuleGroup("verl-load-balance", (*baselines, straggler, runaway)),
+            hold_group("verl-load-balance", [held], config)]

@@ -1,6 +1,7 @@
 """Rewards: a cliff (reward falls far below its recent level) and stagnation (it stops rising)."""
 
-from dashgen_alerts._common import RUN, RUN_NAME, SCORE, VALUE, complete_baseline_median, held_baseline, smoothed
+from dashgen_alerts._common import (RUN, RUN_NAME, SCORE, VALUE, complete_baseline_median, held_baseline, hold_group,
+                                   smoothed)
 
 from dashgen.config import Config
 from dashgen.model import Alert, Recording, RuleGroup, Severity, Sustain
@@ -15,7 +16,7 @@ def _below(baseline: str, drop: float, floor: float) -> str:
     return f"({baseline} - clamp_min({drop:g} * abs({baseline}), {floor:g}))"
 
 
-def rules(config: Config) -> RuleGroup:
+def rules(config: Config) -> list[RuleGroup]:
     base, recent = config.reward_cliff_baseline_window, config.reward_cliff_recent_window
     drop, floor = config.reward_cliff_drop_fraction, config.reward_cliff_min_drop
     sustain_fraction = config.reward_cliff_sustain_fraction
@@ -24,9 +25,7 @@ def rules(config: Config) -> RuleGroup:
     baseline = Recording(
         SCORE_BASELINE, complete_baseline_median(SCORE, base, recent),
         f"Median reward (critic/score/mean) over {base}, ending {recent} ago, once that window is full")
-    held = Recording(
-        SCORE_HELD, held_baseline(SCORE_BASELINE, config.baseline_hold_window, fault_raises=False),
-        f"Highest {SCORE_BASELINE} of the last {config.baseline_hold_window}: the level before a cliff")
+    held = held_baseline(SCORE_BASELINE, SCORE_HELD, config, fault_raises=False)
     gain = Recording(
         SCORE_GAIN, (f"quantile_over_time(0.5, {SCORE}[{window}])\n"
                      f"  - quantile_over_time(0.5, {SCORE}[{window}] offset {window})"),
@@ -74,4 +73,5 @@ def rules(config: Config) -> RuleGroup:
             "Decide whether to stop the run and save the GPUs.",
         ),
     )
-    return RuleGroup("verl-rewards", (baseline, held, gain, cliff, stagnation))
+    return [RuleGroup("verl-rewards", (baseline, held.held, gain, cliff, stagnation)),
+            hold_group("verl-rewards", [held], config)]

@@ -1,7 +1,7 @@
 """Training stability: divergence of the policy update, KL spikes, entropy collapse, NaNs."""
 
 from dashgen_alerts._common import (ENTROPY, GRAD_NORM, KL, RUN, RUN_NAME, VALUE, complete_baseline_median,
-                            held_baseline, smoothed)
+                            held_baseline, hold_group, smoothed)
 
 from dashgen.catalog import NONFINITE_STREAK_METRIC
 from dashgen.config import Config, duration_seconds
@@ -17,20 +17,17 @@ ENTROPY_HELD = "verl:actor_entropy:baseline_held"
 STREAK = f"{NONFINITE_STREAK_METRIC}{{verl}}"
 
 
-def rules(config: Config) -> RuleGroup:
+def rules(config: Config) -> list[RuleGroup]:
     base, recent = config.divergence_baseline_window, config.divergence_recent_window
-    hold, smoothing = config.baseline_hold_window, config.signal_smoothing_window
+    smoothing = config.signal_smoothing_window
     signals = ((KL_BASELINE, KL_HELD, KL, True), (GRAD_NORM_BASELINE, GRAD_NORM_HELD, GRAD_NORM, True),
                (ENTROPY_BASELINE, ENTROPY_HELD, ENTROPY, False))
     baselines = [
         Recording(name, complete_baseline_median(series, base, recent),
                   f"Median of {series.split('{')[0]} over {base}, ending {recent} ago, once that window is full")
         for name, _, series, _ in signals
-    ] + [
-        Recording(held, held_baseline(rolling, hold, raises),
-                  f"{'Lowest' if raises else 'Highest'} {rolling} of the last {hold}: the level before a fault")
-        for rolling, held, _, raises in signals
     ]
+    held = [held_baseline(rolling, held, config, raises) for rolling, held, _, raises in signals]
     divergence = Alert(
         name="VerlTrainingDivergence",
         severity=Severity.CRITICAL,
@@ -141,7 +138,9 @@ def rules(config: Config) -> RuleGroup:
             "If it recurs, lower the learning rate or check the batch for degenerate (empty) responses.",
         ),
     )
-    return RuleGroup("verl-stability", (*baselines, divergence, kl_spike, entropy_collapse, nan, nonfinite_step))
+    return [RuleGroup("verl-stability", (*baselines, *(h.held for h in held), divergence, kl_spike, entropy_collapse,
+                                         nan, nonfinite_step)),
+            hold_group("verl-stability", held, config)]
 
 
 def inhibitions(config: Config) -> tuple[Inhibition, ...]:

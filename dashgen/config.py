@@ -195,6 +195,9 @@ class Config:
     # lowers) rolling baseline of this window: it keeps the pre-fault level for this long
     # after a fault starts, where the rolling median absorbs the fault within about 40 minutes.
     baseline_hold_window: Interval = "24h"
+    # The held baseline reads the rolling baseline's extreme of each such step (recorded by a
+    # group evaluated this often), not every evaluation of it: a tenth of the samples per cycle.
+    baseline_hold_step: Interval = "10m"
     # Single-signal conditions read the median of this window, so one odd step neither
     # fires nor resolves them.
     signal_smoothing_window: Interval = "5m"
@@ -326,6 +329,10 @@ class Config:
             same = [other for other, other_job in scraped.items() if other_job == job and other != name]
             if same:
                 raise ConfigError(f"{name} = {job!r} is also {same[0]}; each scrape job needs a name of its own")
+        step = duration_seconds(self.baseline_hold_step)
+        if not duration_seconds(self.rule_interval) <= step <= duration_seconds(self.baseline_hold_window):
+            raise ConfigError(f"baseline_hold_step = {self.baseline_hold_step!r} must lie between rule_interval "
+                              f"({self.rule_interval}) and baseline_hold_window ({self.baseline_hold_window})")
 
 
 # --- Checking values against the annotations --------------------------------------------------

@@ -88,14 +88,17 @@ def runbook_anchor(alert_name: str) -> str:
 
 
 def render_rules(root: Path, config: Config, catalog: Catalog) -> RulesOutput:
-    out = RulesOutput(catalog=catalog)
     selectors = rule_selectors(config)
-    seen: dict[str, Path] = {}
+    modules = []
     for definition in load_modules(root, "alerts", "rules"):
         result = call_definition(definition, "rules", config)
         groups = [result] if isinstance(result, RuleGroup) else result
         if not isinstance(groups, (list, tuple)) or not all(isinstance(g, RuleGroup) for g in groups):
             raise BuildError(f"{definition.path}: rules() must return a RuleGroup or a list of RuleGroups")
+        modules.append((definition, groups))
+    out = RulesOutput(catalog=_with_recordings(catalog, modules, selectors))
+    seen: dict[str, Path] = {}
+    for definition, groups in modules:
         rendered_groups = []
         for group in groups:
             interval = group.interval or config.rule_interval
@@ -112,9 +115,6 @@ def render_rules(root: Path, config: Config, catalog: Catalog) -> RulesOutput:
                 if isinstance(rule, Recording):
                     if not _RECORD_NAME.fullmatch(rule.record):
                         raise BuildError(f"{where}: not a valid metric name")
-                    labels = result_info.labels
-                    out.catalog = out.catalog.with_metrics([Metric(
-                        rule.record, MetricType.GAUGE, "none", rule.help, labels, Source.RECORDING_RULE)])
                     rendered_rules.append({"record": rule.record, "expr": expr})
                     out.recording_rules.append(RecordingRule(rule.record, expr, _ms(interval)))
                 elif isinstance(rule, Alert):
@@ -139,6 +139,28 @@ def render_rules(root: Path, config: Config, catalog: Catalog) -> RulesOutput:
     if out.alerts:
         out.files[DOCS_FILE] = _render_docs(out.alerts, config)
     return out
+
+
+def _with_recordings(catalog: Catalog, modules: list, selectors: dict) -> Catalog:
+    """The catalog plus every recorded series, with the labels its expression keeps. A recording
+    may read one defined after it (e.g. in a group of another interval); one whose expression
+    does not check is left out here and reported where it is rendered."""
+    pending = [rule for _, groups in modules for group in groups for rule in group.rules
+               if isinstance(rule, Recording)]
+    while pending:
+        left = []
+        for rule in pending:
+            try:
+                _, result_info = checked_expression(rule.expr, selectors, catalog, rule.record)
+            except BuildError:
+                left.append(rule)
+                continue
+            catalog = catalog.with_metrics([Metric(
+                rule.record, MetricType.GAUGE, "none", rule.help, result_info.labels, Source.RECORDING_RULE)])
+        if len(left) == len(pending):
+            break
+        pending = left
+    return catalog
 
 
 def _check_alert(alert: Alert, where: str) -> None:

@@ -43,6 +43,7 @@ def chain_config(ports: dict, token_file) -> dict:
         "divergence_baseline_window": "30s",
         "divergence_recent_window": "5s",
         "divergence_for": "3s",
+        "baseline_hold_step": "5s",  # the held baseline must exist while the divergence fires
         "signal_smoothing_window": "5s",
         # The symptoms fire one evaluation after the divergence, as with the default windows.
         "kl_spike_for": "6s",

@@ -33,6 +33,8 @@ def write_config(project, text: str):
     ('exporter_address: "localhost:9464\\"]\\n  - job_name: evil"\n', "exporter_address:"),
     ('datasource_name: "Prometheus\\nurl: http://evil"\n', "datasource_name: 'Prometheus\\nurl: http://evil' holds a control"),
     ("exporter_address: localhost:99999\n", "exporter_address: 'localhost:99999' is not host:port"),
+    ("baseline_hold_step: 30s\n", "baseline_hold_step = '30s' must lie between rule_interval (1m)"),
+    ("baseline_hold_step: 2d\n", "and baseline_hold_window (24h)"),
     ("kl_spike_treshold: 0.2\n", "unknown config field 'kl_spike_treshold'; did you mean 'kl_spike_threshold'?"),
     ("kl_spike_threshold: 0.2\nkl_spike_threshold: 0.3\n", "field 'kl_spike_threshold' is given twice"),
     ("- a\n- b\n", "config must be a mapping of field: value"),
