@@ -411,10 +411,24 @@ def wait_for_live_data(server: PrometheusServer, timeout: float = 60) -> None:
     raise RuntimeError(f"prometheus did not scrape the live endpoint:\n{server.log_tail()}")
 
 
-def comparable_stragglers(now: float) -> list[tuple[int, int, float]]:
-    """The injected stragglers the alert can see now: a run in its validation phase idles as a
-    whole, so its nodes are not compared (the alert holds through it only once firing)."""
-    return [s for s in STRAGGLERS if run_phase(NODES[s[0]].run, now) != "validation"]
+# How far Prometheus' view may lag the clock: one scrape plus one evaluation.
+VIEW_LAG_SECONDS = SCRAPE_SECONDS + EVALUATION_SECONDS
+
+
+def comparable_stragglers(now: float) -> tuple[set[str], set[str]]:
+    """The nodes of the injected stragglers the alert must name now, and those it may name.
+
+    A run in its validation phase idles as a whole, so its nodes are not compared (a firing
+    alert holds through it; a pending one, as here, drops). A run that entered or left
+    validation within Prometheus' view lag may be seen either way."""
+    must, may = set(), set()
+    for node, _, _ in STRAGGLERS:
+        phases = {run_phase(NODES[node].run, at) for at in (now - VIEW_LAG_SECONDS, now)}
+        if "validation" not in phases:
+            must.add(NODES[node].ip)
+        elif len(phases) > 1:
+            may.add(NODES[node].ip)
+    return must, may
 
 
 def active_alerts(server: PrometheusServer) -> tuple[dict[str, int], list[str]]:
@@ -548,9 +562,11 @@ def report(results: dict[str, dict], samples: int, timings: dict[str, float]) ->
     row("active alerts (pending or firing)", [str(sum(results[n]["alerts"].values())) for n in names])
     for alertname in alertnames:
         row(f"  {alertname}", [str(results[n]["alerts"].get(alertname, 0)) for n in names],
-            f"= {len(results['after']['expected'])}" if alertname == "VerlGPUStraggler" else "")
+            straggler_goal(results["after"]["expected"]) if alertname == "VerlGPUStraggler" else "")
     print("injected stragglers: " + ", ".join(
-        f"{NODES[n].ip} GPU {g}" + ("" if (n, g, h) in results["after"]["expected"] else " (its run in validation)")
+        f"{NODES[n].ip} GPU {g}" + ("" if NODES[n].ip in results["after"]["expected"][0] else
+                                    " (its run in validation: may be named)" if NODES[n].ip in results["after"]["expected"][1]
+                                    else " (its run in validation: not compared)")
         for n, g, h in STRAGGLERS))
     for name in names:
         print(f"straggler alerts, {name}: " + (", ".join(results[name]["straggler_nodes"]) or "none"))
@@ -561,10 +577,20 @@ def report(results: dict[str, dict], samples: int, timings: dict[str, float]) ->
     after = results["after"]
     met = (after["day"].seconds <= GOALS["refresh_seconds"] and after["day"].bytes / 1e6 <= GOALS["refresh_mb"]
            and sum(after["cycle"].values()) <= GOALS["rule_cycle_ms"]
-           and after["alerts"].get("VerlGPUStraggler", 0) == len(after["expected"])
-           and {node.split()[0] for node in after["straggler_nodes"]} == {NODES[n].ip for n, _, _ in after["expected"]})
+           and straggler_nodes_as_expected(after))
     print(f"goals {'met' if met else 'NOT met'} (after)")
     return met
+
+
+def straggler_goal(expected: tuple[set[str], set[str]]) -> str:
+    must, may = expected
+    return f"= {len(must)}" if not may else f"{len(must)}-{len(must) + len(may)}"
+
+
+def straggler_nodes_as_expected(result: dict) -> bool:
+    must, may = result["expected"]
+    named = [node.split()[0] for node in result["straggler_nodes"]]
+    return len(named) == len(set(named)) and must <= set(named) <= must | may
 
 
 def main() -> int:
