@@ -33,6 +33,10 @@ class GpuSource:
     cluster_level: str  # level name of the per-cluster recordings
     cluster_labels: str  # the labels all GPUs of one cluster share
     linked_to_runs: bool  # series carry the Ray session, so they join the run's info series
+    job_field: str  # the config field naming the scrape job of these metrics
+
+    def job(self, config: Config) -> str:
+        return getattr(config, self.job_field)
 
     def node(self, metric: str, operation: str) -> str:
         return f"node:{metric}:{operation}"
@@ -51,9 +55,9 @@ class GpuSource:
 
 
 RAY = GpuSource("ray_node_gpus_utilization", "ray_node_gram_used", f"job, instance, ip, {SESSION_LABEL}", "ip",
-                "GpuIndex", "session", f"job, {SESSION_LABEL}", True)
+                "GpuIndex", "session", f"job, {SESSION_LABEL}", True, "ray_job")
 DCGM = GpuSource("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "job, instance, Hostname", "Hostname", "gpu",
-                 "job", "job", False)
+                 "job", "job", False, "dcgm_job")
 
 
 def gpu_source(config: Config) -> GpuSource:

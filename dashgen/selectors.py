@@ -14,14 +14,14 @@ import textwrap
 from dashgen.catalog import Catalog
 from dashgen.config import Config
 from dashgen.errors import BuildError
+from dashgen.gpu import gpu_source
 from dashgen.promql import QueryError, SeriesInfo, check_expression
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def _scrape_job_selectors(config: Config) -> dict[str, str]:
-    gpu_job = config.ray_job if config.gpu_source == "ray" else config.dcgm_job
-    return {"gpu": f'job="{gpu_job}"', "node": f'job="{config.ray_job}"', "rollout": f'job="{config.rollout_job}"'}
+    return {"gpu": f'job="{gpu_source(config).job(config)}"', "node": f'job="{config.ray_job}"', "rollout": f'job="{config.rollout_job}"'}
 
 
 def dashboard_selectors(config: Config) -> dict[str, str]:
