@@ -12,14 +12,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from dashgen.backfill import Timing
+from dashgen.backtest import backtest, format_table
+from dashgen.config import Config
+from dashgen.synthetic_runs import write_run
+
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
-
-from synthetic_runs import write_run  # noqa: E402
-
-from dashgen.backfill import Timing  # noqa: E402
-from dashgen.backtest import backtest, format_table  # noqa: E402
-from dashgen.config import Config  # noqa: E402
 
 STEPS = 10_000
 DIVERGES_AT = 5_000

@@ -14,10 +14,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from synthetic_runs import step_line  # noqa: E402
-
-from dashgen.prometheus_server import free_port  # noqa: E402
+from dashgen.prometheus_server import free_port
+from dashgen.synthetic_runs import step_line
 
 STEPS = 10_000
 

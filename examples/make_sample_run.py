@@ -1,18 +1,16 @@
 """Regenerate examples/runs/gsm8k/ppo-qwen-7b.jsonl, the sample run of the README's backtest and
 backfill examples: 100 one-minute steps of a PPO run whose KL, grad norm and entropy break away
-at step 75 (tests/synthetic_runs.py's "diverging" kind), validated every 5 steps.
+at step 75 (dashgen/synthetic_runs.py's "diverging" kind), validated every 5 steps.
 
     .venv/bin/python examples/make_sample_run.py
 """
 
 import json
-import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))
+from dashgen.synthetic_runs import step_data
 
-from synthetic_runs import step_data  # noqa: E402
+HERE = Path(__file__).resolve().parent
 
 STEPS, DIVERGES_AT = 100, 75
 # The keys the default dashboards and alerts read, so the sample stays small.

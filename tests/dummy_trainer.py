@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from synthetic_runs import KINDS, step_line
+from dashgen.synthetic_runs import KINDS, step_line
 
 
 def main() -> None:

@@ -5,7 +5,7 @@ import math
 from pathlib import Path
 
 import pytest
-from synthetic_runs import step_data, write_run
+from dashgen.synthetic_runs import step_data, write_run
 
 from conftest import run
 from dashgen.backfill import Timing, read_run, run_labels

@@ -6,7 +6,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from synthetic_runs import write_run
+from dashgen.synthetic_runs import write_run
 
 from conftest import REPO, run
 from dashgen.backtest import engine as backtest_engine

@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from synthetic_runs import write_run
+from dashgen.synthetic_runs import write_run
 
 from conftest import REPO
 

@@ -20,7 +20,7 @@ import yaml
 from conftest import run
 from dashgen.dashboards import iter_panels
 from dashgen.prometheus_server import PrometheusServer, free_port
-from synthetic_runs import step_line
+from dashgen.synthetic_runs import step_line
 
 SHORT_WINDOWS = {
     "scrape_interval": "1s",
