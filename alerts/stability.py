@@ -27,7 +27,7 @@ def rules(config: Config) -> list[RuleGroup]:
                   f"Median of {series.split('{')[0]} over {base}, ending {recent} ago, once that window is full")
         for name, _, series, _ in signals
     ]
-    held = [held_baseline(rolling, held, config, raises) for rolling, held, _, raises in signals]
+    held = [held_baseline(rolling, held_name, config, raises) for rolling, held_name, _, raises in signals]
     divergence = Alert(
         name="VerlTrainingDivergence",
         severity=Severity.CRITICAL,

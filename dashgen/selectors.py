@@ -21,7 +21,8 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def _scrape_job_selectors(config: Config) -> dict[str, str]:
-    return {"gpu": f'job="{gpu_source(config).job(config)}"', "node": f'job="{config.ray_job}"', "rollout": f'job="{config.rollout_job}"'}
+    return {"gpu": f'job="{gpu_source(config).job(config)}"', "node": f'job="{config.ray_job}"',
+            "rollout": f'job="{config.rollout_job}"'}
 
 
 def dashboard_selectors(config: Config) -> dict[str, str]:
