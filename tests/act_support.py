@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -14,20 +13,12 @@ from pathlib import Path
 
 import yaml
 
+from conftest import wait_until
 from dashgen.prometheus_server import PrometheusServer, stop_process
 
 TESTS = Path(__file__).resolve().parent
 TOKEN = "dashgen-test-token-0123456789abcdef"
 
-
-def wait_until(condition, timeout: float, what: str, interval: float = 0.05):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = condition()
-        if result:
-            return result
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
 
 
 @dataclass

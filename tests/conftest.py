@@ -1,5 +1,6 @@
 import hashlib
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -27,3 +28,14 @@ def run(*args: str):
 def tree_digest(folder: Path) -> dict[str, str]:
     return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
             for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def wait_until(condition, timeout: float, what: str, interval: float = 0.05):
+    """Poll `condition` until it returns something true, and return that; fail naming `what`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = condition()
+        if result:
+            return result
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")

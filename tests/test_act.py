@@ -18,8 +18,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import yaml
 
-from act_support import TOKEN, ActProcess, alert, notification, start_trainer, stop_process, wait_until
-from conftest import run
+from act_support import TOKEN, ActProcess, alert, notification, start_trainer, stop_process
+from conftest import run, wait_until
 from dashgen.act import ActionFailed, read_pid, stop_pid_file
 from dashgen.prometheus_server import free_port
 

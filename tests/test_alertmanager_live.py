@@ -26,8 +26,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import yaml
 
-from act_support import TOKEN, ActProcess, start_trainer, stop_process, wait_until
-from conftest import run
+from act_support import TOKEN, ActProcess, start_trainer, stop_process
+from conftest import run, wait_until
 from dashgen.prometheus_server import AlertmanagerServer, PrometheusServer, free_port
 
 EVALUATION_INTERVAL = 5  # seconds; the stop must follow the firing within one

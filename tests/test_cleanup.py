@@ -4,12 +4,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from dashgen.synthetic_runs import write_run
 
-from conftest import REPO
+from conftest import REPO, wait_until
 
 
 def processes_mentioning(text: str, also: str = "") -> list[int]:
@@ -26,13 +25,6 @@ def processes_mentioning(text: str, also: str = "") -> list[int]:
     return found
 
 
-def wait_for(condition, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
-
 
 def dashgen(args: list[str], tmpdir: Path) -> subprocess.Popen:
     """`dashgen ARGS` with its own $TMPDIR, so what it leaves there can be seen."""
@@ -48,7 +40,7 @@ def test_sigterm_during_backtest_stops_prometheus_and_removes_its_tsdb(tmp_path)
     process = dashgen(["backtest", str(run_file), "--root", str(REPO)], tmpdir)
     try:
         serving = f"{tmpdir}/dashgen-backtest-", "--storage.tsdb.path="
-        wait_for(lambda: processes_mentioning(*serving) != [], 120, "prometheus to start")
+        wait_until(lambda: processes_mentioning(*serving) != [], 120, "prometheus to start")
         prometheus = processes_mentioning(*serving)
         process.send_signal(signal.SIGTERM)  # only dashgen: as `kill PID` or a supervisor does
         _, stderr = process.communicate(timeout=60)
@@ -70,8 +62,9 @@ def test_sigint_during_promtool_test_leaves_no_head_folders(tmp_path):
         process = dashgen(["test", "--root", str(REPO)], tmpdir)
         try:
             # promtool makes its TSDB head folders in the $TMPDIR dashgen gives it.
-            wait_for(lambda: any(p.name.startswith("dashgen-promtool-") and any(p.iterdir())
-                                 for p in tmpdir.iterdir()) or process.poll() is not None, 60, "promtool")
+            wait_until(lambda: any(p.name.startswith("dashgen-promtool-") and any(p.iterdir())
+                                   for p in tmpdir.iterdir()) or process.poll() is not None,
+                       60, "promtool", interval=0.02)
             process.send_signal(signal.SIGINT)
             _, stderr = process.communicate(timeout=60)
         finally:
@@ -86,7 +79,7 @@ def test_sigterm_during_backfill_removes_its_temporary_folder(tmp_path):
     tmpdir = tmp_path / "tmp"
     process = dashgen(["backfill", str(run_file), "--tsdb", str(tmp_path / "tsdb"), "--root", str(REPO)], tmpdir)
     try:
-        wait_for(lambda: any(tmpdir.iterdir()) or process.poll() is not None, 60, "the temporary folder")
+        wait_until(lambda: any(tmpdir.iterdir()) or process.poll() is not None, 60, "the temporary folder")
         process.send_signal(signal.SIGTERM)
         _, stderr = process.communicate(timeout=60)
     finally:

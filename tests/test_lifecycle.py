@@ -6,11 +6,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
+from conftest import wait_until
 from dashgen.exporter import LogFollower, RunState
 from dashgen.lifecycle import RunPhase
 from dashgen.prometheus_server import free_port
@@ -43,15 +43,6 @@ def scrape(port: int) -> dict[str, float] | None:
     except OSError:
         return None
 
-
-def wait_for(condition, what: str, timeout: float = 20):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def state_of(metrics: dict[str, float] | None) -> str | None:
@@ -89,7 +80,7 @@ def supervised(tmp_path: Path):
 @pytest.mark.parametrize("code, phase", [(0, "finished"), (3, "crashed")])
 def test_a_supervised_trainer_s_end_and_exit_code_are_served_through_the_grace_period(supervised, code, phase):
     process, port, _ = supervised(5, code, "--grace", "30s")
-    metrics = wait_for(lambda: (m := scrape(port)) and state_of(m) == phase and m, f"state {phase}")
+    metrics = wait_until(lambda: (m := scrape(port)) and state_of(m) == phase and m, 20, f"state {phase}")
     labels = '{experiment="exp",project="proj"}'
     assert metrics[f"verl_run_exit_code{labels}"] == code
     assert metrics[f"verl_exporter_steps_total{labels}"] == 5  # the last lines were read after the exit
@@ -102,10 +93,10 @@ def test_a_supervised_trainer_s_end_and_exit_code_are_served_through_the_grace_p
 def test_a_stop_forwarded_to_the_trainer_is_stopped_not_crashed(supervised, tmp_path: Path):
     pid_file = tmp_path / "trainer.pid"
     process, port, _ = supervised(-1, 0, "--grace", "1s", "--pid-file", str(pid_file))
-    wait_for(lambda: state_of(scrape(port)) == "running", "the trainer's first steps")
-    trainer_pid = int(wait_for(lambda: pid_file.exists() and pid_file.read_text().strip(), "the pid file"))
+    wait_until(lambda: state_of(scrape(port)) == "running", 20, "the trainer's first steps")
+    trainer_pid = int(wait_until(lambda: pid_file.exists() and pid_file.read_text().strip(), 20, "the pid file"))
     process.send_signal(signal.SIGTERM)
-    metrics = wait_for(lambda: (m := scrape(port)) and state_of(m) == "stopped" and m, "state stopped")
+    metrics = wait_until(lambda: (m := scrape(port)) and state_of(m) == "stopped" and m, 20, "state stopped")
     assert metrics['verl_run_exit_code{experiment="exp",project="proj"}'] == -signal.SIGTERM
     assert process.wait(timeout=10) == 128 + signal.SIGTERM
     with pytest.raises(ProcessLookupError):

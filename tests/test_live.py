@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import run
+from conftest import run, wait_until
 from dashgen.dashboards import iter_panels
 from dashgen.prometheus_server import PrometheusServer, free_port
 from dashgen.synthetic_runs import step_line
@@ -55,15 +55,6 @@ class StepWriter(threading.Thread):
                     log.write(step_line(self.step, kind, event_at=HEALTHY_STEPS_BEFORE_DIVERGENCE))
             self.stop.wait(1.0)
 
-
-def wait_for(condition, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = condition()
-        if result:
-            return result
-        time.sleep(1.0)
-    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 @pytest.fixture
@@ -126,12 +117,14 @@ def test_live_chain_from_verl_log_to_panels_and_alerts(live):
     # (a) No verl panel reads "No data": every query of every verl panel returns series.
     queries = verl_panel_queries(project)
     assert len(queries) > 30
-    wait_for(lambda: prometheus.api("query", query="verl_exporter_steps_total")["result"], 30, "first scrape")
+    wait_until(lambda: prometheus.api("query", query="verl_exporter_steps_total")["result"], 30, "first scrape",
+               interval=1.0)
     empty = [(title, expr) for title, expr in queries if not prometheus.api("query", query=expr)["result"]]
     assert empty == [], f"panels with no data: {empty}"
 
     # (b) The divergence (injected at step 45) fires, in the diverging run only.
-    alerts = wait_for(lambda: firing(prometheus, "VerlTrainingDivergence"), 120, "VerlTrainingDivergence firing")
+    alerts = wait_until(lambda: firing(prometheus, "VerlTrainingDivergence"), 120, "VerlTrainingDivergence firing",
+                        interval=1.0)
     assert {a["labels"]["experiment"] for a in alerts} == {"diverging"}
     assert alerts[0]["labels"]["severity"] == "critical"
 
