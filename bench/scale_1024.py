@@ -431,13 +431,13 @@ def comparable_stragglers(now: float) -> tuple[set[str], set[str]]:
     return must, may
 
 
-def active_alerts(server: PrometheusServer) -> tuple[dict[str, int], list[str]]:
-    """Active alerts counted by name, and the nodes (ip) the straggler alerts name."""
+def active_alerts(server: PrometheusServer) -> tuple[dict[str, int], list[tuple[str, str]]]:
+    """Active alerts counted by name, and (node ip, state) of each straggler alert."""
     data, _ = api(server, "alerts", {})
     counts: dict[str, int] = {}
     for alert in data["alerts"]:
         counts[alert["labels"]["alertname"]] = counts.get(alert["labels"]["alertname"], 0) + 1
-    stragglers = sorted(f"{a['labels'].get('ip', '?')} ({a['state']})" for a in data["alerts"]
+    stragglers = sorted((a["labels"].get("ip", "?"), a["state"]) for a in data["alerts"]
                         if a["labels"]["alertname"] == "VerlGPUStraggler")
     return dict(sorted(counts.items())), stragglers
 
@@ -505,8 +505,8 @@ def measure(variant: Variant, workdir: Path, runs: list[RecordedRun], start: flo
             wait_for_live_data(server)
             cycle = rule_cycle(server)
             alerts, straggler_nodes = active_alerts(server)
-            expected = comparable_stragglers(time.time())
             now = time.time()
+            expected = comparable_stragglers(now)
             day = refresh(server, variant.dashboard, HOURS * 3600, now)
             # A dashboard without "time" has Grafana's default range, the last 6 hours.
             default_range = duration_of(variant.dashboard.get("time", {}).get("from", "now-6h"))
@@ -514,7 +514,8 @@ def measure(variant: Variant, workdir: Path, runs: list[RecordedRun], start: flo
     finally:
         live.shutdown()
         live.server_close()
-    return {"cycle": cycle, "alerts": alerts, "straggler_nodes": straggler_nodes, "expected": expected, "day": day, "default": default, "default_range": default_range}
+    return {"cycle": cycle, "alerts": alerts, "straggler_nodes": straggler_nodes, "expected": expected, "day": day,
+            "default": default, "default_range": default_range}
 
 
 def duration_of(grafana_from: str) -> float:
@@ -563,13 +564,14 @@ def report(results: dict[str, dict], samples: int, timings: dict[str, float]) ->
     for alertname in alertnames:
         row(f"  {alertname}", [str(results[n]["alerts"].get(alertname, 0)) for n in names],
             straggler_goal(results["after"]["expected"]) if alertname == "VerlGPUStraggler" else "")
+    must, may = results["after"]["expected"]
     print("injected stragglers: " + ", ".join(
-        f"{NODES[n].ip} GPU {g}" + ("" if NODES[n].ip in results["after"]["expected"][0] else
-                                    " (its run in validation: may be named)" if NODES[n].ip in results["after"]["expected"][1]
-                                    else " (its run in validation: not compared)")
-        for n, g, h in STRAGGLERS))
+        f"{NODES[n].ip} GPU {g}" + ("" if NODES[n].ip in must else " (its run in validation: may be named)"
+                                    if NODES[n].ip in may else " (its run in validation: not compared)")
+        for n, g, _ in STRAGGLERS))
     for name in names:
-        print(f"straggler alerts, {name}: " + (", ".join(results[name]["straggler_nodes"]) or "none"))
+        print(f"straggler alerts, {name}: "
+              + (", ".join(f"{ip} ({state})" for ip, state in results[name]["straggler_nodes"]) or "none"))
     for name in names:
         print(f"costliest queries of the {HOURS} h refresh, {name}: " + "; ".join(
             f"{title} {seconds * 1000:.0f} ms {size / 1e6:.1f} MB" for seconds, size, title in
@@ -589,7 +591,7 @@ def straggler_goal(expected: tuple[set[str], set[str]]) -> str:
 
 def straggler_nodes_as_expected(result: dict) -> bool:
     must, may = result["expected"]
-    named = [node.split()[0] for node in result["straggler_nodes"]]
+    named = [ip for ip, _ in result["straggler_nodes"]]
     return len(named) == len(set(named)) and must <= set(named) <= must | may
 
 
