@@ -1,26 +1,42 @@
 """Load balance: one GPU idles while the others work; batches grow out of proportion."""
 
-from dashgen_alerts._common import RUN, RUN_NAME, VALUE, complete_baseline_median, held_baseline, hold_group, smoothed
+from dataclasses import dataclass
 
-from dashgen.config import Config
+from dashgen.conditions import RUN_NAME, VALUE, Baseline, Signal
+from dashgen.config import AreaConfig, Config, Duration, Factor, Fraction, Interval, Percent
 from dashgen.gpu import RUN_SESSION_LINK, SESSION_LABEL, gpu_source, run_join
-from dashgen.model import Alert, Recording, RuleGroup, Severity, Sustain
+from dashgen.model import Alert, RuleGroup, Severity
 
-TOKENS = "verl_perf_total_num_tokens{verl}"
-TOKENS_BASELINE = "verl:perf_total_num_tokens:baseline_median"
-TOKENS_HELD = "verl:perf_total_num_tokens:baseline_held"
+
+@dataclass(frozen=True)
+class LoadBalanceConfig(AreaConfig, area="load_balance"):
+    # VerlGPUStraggler: a node's least busy GPU below this fraction of the median over its
+    # Ray session's nodes...
+    straggler_factor: Fraction = 0.5
+    # ... while that median is at least this busy (a validation phase idles every GPU).
+    straggler_min_median_percent: Percent = 30.0
+    straggler_for: Duration = "15m"
+    # VerlBatchTokenRunaway: tokens per batch (median over signal_smoothing_window) above this
+    # multiple of their median over token_runaway_window, ending token_runaway_recent_window ago.
+    token_runaway_factor: Factor = 2.0
+    token_runaway_window: Interval = "1h"
+    token_runaway_recent_window: Interval = "10m"
+    token_runaway_for: Duration = "10m"
+    # Once firing, it stays firing while tokens are above this multiple of the held baseline.
+    token_runaway_sustain_factor: Factor = 1.5
 
 
 def rules(config: Config) -> list[RuleGroup]:
+    tunables = config.area(LoadBalanceConfig)
     gpu = gpu_source(config)
-    factor = config.straggler_factor
+    factor = tunables.straggler_factor
     # Each node's least busy GPU (recorded by alerts/gpu.py) against the median of that value
     # over the nodes of its Ray session: like with like (one run, one phase at a time), one
     # series per node, and 128 recorded series read instead of 1024 raw ones.
     least_busy = f"{gpu.node(gpu.utilisation, 'min')}{{gpu}}"
     peers = f"quantile by ({gpu.cluster_labels}) (0.5, {least_busy})"
     lagging = (f"{least_busy} < on({gpu.cluster_labels}) group_left() "
-               f"{factor:g} * ({peers} >= {config.straggler_min_median_percent:g})")
+               f"{factor:g} * ({peers} >= {tunables.straggler_min_median_percent:g})")
     if gpu.linked_to_runs:
         # Named by the run whose Ray session it serves; nodes of a session no run claims still alert.
         expr = (f"({lagging}){run_join('verl')}\n"
@@ -34,14 +50,14 @@ def rules(config: Config) -> list[RuleGroup]:
         name="VerlGPUStraggler",
         severity=Severity.WARNING,
         expr=expr,
-        for_=config.straggler_for,
+        for_=tunables.straggler_for,
         # A validation phase idles the whole session and pauses the comparison; the alert
         # holds through it instead of resolving and paging again after it.
         keep_firing_for=config.warning_keep_firing_for,
         summary="A GPU works far less than the GPUs of the other nodes of its run.",
         description=(f"{where}the least busy GPU of node {{{{ $labels.{gpu.node_label} }}}} is at {VALUE}% "
                      f"utilisation, below {factor:g}x the median of that value over {peer_name} (which is at "
-                     f"least {config.straggler_min_median_percent:g}%)."),
+                     f"least {tunables.straggler_min_median_percent:g}%)."),
         meaning="In synchronous RL training every rank waits for the slowest: a GPU that idles while the "
                 "others are busy is either hung, throttled (thermal, power, a bad NVLink), or given less "
                 "work than the rest.",
@@ -52,24 +68,18 @@ def rules(config: Config) -> list[RuleGroup]:
             "If it is hung, expect VerlTrainingStalled next; restart the worker or drain the node.",
         ),
     )
-    window, recent = config.token_runaway_window, config.divergence_recent_window
-    tokens = smoothed(TOKENS, config.signal_smoothing_window)
-    held = held_baseline(TOKENS_BASELINE, TOKENS_HELD, config, fault_raises=True)
-    baselines = (
-        Recording(TOKENS_BASELINE, complete_baseline_median(TOKENS, window, recent),
-                  f"Median tokens per batch over {window}, ending {recent} ago, once that window is full"),
-        held.held,
-    )
+    window, recent = tunables.token_runaway_window, tunables.token_runaway_recent_window
+    tokens = Signal("perf/total_num_tokens").median_over(config.signal_smoothing_window)
     runaway = Alert(
         name="VerlBatchTokenRunaway",
         severity=Severity.WARNING,
-        expr=f"{tokens} > {config.token_runaway_factor:g} * {TOKENS_BASELINE}",
-        for_=config.token_runaway_for,
+        condition=tokens.above(tunables.token_runaway_factor, times=Baseline(window, ending=recent)),
+        for_=tunables.token_runaway_for,
         keep_firing_for=config.warning_keep_firing_for,
-        sustain=Sustain(f"{tokens} > {config.token_runaway_sustain_factor:g} * {TOKENS_HELD}", RUN),
+        keep_firing_while=tokens.above(tunables.token_runaway_sustain_factor, times=Baseline.held()),
         summary="Tokens per batch have grown to more than twice their recent median.",
         description=(f"Run {RUN_NAME}: {{{{ $value | humanize }}}} tokens per batch (median of the last "
-                     f"{config.signal_smoothing_window}), above {config.token_runaway_factor:g}x the median of the "
+                     f"{config.signal_smoothing_window}), above {tunables.token_runaway_factor:g}x the median of the "
                      f"{window} before the last {recent}."),
         meaning="Responses got much longer (the policy learned to ramble or loop), which slows every step and "
                 "pushes memory towards out-of-memory; sometimes a reward that favours length.",
@@ -79,5 +89,4 @@ def rules(config: Config) -> list[RuleGroup]:
             "max_response_length.",
         ),
     )
-    return [RuleGroup("verl-load-balance", (*baselines, straggler, runaway)),
-            hold_group("verl-load-balance", [held], config)]
+    return RuleGroup("verl-load-balance", (straggler, runaway))

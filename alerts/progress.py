@@ -4,10 +4,11 @@ A run that ended (finished, crashed or stopped: `verl_run_state`, see dashgen/li
 is silent by design: it is neither stalled nor absent.
 """
 
-from dashgen_alerts._common import RUN, RUN_NAME
+from dataclasses import dataclass
 
 from dashgen.catalog import RUN_STATE_METRIC
-from dashgen.config import Config, duration_seconds
+from dashgen.conditions import ON_RUN, RUN_NAME
+from dashgen.config import AreaConfig, Config, Duration, Factor, Interval, duration_seconds
 from dashgen.lifecycle import RunPhase
 from dashgen.model import EXPORTER_LABELS, Alert, Inhibition, Recording, RuleGroup, Severity
 
@@ -18,23 +19,40 @@ ENDED = f'{RUN_STATE_METRIC}{{verl, state!="{RunPhase.RUNNING.value}"}} == 1'
 RUN_STATE_SAMPLED = "verl:run_state:sampled"
 
 
+@dataclass(frozen=True)
+class ProgressConfig(AreaConfig, area="progress"):
+    # VerlTrainingStalled: no new step for at least this long...
+    stall_min_silence: Interval = "15m"
+    # ... and for longer than this many median step times of the last stall_step_time_window.
+    stall_step_time_factor: Factor = 3.0
+    stall_step_time_window: Interval = "2h"
+    stall_for: Duration = "1m"
+    # VerlMetricsAbsent: the exporter of a running run has not been scraped for this long.
+    metrics_absent_for: Duration = "5m"
+    # How long Prometheus remembers the last state of an exporter that is gone: VerlRunCrashed
+    # stays firing this long after a crashed run's exporter exits (unless the run restarts),
+    # and VerlMetricsAbsent fires for a vanished exporter whose run was still running.
+    run_end_memory: Interval = "24h"
+
+
 def rules(config: Config) -> RuleGroup:
-    min_silence = duration_seconds(config.stall_min_silence)
-    factor, window = config.stall_step_time_factor, config.stall_step_time_window
+    tunables = config.area(ProgressConfig)
+    min_silence = duration_seconds(tunables.stall_min_silence)
+    factor, window = tunables.stall_step_time_factor, tunables.stall_step_time_window
     stalled = Alert(
         name="VerlTrainingStalled",
         severity=Severity.CRITICAL,
         # Silent longer than the floor, unless still within `factor` typical step times.
         expr=(f"(time() - {LAST_STEP} > {min_silence:g})\n"
-              f"unless on({RUN})\n"
+              f"unless on({ON_RUN})\n"
               f"(time() - {LAST_STEP}\n"
               f"   <= {factor:g} * quantile_over_time(0.5, verl_timing_step_seconds{{verl}}[{window}]))\n"
-              f"unless on({RUN})\n"
+              f"unless on({ON_RUN})\n"
               f"({ENDED})"),
-        for_=config.stall_for,
+        for_=tunables.stall_for,
         summary="No new training step for much longer than a step usually takes: a worker is probably hung.",
         description=(f"Run {RUN_NAME}: the last step was read {{{{ $value | humanizeDuration }}}} ago "
-                     f"(more than {config.stall_min_silence} and {factor:g}x the median step time of the "
+                     f"(more than {tunables.stall_min_silence} and {factor:g}x the median step time of the "
                      f"last {window})."),
         meaning="The exporter is up, the run has not ended (finished, crashed or stopped), but verl wrote no "
                 "step. The usual cause in Ray-based RL is one hung "
@@ -47,7 +65,7 @@ def rules(config: Config) -> RuleGroup:
             "Check timing_s/save_checkpoint and timing_s/testing of the previous steps; check disk space.",
         ),
     )
-    memory = config.run_end_memory
+    memory = tunables.run_end_memory
     sampled_state = Recording(RUN_STATE_SAMPLED, f"{RUN_STATE_METRIC}{{verl}}",
                               "verl_run_state sampled once per rule evaluation, for look-backs of hours")
     absent = Alert(
@@ -59,10 +77,10 @@ def rules(config: Config) -> RuleGroup:
               f"and on(job, instance)\n"
               f'(max by (job, instance) (last_over_time({RUN_STATE_SAMPLED}{{state="{RunPhase.RUNNING.value}"}}'
               f"[{memory}])) == 1)"),
-        for_=config.metrics_absent_for,
+        for_=tunables.metrics_absent_for,
         summary="Prometheus cannot scrape the verl exporter of a running run: training metrics are not arriving.",
         description=(f"Prometheus has failed to scrape {{{{ $labels.instance }}}} (job {config.verl_job}) "
-                     f"for {config.metrics_absent_for}, and the run it served last was still running."),
+                     f"for {tunables.metrics_absent_for}, and the run it served last was still running."),
         meaning="Either the exporter (`dashgen export`) stopped while its run was still running, its host is "
                 "down, or the network between Prometheus and it is. Every other verl alert is blind while this "
                 "fires. An exporter that goes away after its run finished, crashed or was stopped does not fire "

@@ -1,41 +1,59 @@
 """Rewards: a cliff (reward falls far below its recent level) and stagnation (it stops rising)."""
 
-from dashgen_alerts._common import (RUN, RUN_NAME, SCORE, VALUE, complete_baseline_median, held_baseline, hold_group,
-                                   smoothed)
+from dataclasses import dataclass
 
-from dashgen.config import Config
-from dashgen.model import Alert, Recording, RuleGroup, Severity, Sustain
+from dashgen.conditions import RUN_NAME, VALUE, Baseline, Signal
+from dashgen.config import AreaConfig, Config, Duration, Factor, Fraction, Interval, NonNegative
+from dashgen.model import Alert, Recording, RuleGroup, Severity
 
-SCORE_BASELINE = "verl:critic_score_mean:baseline_median"
-SCORE_HELD = "verl:critic_score_mean:baseline_held"
+SCORE = "verl_critic_score_mean{verl}"
 SCORE_GAIN = "verl:critic_score_mean:median_gain"
 
 
-def _below(baseline: str, drop: float, floor: float) -> str:
-    """The level `drop` of the baseline's magnitude below it, and at least `floor` below it."""
-    return f"({baseline} - clamp_min({drop:g} * abs({baseline}), {floor:g}))"
+@dataclass(frozen=True)
+class RewardsConfig(AreaConfig, area="rewards"):
+    # VerlRewardCliff compares the reward with its median over this window, ending
+    # `reward_cliff_recent_window` ago.
+    reward_cliff_baseline_window: Interval = "1h"
+    reward_cliff_recent_window: Interval = "10m"
+    # It fires when the reward falls by this fraction of its baseline's magnitude...
+    reward_cliff_drop_fraction: Fraction = 0.5
+    # ... and by at least this much, in the reward's own units: a fraction of a baseline near 0
+    # (signed rewards, +-1) shrinks to nothing. Set it to a few times the step-to-step noise of
+    # critic/score/mean.
+    reward_cliff_min_drop: NonNegative = 0.2
+    reward_cliff_for: Duration = "5m"
+    # Once firing, it stays firing while the reward is this fraction of the drop (and of the
+    # floor) below its held baseline.
+    reward_cliff_sustain_fraction: Fraction = 0.5
+    # VerlRewardStagnation compares the median reward of this window with that of the one before.
+    reward_stagnation_window: Interval = "30m"
+    # It fires while the gain is below this, in the reward's units.
+    reward_stagnation_min_gain: float = 0.01
+    reward_stagnation_for: Duration = "15m"
+    # Once firing, it stays firing while the gain is below this multiple of min_gain.
+    reward_stagnation_sustain_factor: Factor = 2.0
 
 
 def rules(config: Config) -> list[RuleGroup]:
-    base, recent = config.reward_cliff_baseline_window, config.reward_cliff_recent_window
-    drop, floor = config.reward_cliff_drop_fraction, config.reward_cliff_min_drop
-    sustain_fraction = config.reward_cliff_sustain_fraction
-    window = config.reward_stagnation_window
-    score = smoothed(SCORE, config.signal_smoothing_window)
-    baseline = Recording(
-        SCORE_BASELINE, complete_baseline_median(SCORE, base, recent),
-        f"Median reward (critic/score/mean) over {base}, ending {recent} ago, once that window is full")
-    held = held_baseline(SCORE_BASELINE, SCORE_HELD, config, fault_raises=False)
+    tunables = config.area(RewardsConfig)
+    base, recent = tunables.reward_cliff_baseline_window, tunables.reward_cliff_recent_window
+    drop, floor = tunables.reward_cliff_drop_fraction, tunables.reward_cliff_min_drop
+    sustain_fraction = tunables.reward_cliff_sustain_fraction
+    window = tunables.reward_stagnation_window
+    score = Signal("critic/score/mean").median_over(config.signal_smoothing_window)
     gain = Recording(
         SCORE_GAIN, (f"quantile_over_time(0.5, {SCORE}[{window}])\n"
                      f"  - quantile_over_time(0.5, {SCORE}[{window}] offset {window})"),
         f"How much the median reward of the last {window} is above that of the {window} before")
+    gain_median = Signal(SCORE_GAIN).median_over(window)
     cliff = Alert(
         name="VerlRewardCliff",
         severity=Severity.CRITICAL,
-        expr=f"{score} < {_below(SCORE_BASELINE, drop, floor)}",
-        for_=config.reward_cliff_for,
-        sustain=Sustain(f"{score} < {_below(SCORE_HELD, drop * sustain_fraction, floor * sustain_fraction)}", RUN),
+        condition=score.falls_by(drop, of=Baseline(base, ending=recent), at_least=floor),
+        for_=tunables.reward_cliff_for,
+        keep_firing_while=score.falls_by(drop * sustain_fraction, of=Baseline.held(),
+                                         at_least=floor * sustain_fraction),
         summary="Reward fell far below its level of the last hour and stays there.",
         description=(f"Run {RUN_NAME}: the median of critic/score/mean over {config.signal_smoothing_window} is "
                      f"{VALUE}, more than {drop:.0%} of its magnitude (and at least {floor:g}) below its median of "
@@ -55,15 +73,15 @@ def rules(config: Config) -> list[RuleGroup]:
         severity=Severity.INFO,
         # The gain's median over a window: reward noise around the threshold neither delays nor
         # re-fires it.
-        expr=f"quantile_over_time(0.5, {SCORE_GAIN}[{window}]) < {config.reward_stagnation_min_gain:g}",
-        for_=config.reward_stagnation_for,
+        condition=gain_median.below(tunables.reward_stagnation_min_gain),
+        for_=tunables.reward_stagnation_for,
         keep_firing_for=window,
-        sustain=Sustain(f"quantile_over_time(0.5, {SCORE_GAIN}[{window}]) < "
-                        f"{config.reward_stagnation_sustain_factor * config.reward_stagnation_min_gain:g}", RUN),
+        keep_firing_while=gain_median.below(
+            tunables.reward_stagnation_sustain_factor * tunables.reward_stagnation_min_gain),
         summary="Reward has stopped rising.",
         description=(f"Run {RUN_NAME}: the median reward of the last {window} has been about {VALUE} above that "
-                     f"of the {window} before (less than {config.reward_stagnation_min_gain:g}) "
-                     f"for {config.reward_stagnation_for}."),
+                     f"of the {window} before (less than {tunables.reward_stagnation_min_gain:g}) "
+                     f"for {tunables.reward_stagnation_for}."),
         meaning="Training has plateaued. Late in a run that may simply be convergence; early, it usually "
                 "means too little exploration, too weak a learning signal, or a task too hard for the model.",
         next_steps=(
@@ -73,5 +91,4 @@ def rules(config: Config) -> list[RuleGroup]:
             "Decide whether to stop the run and save the GPUs.",
         ),
     )
-    return [RuleGroup("verl-rewards", (baseline, held.held, gain, cliff, stagnation)),
-            hold_group("verl-rewards", [held], config)]
+    return RuleGroup("verl-rewards", (gain, cliff, stagnation))

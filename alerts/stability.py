@@ -1,58 +1,70 @@
 """Training stability: divergence of the policy update, KL spikes, entropy collapse, NaNs."""
 
-from dashgen_alerts._common import (ENTROPY, GRAD_NORM, KL, RUN, RUN_NAME, VALUE, complete_baseline_median,
-                            held_baseline, hold_group, smoothed)
+from dataclasses import dataclass
 
 from dashgen.catalog import NONFINITE_STREAK_METRIC
-from dashgen.config import Config, duration_seconds
+from dashgen.conditions import RUN_NAME, VALUE, Baseline, Signal, all_of, any_of
+from dashgen.config import AreaConfig, Config, Duration, Factor, Interval, NonNegative, duration_seconds
 from dashgen.lifecycle import NONFINITE_FATAL
-from dashgen.model import Alert, Inhibition, Recording, RuleGroup, Severity, Sustain
+from dashgen.model import Alert, Inhibition, RuleGroup, Severity
 
-KL_BASELINE = "verl:actor_ppo_kl:baseline_median"
-GRAD_NORM_BASELINE = "verl:actor_grad_norm:baseline_median"
-ENTROPY_BASELINE = "verl:actor_entropy:baseline_median"
-KL_HELD = "verl:actor_ppo_kl:baseline_held"
-GRAD_NORM_HELD = "verl:actor_grad_norm:baseline_held"
-ENTROPY_HELD = "verl:actor_entropy:baseline_held"
 STREAK = f"{NONFINITE_STREAK_METRIC}{{verl}}"
+KL, GRAD_NORM, ENTROPY = Signal("actor/ppo_kl"), Signal("actor/grad_norm"), Signal("actor/entropy")
+
+
+@dataclass(frozen=True)
+class StabilityConfig(AreaConfig, area="stability"):
+    # VerlTrainingDivergence compares each signal with its median over this window, ending
+    # `divergence_recent_window` ago; a signal breaks away if it crosses its factor at some
+    # point within the recent window.
+    divergence_baseline_window: Interval = "1h"
+    divergence_recent_window: Interval = "10m"
+    # PPO KL must rise above this multiple of its baseline.
+    divergence_kl_factor: Factor = 4.0
+    # Grad norm must rise above this multiple of its baseline.
+    divergence_grad_norm_factor: Factor = 4.0
+    # Entropy must fall below this multiple of its baseline.
+    divergence_entropy_factor: Factor = 0.5
+    # How long all three must hold before it pages.
+    divergence_for: Duration = "2m"
+    # Once firing, it stays firing while any one signal is still this far from its held
+    # baseline (see baseline_hold_window): a weaker condition than the onset's, so the alert
+    # neither resolves while the run is still diverged nor flaps around the threshold.
+    divergence_sustain_kl_factor: Factor = 2.0
+    divergence_sustain_grad_norm_factor: Factor = 2.0
+    divergence_sustain_entropy_factor: Factor = 0.5
+    # VerlKLSpike: PPO KL (median over signal_smoothing_window) above this, for kl_spike_for.
+    kl_spike_threshold: NonNegative = 0.1
+    kl_spike_for: Duration = "10m"
+    # VerlEntropyCollapse: entropy (median over signal_smoothing_window) below this.
+    entropy_collapse_threshold: NonNegative = 0.05
+    entropy_collapse_for: Duration = "10m"
 
 
 def rules(config: Config) -> list[RuleGroup]:
-    base, recent = config.divergence_baseline_window, config.divergence_recent_window
+    tunables = config.area(StabilityConfig)
+    base, recent = tunables.divergence_baseline_window, tunables.divergence_recent_window
     smoothing = config.signal_smoothing_window
-    signals = ((KL_BASELINE, KL_HELD, KL, True), (GRAD_NORM_BASELINE, GRAD_NORM_HELD, GRAD_NORM, True),
-               (ENTROPY_BASELINE, ENTROPY_HELD, ENTROPY, False))
-    baselines = [
-        Recording(name, complete_baseline_median(series, base, recent),
-                  f"Median of {series.split('{')[0]} over {base}, ending {recent} ago, once that window is full")
-        for name, _, series, _ in signals
-    ]
-    held = [held_baseline(rolling, held_name, config, raises) for rolling, held_name, _, raises in signals]
+    baseline = Baseline(base, ending=recent)
     divergence = Alert(
         name="VerlTrainingDivergence",
         severity=Severity.CRITICAL,
-        expr=f"""
-            (max_over_time({KL}[{recent}]) > {config.divergence_kl_factor:g} * {KL_BASELINE})
-            and on({RUN})
-            (max_over_time({GRAD_NORM}[{recent}]) > {config.divergence_grad_norm_factor:g} * {GRAD_NORM_BASELINE})
-            and on({RUN})
-            (min_over_time({ENTROPY}[{recent}]) < {config.divergence_entropy_factor:g} * {ENTROPY_BASELINE})
-        """,
-        for_=config.divergence_for,
-        sustain=Sustain(f"""
-            (max_over_time({KL}[{recent}]) > {config.divergence_sustain_kl_factor:g} * {KL_HELD})
-            or
-            (max_over_time({GRAD_NORM}[{recent}]) > {config.divergence_sustain_grad_norm_factor:g} * {GRAD_NORM_HELD})
-            or
-            (min_over_time({ENTROPY}[{recent}]) < {config.divergence_sustain_entropy_factor:g} * {ENTROPY_HELD})
-        """, RUN),
+        condition=all_of(
+            KL.max_over(recent).above(tunables.divergence_kl_factor, times=baseline),
+            GRAD_NORM.max_over(recent).above(tunables.divergence_grad_norm_factor, times=baseline),
+            ENTROPY.min_over(recent).below(tunables.divergence_entropy_factor, times=baseline)),
+        for_=tunables.divergence_for,
+        keep_firing_while=any_of(
+            KL.max_over(recent).above(tunables.divergence_sustain_kl_factor, times=Baseline.held()),
+            GRAD_NORM.max_over(recent).above(tunables.divergence_sustain_grad_norm_factor, times=Baseline.held()),
+            ENTROPY.min_over(recent).below(tunables.divergence_sustain_entropy_factor, times=Baseline.held())),
         summary="KL, grad norm and entropy broke away from their baselines together: the policy is diverging.",
         description=(f"Run {RUN_NAME}: within the last {recent}, PPO KL rose above "
-                     f"{config.divergence_kl_factor:g}x and grad norm above {config.divergence_grad_norm_factor:g}x "
+                     f"{tunables.divergence_kl_factor:g}x and grad norm above {tunables.divergence_grad_norm_factor:g}x "
                      f"their median of the {base} before, while entropy fell below "
-                     f"{config.divergence_entropy_factor:g}x its median. It stays firing while any of them is still "
-                     f"{config.divergence_sustain_kl_factor:g}x / {config.divergence_sustain_grad_norm_factor:g}x / "
-                     f"{config.divergence_sustain_entropy_factor:g}x away from its level before the fault."),
+                     f"{tunables.divergence_entropy_factor:g}x its median. It stays firing while any of them is still "
+                     f"{tunables.divergence_sustain_kl_factor:g}x / {tunables.divergence_sustain_grad_norm_factor:g}x / "
+                     f"{tunables.divergence_sustain_entropy_factor:g}x away from its level before the fault."),
         meaning="The three classic symptoms of a policy update that has left the trust region, seen at once: "
                 "the new policy moves far from the old one (KL), gradients blow up (grad norm), and the policy "
                 "collapses onto a few tokens (entropy). One of them alone is routine noise; all three together "
@@ -69,12 +81,12 @@ def rules(config: Config) -> list[RuleGroup]:
     kl_spike = Alert(
         name="VerlKLSpike",
         severity=Severity.WARNING,
-        expr=f"{smoothed(KL, smoothing)} > {config.kl_spike_threshold:g}",
-        for_=config.kl_spike_for,
+        condition=KL.median_over(smoothing).above(tunables.kl_spike_threshold),
+        for_=tunables.kl_spike_for,
         keep_firing_for=config.warning_keep_firing_for,
         summary="PPO KL has stayed above its threshold: updates move the policy too far per step.",
         description=(f"Run {RUN_NAME}: the median of actor/ppo_kl over {smoothing} is {VALUE} "
-                     f"(threshold {config.kl_spike_threshold:g})."),
+                     f"(threshold {tunables.kl_spike_threshold:g})."),
         meaning="Each PPO update changes the policy more than usual. Common causes: learning rate too high, "
                 "too many PPO epochs or mini-batches over the same data, or stale rollouts (off-policy data).",
         next_steps=(
@@ -85,12 +97,12 @@ def rules(config: Config) -> list[RuleGroup]:
     entropy_collapse = Alert(
         name="VerlEntropyCollapse",
         severity=Severity.WARNING,
-        expr=f"{smoothed(ENTROPY, smoothing)} < {config.entropy_collapse_threshold:g}",
-        for_=config.entropy_collapse_for,
+        condition=ENTROPY.median_over(smoothing).below(tunables.entropy_collapse_threshold),
+        for_=tunables.entropy_collapse_for,
         keep_firing_for=config.warning_keep_firing_for,
         summary="Policy entropy is near zero: the model has collapsed onto a few answers.",
         description=(f"Run {RUN_NAME}: the median of actor/entropy over {smoothing} is {VALUE} "
-                     f"(threshold {config.entropy_collapse_threshold:g})."),
+                     f"(threshold {tunables.entropy_collapse_threshold:g})."),
         meaning="Mode collapse: the policy samples nearly deterministically, so exploration stops and reward "
                 "usually plateaus. Entropy declining slowly is normal; near zero is not.",
         next_steps=(
@@ -138,9 +150,7 @@ def rules(config: Config) -> list[RuleGroup]:
             "If it recurs, lower the learning rate or check the batch for degenerate (empty) responses.",
         ),
     )
-    return [RuleGroup("verl-stability", (*baselines, *(h.held for h in held), divergence, kl_spike, entropy_collapse,
-                                         nan, nonfinite_step)),
-            hold_group("verl-stability", held, config)]
+    return [RuleGroup("verl-stability", (divergence, kl_spike, entropy_collapse, nan, nonfinite_step))]
 
 
 def inhibitions(config: Config) -> tuple[Inhibition, ...]:

@@ -18,9 +18,11 @@ import yaml
 
 from dashgen.config import Config
 from dashgen.errors import BuildError
-from dashgen.loader import call_definition, load_modules
+from dashgen.loader import DefinitionModule, call_definition
 from dashgen.model import Alert, Inhibition, Severity
 from dashgen.promtool import run_tool
+from dashgen.references import check_alert_name
+from dashgen.rendering import runbook_anchor, templates
 
 ALERTMANAGER_FILE = "alertmanager/alertmanager.yml"
 ROUTE_FIXTURES = Path("tests") / "alertmanager"
@@ -57,9 +59,9 @@ class AlertingOutput:
     inhibitions: list[tuple[str, Inhibition]] = field(default_factory=list)  # (module path, inhibition)
 
 
-def render_alerting(root: Path, config: Config, alerts: list[Alert]) -> AlertingOutput:
+def render_alerting(alert_modules: list[DefinitionModule], config: Config, alerts: list[Alert]) -> AlertingOutput:
     names = {alert.name for alert in alerts}
-    inhibitions = collect_inhibitions(root, config, names)
+    inhibitions = collect_inhibitions(alert_modules, config, names)
     _check_config(config, names)
     out = AlertingOutput(inhibitions=inhibitions)
     header = ("# Rendered by `dashgen build` from dashgen/config.py and the inhibitions in alerts/*.py; do not edit.\n"
@@ -69,9 +71,6 @@ def render_alerting(root: Path, config: Config, alerts: list[Alert]) -> Alerting
     out.files[ALERTMANAGER_FILE] = header + to_yaml(alertmanager_config(config, inhibitions))
     out.prometheus_alerting = to_yaml(
         {"alerting": {"alertmanagers": [{"static_configs": [{"targets": [config.alertmanager_address]}]}]}})
-    from dashgen.build import templates
-    from dashgen.rules import runbook_anchor
-
     out.runbook_section = templates().get_template("alerts-routing.md.j2").render(
         config=config, routes=severity_routes(config), act_alerts=sorted(config.act_actions),
         inhibitions=[{"module": module, "inhibition": inhibition} for module, inhibition in inhibitions],
@@ -79,11 +78,12 @@ def render_alerting(root: Path, config: Config, alerts: list[Alert]) -> Alerting
     return out
 
 
-def collect_inhibitions(root: Path, config: Config, alert_names: set[str]) -> list[tuple[str, Inhibition]]:
+def collect_inhibitions(alert_modules: list[DefinitionModule], config: Config,
+                        alert_names: set[str]) -> list[tuple[str, Inhibition]]:
     """Every module's `inhibitions(config)`, checked: each names known alerts, each source once."""
     found: list[tuple[str, Inhibition]] = []
     sources: dict[str, str] = {}
-    for definition in load_modules(root, "alerts", "rules"):
+    for definition in alert_modules:
         entry = getattr(definition.module, "inhibitions", None)
         if entry is None:
             continue
@@ -97,10 +97,8 @@ def collect_inhibitions(root: Path, config: Config, alert_names: set[str]) -> li
                 raise BuildError(f"{where}: already stated in {sources[inhibition.source]}; "
                                  f"state each source's inhibition once")
             sources[inhibition.source] = module
-            unknown = [n for n in (inhibition.source, *inhibition.targets) if n not in alert_names]
-            if unknown:
-                raise BuildError(f"{where}: {', '.join(map(repr, unknown))} is not an alert defined in alerts/; "
-                                 f"known: {', '.join(sorted(alert_names))}")
+            for name in (inhibition.source, *inhibition.targets):
+                check_alert_name(name, alert_names, where)
             if not inhibition.targets or inhibition.source in inhibition.targets:
                 raise BuildError(f"{where}: targets must be other alerts, at least one")
             if not inhibition.equal or not all(_LABEL_NAME.fullmatch(label) for label in inhibition.equal):
@@ -162,9 +160,8 @@ def _check_config(config: Config, alert_names: set[str]) -> None:
         _check_receiver(name, getattr(config, name))
     if config.act_address and not config.act_token_file:
         raise BuildError("config: act_token_file is empty; Alertmanager needs the token file to reach dashgen act")
-    unknown = sorted(set(config.act_actions) - alert_names)
-    if unknown:
-        raise BuildError(f"config: act_actions: {', '.join(map(repr, unknown))} is not an alert defined in alerts/")
+    for name in sorted(config.act_actions):
+        check_alert_name(name, alert_names, "config: act_actions")
 
 
 def _check_receiver(name: str, receiver) -> None:

@@ -11,21 +11,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import os
-import re
 import shutil
 import sys
 import tempfile
 
-import jinja2
 import yaml
 
 from dashgen.catalog import Catalog
-from dashgen.config import Config
+from dashgen.config import Config, areas_of
 from dashgen.dashboards import compile_dashboard, dashboard_to_text
 from dashgen.errors import BuildError
 from dashgen.loader import call_definition, load_modules
 from dashgen.model import Dashboard
 from dashgen.project_metrics import project_catalog
+from dashgen.references import resolve_dashboard_references
+from dashgen.rendering import markdown_text, templates
 from dashgen.tree_writer import existing_files, replace_tree
 from dashgen.validate import validate_dashboard
 
@@ -41,46 +41,17 @@ class Rendered:
     alerts: list = field(default_factory=list)  # (module path, Alert, expanded expr)
 
 
-def templates() -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.PackageLoader("dashgen", "templates"), undefined=jinja2.StrictUndefined,
-                             keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, autoescape=False)
-    # Values reach YAML and Markdown only through these filters, so no config or definition
-    # value can change the structure of a rendered file.
-    env.filters["yaml"] = yaml_scalar
-    env.filters["markdown_text"] = markdown_text
-    return env
-
-
-def yaml_scalar(value: object) -> str:
-    """`value` as one YAML scalar on one line, quoted as YAML needs (by PyYAML) in block or flow context."""
-    # Dumped as the item of a flow list, PyYAML quotes whatever a flow context would misread (, [ ] { } :).
-    text = yaml.safe_dump([value], default_flow_style=True, width=10**9, allow_unicode=True).strip()[1:-1]
-    if "\n" in text:  # a multi-line string: double quotes turn its line breaks into \n escapes
-        text = yaml.safe_dump(value, default_style='"', width=10**9, allow_unicode=True).strip()
-    return text
-
-
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>|])")
-_MARKDOWN_LINE_START = re.compile(r"^([#>+=-]|\d+(?=[.)]))")
-
-
-def markdown_text(value: str) -> str:
-    """Plain text as one line of Markdown: line breaks become spaces, markup characters are escaped."""
-    text = " ".join(str(value).split())
-    text = _MARKDOWN_SPECIAL.sub(r"\\\1", text)
-    # A line starting like a heading, quote or list item would become one.
-    return _MARKDOWN_LINE_START.sub(lambda m: m.group(1) + "\\" if m.group(1)[0].isdigit() else "\\" + m.group(1),
-                                    text, count=1)
-
-
 def render_project(root: Path, config: Config) -> Rendered:
     from dashgen.alertmanager import render_alerting
-    from dashgen.rules import DOCS_FILE, render_rules  # alerts and recording rules
+    from dashgen.rules import DOCS_FILE, load_rule_modules, render_rules  # alerts and recording rules
 
     out = Rendered()
-    rules = render_rules(root, config, project_catalog(root))
+    alert_modules = load_rule_modules(root)
+    config.check_sections(areas_of(definition.module for definition in alert_modules))
+    rules = render_rules(root, config, project_catalog(root), alert_modules)
     out.files.update(rules.files)
     out.alerts = rules.alerts
+    alerts_by_name = {alert.name: alert for _, alert, _ in rules.alerts}
     # Panels may query recorded series, so they are checked against the catalog plus the recordings.
     catalog: Catalog = rules.catalog
 
@@ -94,6 +65,8 @@ def render_project(root: Path, config: Config) -> Rendered:
             raise BuildError(f"{definition.path}: dashboard uid {dashboard.uid!r} is already used by "
                              f"{uids[dashboard.uid]}; uids must be unique")
         uids[dashboard.uid] = definition.path
+        dashboard = resolve_dashboard_references(dashboard, alerts_by_name,
+                                                 f"{definition.path}: dashboard {dashboard.uid!r}")
         model = compile_dashboard(dashboard, config, catalog, str(definition.path))
         validate_dashboard(model, f"{definition.path}: dashboard {dashboard.uid!r}")
         out.files[f"dashboards/{dashboard.uid}.json"] = dashboard_to_text(model)
@@ -106,7 +79,7 @@ def render_project(root: Path, config: Config) -> Rendered:
         "provisioning-datasources.yaml.j2").render(
         name=config.datasource_name, uid=config.datasource_uid, scrape_interval=config.scrape_interval,
         default_prometheus_url=DEFAULT_PROMETHEUS_URL, is_default=config.datasource_is_default)
-    alerting = render_alerting(root, config, [alert for _, alert, _ in rules.alerts])
+    alerting = render_alerting(alert_modules, config, list(alerts_by_name.values()))
     out.files.update(alerting.files)
     if DOCS_FILE in out.files:
         out.files[DOCS_FILE] += alerting.runbook_section

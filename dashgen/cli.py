@@ -186,13 +186,28 @@ def _show(stdout: str, stderr: str) -> None:
 @cli.command(name="config")
 @_root_option
 @_config_option
-def config_(root: Path, config_path: Path | None) -> None:
-    """Print the effective config (defaults plus the project's dashgen.yaml or --config) as YAML."""
-    from dashgen.config import config_yaml, read_overrides
+@click.option("--describe", is_flag=True,
+              help="Describe every field instead: type, unit or format, default and what it tunes.")
+def config_(root: Path, config_path: Path | None, describe: bool) -> None:
+    """Print the effective config (defaults plus the project's dashgen.yaml or --config) as YAML.
 
+    Alert areas (stability, rewards, ...) are sections of their own; a project without alerts/
+    shows dashgen's default areas."""
+    from dashgen.config import areas_of, config_yaml, default_areas, describe_config, read_overrides
+
+    if (root / "alerts").is_dir():
+        from dashgen.rules import load_rule_modules
+
+        areas = areas_of(definition.module for definition in load_rule_modules(root))
+    else:
+        areas = default_areas()
+    if describe:
+        click.echo(describe_config(areas), nl=False)
+        return
     found = find_config_path(root, config_path)
     config = load_config(config_path, root)
-    click.echo(config_yaml(config, found, set(read_overrides(found)) if found else set()), nl=False)
+    config.check_sections(areas)
+    click.echo(config_yaml(config, areas, found, read_overrides(found) if found else {}), nl=False)
 
 
 def _listen_address(listen: str) -> tuple[str, int]:

@@ -10,15 +10,20 @@ checked for every field, and the `Annotated` kinds below add a format, range or 
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import difflib
+import inspect
+import io
 import math
 import re
+import textwrap
+import tokenize
 import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import yaml
 
@@ -50,6 +55,9 @@ class PrometheusDuration:
     positive: bool = False
     max_seconds: float = 10 * 365 * 86400
 
+    def describe(self) -> str:
+        return "a Prometheus duration" + (", longer than 0s" if self.positive else "")
+
     def problem(self, value: str) -> str | None:
         try:
             seconds = duration_seconds(value)
@@ -70,6 +78,11 @@ class Between:
     low_open: bool = False
     unit: str = ""
 
+    def describe(self) -> str:
+        low = "" if self.low is None else f"{'>' if self.low_open else '>='} {self.low:g}"
+        high = "" if self.high is None else f"<= {self.high:g}"
+        return " and ".join(filter(None, (low, high))) + (f", in {self.unit}" if self.unit else "")
+
     def problem(self, value: float) -> str | None:
         unit = f" {self.unit}" if self.unit else ""
         if self.low is not None and (value <= self.low if self.low_open else value < self.low):
@@ -85,6 +98,9 @@ class Matches:
     pattern: str
     example: str
 
+    def describe(self) -> str:
+        return f"like {self.example}"
+
     def problem(self, value: str) -> str | None:
         if not re.fullmatch(self.pattern, value):
             return f"{value!r} is not valid here; expected something like {self.example}"
@@ -94,6 +110,9 @@ class Matches:
 @dataclass(frozen=True)
 class HostPort:
     """host:port as another process should reach it; port 1-65535."""
+
+    def describe(self) -> str:
+        return "host:port"
 
     def problem(self, value: str) -> str | None:
         match = re.fullmatch(r"([A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\]):(\d{1,5})", value)
@@ -110,6 +129,9 @@ _SIZE_UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40,
 @dataclass(frozen=True)
 class ByteSize:
     """A number of bytes: an integer, or a string with a unit (80GiB, 40 GB)."""
+
+    def describe(self) -> str:
+        return "bytes, or a size such as 80GiB"
 
     def parse(self, value: Any) -> Any:
         if isinstance(value, str):
@@ -156,9 +178,13 @@ class Config:
     gpu_memory_bytes: Bytes = 80 * GIB
 
     # --- Dashboards and Grafana ------------------------------------------------
+    # How often Grafana refreshes the dashboards.
     dashboard_refresh: Interval = "30s"
+    # The time range a dashboard opens with.
     dashboard_time_from: GrafanaTime = "now-6h"
+    # Grafana folder the provisioned dashboards go to.
     grafana_folder: str = "verl"
+    # Name and uid of the provisioned Prometheus data source the panels query.
     datasource_name: str = "Prometheus"
     datasource_uid: GrafanaUid = "dashgen-prometheus"
 
@@ -171,26 +197,15 @@ class Config:
     ray_service_discovery_file: str = "/tmp/ray/prom_metrics_service_discovery.json"
 
     # --- Rule evaluation -------------------------------------------------------
+    # How often Prometheus evaluates the rule groups (those without an interval of their own).
     rule_interval: Interval = "1m"
 
-    # --- VerlTrainingDivergence ------------------------------------------------
-    # The baseline is the median over `divergence_baseline_window`, ending
-    # `divergence_recent_window` ago; a signal breaks away if it crosses its factor
-    # at some point within the recent window.
-    divergence_baseline_window: Interval = "1h"
-    divergence_recent_window: Interval = "10m"
-    divergence_kl_factor: Factor = 4.0
-    divergence_grad_norm_factor: Factor = 4.0
-    divergence_entropy_factor: Factor = 0.5
-    divergence_for: Duration = "2m"
-    # Once firing, it stays firing while any one signal is still this far from its held
-    # baseline (see baseline_hold_window): a weaker condition than the onset's, so the alert
-    # neither resolves while the run is still diverged nor flaps around the threshold.
-    divergence_sustain_kl_factor: Factor = 2.0
-    divergence_sustain_grad_norm_factor: Factor = 2.0
-    divergence_sustain_entropy_factor: Factor = 0.5
-
-    # --- Shared by the baseline-relative alerts ------------------------------------
+    # --- Baselines, shared by the baseline-relative alerts ----------------------------
+    # A Baseline() of the alert vocabulary (dashgen/conditions.py) with no window is the median
+    # over this window, ending `baseline_recent_window` ago: the recent window a fault shows in
+    # is not part of the level it is compared with.
+    baseline_window: Interval = "1h"
+    baseline_recent_window: Interval = "10m"
     # The held baseline is the lowest (for signals a fault raises) or highest (for signals it
     # lowers) rolling baseline of this window: it keeps the pre-fault level for this long
     # after a fault starts, where the rolling median absorbs the fault within about 40 minutes.
@@ -204,60 +219,6 @@ class Config:
     # Warnings stay firing this long after their condition last held: one notification per
     # episode even when the signal dips below the threshold for a step or two.
     warning_keep_firing_for: Duration = "15m"
-
-    # --- Single-signal warnings --------------------------------------------------
-    kl_spike_threshold: NonNegative = 0.1
-    kl_spike_for: Duration = "10m"
-    entropy_collapse_threshold: NonNegative = 0.05
-    entropy_collapse_for: Duration = "10m"
-    truncation_threshold: Fraction = 0.1
-    truncation_for: Duration = "15m"
-    rollout_abort_threshold: Fraction = 0.05
-    rollout_abort_for: Duration = "10m"
-
-    # --- Rewards -----------------------------------------------------------------
-    reward_cliff_baseline_window: Interval = "1h"
-    reward_cliff_recent_window: Interval = "10m"
-    reward_cliff_drop_fraction: Fraction = 0.5
-    # The drop must also be at least this much, in the reward's own units: a fraction of a
-    # baseline near 0 (signed rewards, +-1) shrinks to nothing. Set it to a few times the
-    # step-to-step noise of critic/score/mean.
-    reward_cliff_min_drop: NonNegative = 0.2
-    reward_cliff_for: Duration = "5m"
-    # Once firing, it stays firing while the reward is this fraction of the drop (and of the
-    # floor) below its held baseline.
-    reward_cliff_sustain_fraction: Fraction = 0.5
-    reward_stagnation_window: Interval = "30m"
-    reward_stagnation_min_gain: float = 0.01
-    reward_stagnation_for: Duration = "15m"
-    # Once firing, it stays firing while the gain is below this multiple of min_gain.
-    reward_stagnation_sustain_factor: Factor = 2.0
-
-    # --- Progress ----------------------------------------------------------------
-    stall_min_silence: Interval = "15m"
-    stall_step_time_factor: Factor = 3.0
-    stall_step_time_window: Interval = "2h"
-    stall_for: Duration = "1m"
-    metrics_absent_for: Duration = "5m"
-    # How long Prometheus remembers the last state of an exporter that is gone: VerlRunCrashed
-    # stays firing this long after a crashed run's exporter exits (unless the run restarts),
-    # and VerlMetricsAbsent fires for a vanished exporter whose run was still running.
-    run_end_memory: Interval = "24h"
-
-    # --- Memory ------------------------------------------------------------------
-    memory_pressure_reserved_fraction: Fraction = 0.92
-    memory_pressure_gap_fraction: Fraction = 0.2
-    memory_pressure_for: Duration = "5m"
-
-    # --- Load balance ------------------------------------------------------------
-    straggler_factor: Fraction = 0.5
-    straggler_min_median_percent: Percent = 30.0
-    straggler_for: Duration = "15m"
-    token_runaway_factor: Factor = 2.0
-    token_runaway_window: Interval = "1h"
-    token_runaway_for: Duration = "10m"
-    # Once firing, it stays firing while tokens are above this multiple of the held baseline.
-    token_runaway_sustain_factor: Factor = 1.5
 
     # --- Docs ----------------------------------------------------------------------
     # Base of every alert's runbook_url; the alert's anchor is appended.
@@ -319,10 +280,11 @@ class Config:
     ray_temp_dir: str = "/tmp/ray"
 
     def __post_init__(self) -> None:
-        for f, hint in _schema().items():
-            value = _checked(f.name, hint, getattr(self, f.name))
-            if value is not getattr(self, f.name):
-                object.__setattr__(self, f.name, value)  # normalised, e.g. "80GiB" -> bytes, 1 -> 1.0
+        _check_fields(self)
+        # The per-area sections of the config file (`stability: {...}`), read by `area()`.
+        object.__setattr__(self, "_sections", {})
+        object.__setattr__(self, "_areas", {})
+        object.__setattr__(self, "_source", None)
         # prometheus.yml scrapes these as separate jobs; Prometheus refuses two of one name.
         scraped = {"verl_job": self.verl_job, "ray_job": self.ray_job, "rollout_job": self.rollout_job}
         for name, job in scraped.items():
@@ -334,18 +296,95 @@ class Config:
             raise ConfigError(f"baseline_hold_step = {self.baseline_hold_step!r} must lie between rule_interval "
                               f"({self.rule_interval}) and baseline_hold_window ({self.baseline_hold_window})")
 
+    def area(self, tunables: type[A]) -> A:
+        """An alert area's tunables: its defaults, overridden by the config file's `<area>:` section."""
+        if tunables not in self._areas:
+            values = self._sections.get(tunables.area, {})
+            where = f"{self._source}: " if self._source else ""
+            known = [f.name for f in dataclasses.fields(tunables)]
+            for key in values:
+                if key not in known:
+                    close = difflib.get_close_matches(str(key), known, n=1)
+                    hint = f"; did you mean {close[0]!r}?" if close else f"; its fields: {', '.join(known)}"
+                    raise ConfigError(f"{where}{tunables.area}: unknown field {key!r}{hint}")
+            try:
+                self._areas[tunables] = tunables(**values)
+            except ConfigError as exc:
+                raise ConfigError(f"{where}{tunables.area}.{exc.message}") from None
+        return self._areas[tunables]
+
+    def check_sections(self, areas: list[type["AreaConfig"]]) -> None:
+        """Every section of the config file names an area, and every field in it is one of the area's."""
+        by_name = {a.area: a for a in areas}
+        where = f"{self._source}: " if self._source else ""
+        for name in self._sections:
+            if name in by_name:
+                self.area(by_name[name])
+                continue
+            home = [a.area for a in areas if name in {f.name for f in dataclasses.fields(a)}]
+            if home:
+                raise ConfigError(f"{where}{name} is a field of the {home[0]!r} alert area: write it under "
+                                  f"`{home[0]}:` (e.g. `{home[0]}: {{{name}: ...}}`)")
+            close = difflib.get_close_matches(name, [*_core_field_names(), *by_name], n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else "; `dashgen config --describe` lists the fields"
+            raise ConfigError(f"{where}unknown config field or area {name!r}{hint}")
+
+
+class AreaConfig:
+    """The tunables of one alert area (an alerts/*.py module), next to what they tune.
+
+    Subclass it as a frozen dataclass naming the area, with a comment above each field (its
+    description in `dashgen config --describe`); fields are typed and checked like Config's:
+
+        @dataclass(frozen=True)
+        class RewardsConfig(AreaConfig, area="rewards"):
+            # Fraction of its baseline the reward must fall by.
+            drop_fraction: Fraction = 0.5
+
+    `dashgen.yaml` sets them under the area's name (`rewards: {drop_fraction: 0.4}`), and the
+    module reads them with `config.area(RewardsConfig)`.
+    """
+
+    area: ClassVar[str] = ""
+
+    def __init_subclass__(cls, area: str = "", **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        if area:
+            if not re.fullmatch(r"[a-z][a-z0-9_]*", area):
+                raise ValueError(f"{cls.__name__}: area {area!r} must be lower-case letters, digits and _")
+            cls.area = area
+
+    def __post_init__(self) -> None:
+        _check_fields(self)
+
+
+A = typing.TypeVar("A", bound=AreaConfig)
+
 
 # --- Checking values against the annotations --------------------------------------------------
 
-_SCHEMA: dict[dataclasses.Field, Any] | None = None
+_SCHEMAS: dict[type, dict[dataclasses.Field, Any]] = {}
 
 
-def _schema() -> dict[dataclasses.Field, Any]:
-    global _SCHEMA
-    if _SCHEMA is None:
-        hints = typing.get_type_hints(Config, include_extras=True)
-        _SCHEMA = {f: hints[f.name] for f in dataclasses.fields(Config)}
-    return _SCHEMA
+def _schema(cls: type = None) -> dict[dataclasses.Field, Any]:
+    """Each field of a config class with its type annotation."""
+    cls = cls or Config
+    if cls not in _SCHEMAS:
+        hints = typing.get_type_hints(cls, include_extras=True)
+        _SCHEMAS[cls] = {f: hints[f.name] for f in dataclasses.fields(cls)}
+    return _SCHEMAS[cls]
+
+
+def _check_fields(instance: Any) -> None:
+    """Check (and normalise, e.g. "80GiB" -> bytes, 1 -> 1.0) every field of a config instance."""
+    for f, hint in _schema(type(instance)).items():
+        value = _checked(f.name, hint, getattr(instance, f.name))
+        if value is not getattr(instance, f.name):
+            object.__setattr__(instance, f.name, value)
+
+
+def _core_field_names() -> list[str]:
+    return [f.name for f in dataclasses.fields(Config)]
 
 
 def _type_name(hint: Any) -> str:
@@ -493,12 +532,19 @@ def read_overrides(path: Path) -> dict[str, Any]:
         return {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: config must be a mapping of field: value, not {_type_name(type(data))}")
-    known = [f.name for f in dataclasses.fields(Config)]
+    known = _core_field_names()
     for key in data:
-        if not isinstance(key, str) or key not in known:
-            close = difflib.get_close_matches(str(key), known, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else "; `dashgen config` lists the fields"
-            raise ConfigError(f"{path}: unknown config field {key!r}{hint}")
+        if not isinstance(key, str):
+            raise ConfigError(f"{path}: config field {key!r} is not a name")
+        if key in known or isinstance(data[key], dict):
+            continue  # a field, or an alert area's section (checked once the areas are loaded)
+        home = [a.area for a in default_areas() if key in {f.name for f in dataclasses.fields(a)}]
+        if home:
+            raise ConfigError(f"{path}: {key} is a field of the {home[0]!r} alert area now: write it under "
+                              f"`{home[0]}:` (e.g. `{home[0]}: {{{key}: {data[key]!r}}}`)")
+        close = difflib.get_close_matches(key, known, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else "; `dashgen config --describe` lists the fields"
+        raise ConfigError(f"{path}: unknown config field {key!r}{hint}")
     return data
 
 
@@ -507,20 +553,137 @@ def load_config(path: Path | None, root: Path | None = None) -> Config:
     found = config_path(root, path)
     if found is None:
         return Config()
-    data = read_overrides(found)
     try:
-        return Config(**data)
+        return config_from(read_overrides(found), found)
     except ConfigError as exc:
-        raise ConfigError(f"{found}: {exc.message}") from None
+        raise ConfigError(exc.message if exc.message.startswith(f"{found}: ") else f"{found}: {exc.message}") from None
 
 
-def config_yaml(config: Config, overridden_in: Path | None = None, overridden: set[str] = frozenset()) -> str:
-    """The effective config as YAML, one field a line, marking the fields a file set."""
-    lines = ["# Effective dashgen config: defaults of dashgen/config.py"
+def config_from(data: dict[str, Any], source: Path | None = None) -> Config:
+    """A config from a mapping as dashgen.yaml holds it: top-level fields, and a section per alert
+    area (`{"rule_interval": "30s", "stability": {"kl_spike_threshold": 0.2}}`)."""
+    core = set(_core_field_names())
+    config = Config(**{k: v for k, v in data.items() if k in core})
+    object.__setattr__(config, "_sections", {k: v for k, v in data.items() if k not in core})
+    object.__setattr__(config, "_source", source)
+    return config
+
+
+def areas_of(modules: typing.Iterable[types.ModuleType]) -> list[type[AreaConfig]]:
+    """The AreaConfig classes the modules define or import, each once, in order; an area name
+    claimed by two classes is an error."""
+    found: dict[str, type[AreaConfig]] = {}
+    for module in modules:
+        for value in vars(module).values():
+            if isinstance(value, type) and issubclass(value, AreaConfig) and value.area:
+                other = found.setdefault(value.area, value)
+                if other is not value:
+                    raise ConfigError(f"alert area {value.area!r} is declared twice: by {other.__qualname__} "
+                                      f"({other.__module__}) and {value.__qualname__} ({value.__module__})")
+    return list(found.values())
+
+
+def default_areas() -> list[type[AreaConfig]]:
+    """The alert areas of dashgen's default alerts (the installed dashgen_alerts package)."""
+    import importlib
+    import pkgutil
+
+    import dashgen_alerts
+
+    return areas_of(importlib.import_module(f"dashgen_alerts.{info.name}")
+                    for info in pkgutil.iter_modules(dashgen_alerts.__path__) if not info.name.startswith("_"))
+
+
+def _yaml_line(name: str, value: Any) -> str:
+    return yaml.safe_dump({name: list(value) if isinstance(value, (tuple, frozenset)) else value},
+                          default_flow_style=True, width=10**9, allow_unicode=True).strip()[1:-1]
+
+
+def config_yaml(config: Config, areas: list[type[AreaConfig]] = (), overridden_in: Path | None = None,
+                overridden: dict[str, Any] | None = None) -> str:
+    """The effective config as YAML, one field a line (alert areas as sections), marking what a file set."""
+    overridden = overridden or {}
+    mark = f"  # from {overridden_in.name}" if overridden_in else ""
+    lines = ["# Effective dashgen config: defaults of dashgen/config.py and the alert areas"
              + (f", overridden by {overridden_in}" if overridden_in else "") + "."]
     for f in dataclasses.fields(Config):
-        value = getattr(config, f.name)
-        text = yaml.safe_dump({f.name: list(value) if isinstance(value, (tuple, frozenset)) else value},
-                              default_flow_style=True, width=10**9, allow_unicode=True).strip()[1:-1]
-        lines.append(text + (f"  # from {overridden_in.name}" if f.name in overridden and overridden_in else ""))
+        lines.append(_yaml_line(f.name, getattr(config, f.name)) + (mark if f.name in overridden else ""))
+    for area in areas:
+        section = overridden.get(area.area) or {}
+        lines.append(f"{area.area}:")
+        values = config.area(area)
+        for f in dataclasses.fields(area):
+            lines.append("  " + _yaml_line(f.name, getattr(values, f.name)) + (mark if f.name in section else ""))
     return "\n".join(lines) + "\n"
+
+
+# --- Describing the fields ------------------------------------------------------------------------
+
+def describe_config(areas: list[type[AreaConfig]]) -> str:
+    """Every field, the core config's and each alert area's: type, unit or format, default and
+    description (the comment above the field in its source)."""
+    out = []
+    for cls, heading in ((Config, "Config (top level of dashgen.yaml)"),
+                         *((a, f"{a.area}: ({a.__qualname__} in {_defined_in(a)})") for a in areas)):
+        out.append(f"{heading}\n")
+        docs = field_comments(cls)
+        defaults = cls()
+        for f, hint in _schema(cls).items():
+            kind = "; ".join(k.describe() for k in _kinds(hint))
+            out.append(f"  {f.name}: {_type_name(hint)}{f' ({kind})' if kind else ''}, default "
+                       f"{_yaml_line('x', getattr(defaults, f.name))[3:]}\n")
+            if docs.get(f.name):
+                out.extend(f"      {line}\n" for line in textwrap.wrap(docs[f.name], 96))
+        out.append("\n")
+    return "".join(out)
+
+
+def _defined_in(cls: type) -> str:
+    """Where a config class is defined: a project's file (alerts/x.py) or an installed module."""
+    prefix = "dashgen_definitions."
+    if cls.__module__.startswith(prefix):
+        return cls.__module__[len(prefix):].replace(".", "/") + ".py"
+    return cls.__module__
+
+
+def _kinds(hint: Any) -> list[Any]:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is Annotated:
+        return [k for k in args[1:] if hasattr(k, "describe")] + _kinds(args[0])
+    if origin in (typing.Union, types.UnionType):
+        return [k for a in args for k in _kinds(a)]
+    return []
+
+
+def field_comments(cls: type) -> dict[str, str]:
+    """Field name -> the comment lines right above its definition (and one at its end), joined."""
+    try:
+        source = textwrap.dedent(inspect.getsource(cls))
+    except (OSError, TypeError):
+        return {}
+    comments: dict[int, str] = {}
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(source).readline):
+            if token.type == tokenize.COMMENT:
+                comments[token.start[0]] = token.string.lstrip("#").strip()
+    except (tokenize.TokenError, SyntaxError):
+        return {}
+    lines = source.splitlines()
+    docs: dict[str, str] = {}
+    previous = None  # a field right above, without a blank line, shares its comment
+    for node in ast.parse(source).body[0].body:
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            above, line = [], node.lineno - 1
+            while line >= 1 and line in comments and lines[line - 1].lstrip().startswith("#") \
+                    and not comments[line].startswith("---"):
+                above.insert(0, comments[line])
+                line -= 1
+            if node.lineno in comments:
+                above.append(comments[node.lineno])
+            if not above and previous is not None and previous.end_lineno == node.lineno - 1:
+                above = [docs[previous.target.id]]
+            docs[node.target.id] = " ".join(above)
+            previous = node
+        else:
+            previous = None
+    return docs

@@ -21,6 +21,7 @@ from dashgen.config import Config
 from dashgen.errors import BuildError
 from dashgen.model import (GRID_COLUMNS, Annotation, Dashboard, Heatmap, Panel, Position, Row, Stat, Threshold,
                            TimeSeries, Variable)
+from dashgen.rendering import runbook_anchor
 from dashgen.selectors import checked_expression, dashboard_selectors, expand_selectors
 
 SCHEMA_VERSION = 39
@@ -239,8 +240,6 @@ def _grafanalib_panel(panel: Panel, panel_id: int, targets: list, pos: Position,
 
 def _thresholds_json(thresholds: tuple[Threshold, ...], config: Config, unit: str) -> dict[str, Any]:
     """Field config for a panel's thresholds, and links to the runbook of the alerts behind them."""
-    from dashgen.rules import runbook_anchor
-
     extra: dict[str, Any] = {"fieldConfig": {"defaults": {"unit": unit}}}
     if not thresholds:
         return extra

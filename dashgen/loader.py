@@ -43,6 +43,8 @@ def load_modules(root: Path, folder: str, entry_point: str) -> list[DefinitionMo
         name = f"dashgen_definitions.{folder}.{path.stem}"
         spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
+        # Registered, so that what inspects a definition's classes (typing, `config --describe`) finds it.
+        sys.modules[name] = module
         try:
             spec.loader.exec_module(module)
         except Exception as exc:  # a definition module's own bug: report it with its place

@@ -19,6 +19,10 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from dashgen.conditions import Condition
 
 GRID_COLUMNS = 24
 
@@ -42,9 +46,10 @@ class Position:
 @dataclass(frozen=True)
 class Threshold:
     """A line (time series) or colour step (stat) at `value`; `alert` names the alert that
-    watches it, so the panel links to that alert's runbook section."""
+    watches it, so the panel links to that alert's runbook section. Without a value, the
+    alert's own threshold is drawn (an alert whose condition compares one signal with a number)."""
 
-    value: float
+    value: float | None = None
     alert: str = ""
     color: str = "red"
 
@@ -144,9 +149,14 @@ class Dashboard:
 
 
 class Severity(str, enum.Enum):
+    """In order, most urgent first."""
     CRITICAL = "critical"  # page someone: the run is wasting GPUs now
     WARNING = "warning"  # look today
     INFO = "info"  # worth knowing; never pages
+
+    @property
+    def rank(self) -> int:
+        return list(Severity).index(self)
 
 
 @dataclass(frozen=True)
@@ -164,11 +174,17 @@ class Sustain:
 
 @dataclass(frozen=True)
 class Alert:
+    """An alerting rule: either a `condition` of the alert vocabulary (dashgen/conditions.py;
+    `Alert.when(...)`), which the compiler turns into PromQL, baselines, hysteresis and tests,
+    or a PromQL `expr` written by hand."""
+
     name: str  # CamelCase, unique across all alerts
-    expr: str
-    severity: Severity
-    summary: str  # plain text, one line
-    description: str  # Prometheus template: {{ $labels.experiment }}, {{ $value | humanize }}
+    expr: str = ""
+    severity: Severity | None = None
+    summary: str = ""  # plain text, one line
+    # Prometheus template: {{ $labels.experiment }}, {{ $value | humanize }}. Generated from the
+    # condition when empty.
+    description: str = ""
     for_: str = "0s"
     # Keep firing this long after the condition last held: bridges single-evaluation dips
     # so that one fault episode notifies once.
@@ -177,6 +193,16 @@ class Alert:
     meaning: str = ""  # runbook: what it usually means in RL training
     next_steps: tuple[str, ...] = ()  # runbook: what to look at next, in order
     labels: tuple[tuple[str, str], ...] = ()
+    condition: Condition | None = None
+    # Hysteresis in the vocabulary: once firing, stay firing while this (weaker) condition holds.
+    keep_firing_while: Condition | None = None
+    # Why this alert has no rule test, when neither a fixture in tests/rules/ nor a generated
+    # test covers it; `dashgen test` fails on an untested alert without a reason.
+    untested: str = ""
+
+    @classmethod
+    def when(cls, name: str, condition: Condition, **fields) -> "Alert":
+        return cls(name, condition=condition, **fields)
 
 
 @dataclass(frozen=True)
@@ -198,6 +224,8 @@ class RuleGroup:
 
 RUN_LABELS = ("project", "experiment")
 EXPORTER_LABELS = ("job", "instance")  # the one exporter serving a run; all that VerlMetricsAbsent carries
+# The labels that identify one training run's series: signals of one alert are matched on all of them.
+RUN_MATCH_LABELS = (*EXPORTER_LABELS, *RUN_LABELS)
 
 
 @dataclass(frozen=True)

@@ -12,16 +12,19 @@ from __future__ import annotations
 
 import re
 import textwrap
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
 
 from dashgen.catalog import Catalog, Metric, MetricType, Source
+from dashgen.conditions import (ON_RUN, RUN_NAME, VALUE, BaselineDefaults, ConditionCompiler, comparisons,
+                                expand_group)
 from dashgen.config import DURATION, Config, duration_seconds
 from dashgen.errors import BuildError
-from dashgen.loader import call_definition, load_modules
+from dashgen.loader import DefinitionModule, call_definition, load_modules
 from dashgen.model import Alert, Recording, RuleGroup, Severity, Sustain
+from dashgen.rendering import runbook_anchor, templates
 from dashgen.selectors import checked_expression, rule_selectors
 
 _ALERT_NAME = re.compile(r"[A-Z][A-Za-z0-9]*")
@@ -82,20 +85,28 @@ def with_sustain(name: str, condition: str, sustain: str, on: str) -> str:
             f"  and on({on}) ALERTS{{alertname=\"{name}\", alertstate=\"firing\"}}\n)")
 
 
-def runbook_anchor(alert_name: str) -> str:
-    # Markdown renderers (GitHub's among them) anchor "## VerlKLSpike" as #verlklspike.
-    return alert_name.lower()
+def load_rule_modules(root: Path) -> list[DefinitionModule]:
+    return load_modules(root, "alerts", "rules")
 
 
-def render_rules(root: Path, config: Config, catalog: Catalog) -> RulesOutput:
+def render_rules(root: Path, config: Config, catalog: Catalog,
+                 definitions: list[DefinitionModule] | None = None) -> RulesOutput:
     selectors = rule_selectors(config)
-    modules = []
-    for definition in load_modules(root, "alerts", "rules"):
+    stated = []
+    for definition in definitions if definitions is not None else load_rule_modules(root):
         result = call_definition(definition, "rules", config)
         groups = [result] if isinstance(result, RuleGroup) else result
         if not isinstance(groups, (list, tuple)) or not all(isinstance(g, RuleGroup) for g in groups):
             raise BuildError(f"{definition.path}: rules() must return a RuleGroup or a list of RuleGroups")
-        modules.append((definition, groups))
+        stated.append((definition, groups))
+    # Signals may name series recorded by hand-written rules, so those join the catalog first;
+    # then the conditions compile, adding their baselines' recordings.
+    stated_catalog = _with_recordings(catalog, stated, selectors)
+    defaults = BaselineDefaults(config.baseline_window, config.baseline_recent_window, config.baseline_hold_window,
+                                config.baseline_hold_step)
+    modules = [(definition, [expanded for group in groups for expanded in expand_group(
+        group, stated_catalog, defaults, lambda rule, compiler, d=definition: _compiled_alert(rule, compiler, d))])
+        for definition, groups in stated]
     out = RulesOutput(catalog=_with_recordings(catalog, modules, selectors))
     seen: dict[str, Path] = {}
     for definition, groups in modules:
@@ -163,6 +174,36 @@ def _with_recordings(catalog: Catalog, modules: list, selectors: dict) -> Catalo
     return catalog
 
 
+def _compiled_alert(rule, compiler: ConditionCompiler, definition: DefinitionModule):
+    """A declarative alert with its condition compiled to PromQL (and its keep-firing condition
+    to the hysteresis branch); any other rule as it is."""
+    if not isinstance(rule, Alert) or (rule.condition is None and rule.keep_firing_while is None):
+        return rule
+    where = f"{definition.path}: alert {rule.name!r}"
+    if rule.condition is None:
+        raise BuildError(f"{where}: keep_firing_while needs a condition to hold; give condition= (Alert.when)")
+    if rule.expr.strip():
+        raise BuildError(f"{where}: give either condition= (the alert vocabulary) or expr= (PromQL), not both")
+    if rule.sustain is not None:
+        raise BuildError(f"{where}: with condition=, state hysteresis as keep_firing_while=, not sustain=")
+    expr = compiler.compile(rule.condition, where)
+    sustain = None
+    if rule.keep_firing_while is not None:
+        sustain = Sustain(compiler.compile(rule.keep_firing_while, f"{where} (keep_firing_while)", rule.condition),
+                          ON_RUN)
+    description = rule.description or generated_description(rule)
+    return replace(rule, expr=expr, sustain=sustain, description=description)
+
+
+def generated_description(alert: Alert) -> str:
+    """What the condition says, with its thresholds, for an alert written without a description."""
+    first = next(comparisons(alert.condition)).signal.describe()
+    text = f"Run {RUN_NAME}: {alert.condition.describe()} ({first}: {VALUE})."
+    if alert.keep_firing_while is not None:
+        text += f" It stays firing while {alert.keep_firing_while.describe()}."
+    return text
+
+
 def _check_alert(alert: Alert, where: str) -> None:
     if not _ALERT_NAME.fullmatch(alert.name):
         raise BuildError(f"{where}: alert names are CamelCase (letters and digits, starting upper-case)")
@@ -216,10 +257,7 @@ def _to_yaml(data: dict) -> str:
 
 
 def _render_docs(alerts: list[tuple[str, Alert, str]], config: Config) -> str:
-    from dashgen.build import templates
-
-    order = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
-    ordered = sorted(alerts, key=lambda item: (order[item[1].severity], item[1].name))
+    ordered = sorted(alerts, key=lambda item: (item[1].severity.rank, item[1].name))
     return templates().get_template("alerts.md.j2").render(
         alerts=[{"module": module, "alert": alert, "expr": expr, "anchor": runbook_anchor(alert.name)}
                 for module, alert, expr in ordered], config=config)

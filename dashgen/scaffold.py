@@ -10,6 +10,7 @@ from importlib import resources
 from pathlib import Path
 
 from dashgen.errors import BuildError
+from dashgen.rendering import templates
 
 # Files of the default set that are not definition modules.
 _NOT_DEFINITIONS = ("_", "__")
@@ -23,8 +24,6 @@ def default_modules(package: str) -> list[str]:
 
 def project_files() -> dict[str, str]:
     """Relative path -> content of a new project."""
-    from dashgen.build import templates
-
     template_dir = resources.files("dashgen").joinpath("templates/project")
     files = {
         "dashgen.yaml": template_dir.joinpath("dashgen.yaml").read_text(),

@@ -4,7 +4,8 @@
 `{node}` and `{rollout}` the scrape jobs named in the config (see dashgen/model.py).
 """
 
-import dataclasses
+from dashgen_alerts.memory import MemoryConfig
+from dashgen_alerts.progress import ProgressConfig
 
 from dashgen.catalog import CATALOG
 from dashgen.config import Config, duration_seconds
@@ -47,7 +48,7 @@ def _seconds_since_step(config: Config) -> Stat:
                "{{experiment}}"),),
         unit="s",
         description="Turns red past the stall alert's minimum silence.",
-        thresholds=(Threshold(duration_seconds(config.stall_min_silence), "VerlTrainingStalled"),),
+        thresholds=(Threshold(duration_seconds(config.area(ProgressConfig).stall_min_silence), "VerlTrainingStalled"),),
     )
 
 
@@ -68,12 +69,14 @@ kl = TimeSeries(
     description="actor/ppo_kl: drift within one PPO update. actor/kl_loss: distance to the reference policy "
                 "(only with actor.use_kl_loss).",
     width=6,
+    thresholds=(Threshold(alert="VerlKLSpike"),),
 )
 entropy = TimeSeries(
     "Policy entropy",
     (Query("verl_actor_entropy{run}", "{{experiment}}"),),
     description="Mean token entropy. A slow decline is normal; a drop towards zero is mode collapse.",
     width=6,
+    thresholds=(Threshold(alert="VerlEntropyCollapse"),),
 )
 grad_norm = TimeSeries(
     "Actor grad norm",
@@ -102,6 +105,7 @@ response_clip_ratio = TimeSeries(
     unit="percentunit",
     description="Fraction of responses cut at max_response_length; rising means answers are being truncated.",
     width=6,
+    thresholds=(Threshold(alert="VerlResponseTruncation"),),
 )
 aborted_ratio = TimeSeries(
     "Rollout aborted ratio",
@@ -109,6 +113,7 @@ aborted_ratio = TimeSeries(
     unit="percentunit",
     description="Fraction of rollout requests aborted (verl 0.6+).",
     width=6,
+    thresholds=(Threshold(alert="VerlRolloutAborts"),),
 )
 
 # --- Losses ------------------------------------------------------------------------
@@ -151,13 +156,20 @@ token_imbalance = TimeSeries(
 
 # --- Memory timeline ---------------------------------------------------------------
 
-peak_memory = TimeSeries(
-    "Peak GPU memory per step",
-    (Query("verl_perf_max_memory_allocated_bytes{run}", "allocated {{experiment}}"),
-     Query("verl_perf_max_memory_reserved_bytes{run}", "reserved {{experiment}}")),
-    unit="bytes",
-    description="torch.cuda max_memory_allocated vs max_memory_reserved during the actor update.",
-)
+
+
+def _peak_memory(config: Config) -> TimeSeries:
+    pressure = config.area(MemoryConfig).memory_pressure_reserved_fraction * config.gpu_memory_bytes
+    return TimeSeries(
+        "Peak GPU memory per step",
+        (Query("verl_perf_max_memory_allocated_bytes{run}", "allocated {{experiment}}"),
+         Query("verl_perf_max_memory_reserved_bytes{run}", "reserved {{experiment}}")),
+        unit="bytes",
+        description="torch.cuda max_memory_allocated vs max_memory_reserved during the actor update.",
+        thresholds=(Threshold(pressure, "VerlGPUMemoryPressure"),),
+    )
+
+
 allocator_gap = TimeSeries(
     "Reserved - allocated gap",
     (Query("verl_perf_max_memory_reserved_bytes{run} - verl_perf_max_memory_allocated_bytes{run}",
@@ -313,23 +325,8 @@ def _host_memory(config: Config) -> TimeSeries:
     )
 
 
-def _with_alert_thresholds(config: Config) -> dict[str, TimeSeries]:
-    """The panels alerts watch, with the alerts' thresholds drawn as lines."""
-    watched = ((kl, config.kl_spike_threshold, "VerlKLSpike"),
-               (entropy, config.entropy_collapse_threshold, "VerlEntropyCollapse"),
-               (response_clip_ratio, config.truncation_threshold, "VerlResponseTruncation"),
-               (aborted_ratio, config.rollout_abort_threshold, "VerlRolloutAborts"),
-               (peak_memory, config.memory_pressure_reserved_fraction * config.gpu_memory_bytes,
-                "VerlGPUMemoryPressure"))
-    return {panel.title: dataclasses.replace(panel, thresholds=(Threshold(value, alert),))
-            for panel, value, alert in watched}
-
-
 def dashboard(config: Config) -> Dashboard:
     per_rank_gpu, gpu_memory_timeline, gpu_variables = _gpu_panels(config)
-    watched = _with_alert_thresholds(config)
-    kl_, entropy_, clip_ratio_, aborted_, peak_memory_ = (watched[p.title] for p in (
-        kl, entropy, response_clip_ratio, aborted_ratio, peak_memory))
     return Dashboard(
         uid="verl-training",
         title="verl RL training",
@@ -351,11 +348,11 @@ def dashboard(config: Config) -> Dashboard:
         rows=(
             Row("At a glance", (current_step, _seconds_since_step(config), firing_alerts, latest_validation,
                                 validation_score)),
-            Row("Training stability", (reward, kl_, entropy_, grad_norm,
-                                       clip_fraction, response_length, clip_ratio_, aborted_)),
+            Row("Training stability", (reward, kl, entropy, grad_norm,
+                                       clip_fraction, response_length, response_clip_ratio, aborted_ratio)),
             Row("Losses", (policy_loss, kl_loss, value_loss, explained_variance)),
             Row("Per-rank heatmap", (*per_rank_gpu, token_imbalance)),
-            Row("Memory timeline", (peak_memory_, allocator_gap, gpu_memory_timeline, kv_cache,
+            Row("Memory timeline", (_peak_memory(config), allocator_gap, gpu_memory_timeline, kv_cache,
                                     _host_memory(config))),
             Row("Step time and progress", (step_time, time_since_step, global_step), collapsed=True),
             Row("Throughput and MFU", (throughput, mfu, batch_tokens), collapsed=True),

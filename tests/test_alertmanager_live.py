@@ -40,16 +40,18 @@ def chain_config(ports: dict, token_file) -> dict:
     return {
         "scrape_interval": "1s",
         "rule_interval": f"{EVALUATION_INTERVAL}s",
-        "divergence_baseline_window": "30s",
-        "divergence_recent_window": "5s",
-        "divergence_for": "3s",
+        "stability": {
+            "divergence_baseline_window": "30s",
+            "divergence_recent_window": "5s",
+            "divergence_for": "3s",
+            # The symptoms fire one evaluation after the divergence, as with the default windows.
+            "kl_spike_for": "6s",
+            "entropy_collapse_threshold": 0.3,  # the synthetic divergence takes entropy to ~0.17
+            "entropy_collapse_for": "6s",
+        },
         "baseline_hold_step": "5s",  # the held baseline must exist while the divergence fires
         "signal_smoothing_window": "5s",
-        # The symptoms fire one evaluation after the divergence, as with the default windows.
-        "kl_spike_for": "6s",
-        "entropy_collapse_threshold": 0.3,  # the synthetic divergence takes entropy to ~0.17
-        "entropy_collapse_for": "6s",
-        "stall_min_silence": "10m",  # the stopped trainer must not page as stalled during the test
+        "progress": {"stall_min_silence": "10m"},  # the stopped trainer must not page as stalled during the test
         "exporter_address": f"127.0.0.1:{ports['exporter']}",
         "alertmanager_address": f"127.0.0.1:{ports['alertmanager']}",
         "alertmanager_group_wait": "1s",

@@ -9,14 +9,15 @@ import sys
 import time
 
 import pytest
+import yaml
 
 from dashgen import tree_writer
 from dashgen.build import render_project
-from dashgen.config import Config
+from dashgen.config import Config, config_from
 from dashgen.tree_writer import STAGING, recover, replace_tree
 from conftest import run, tree_digest
 
-NEW_CONFIG = "verl_job: trainer\nkl_spike_threshold: 0.3\ngpu_source: dcgm\n"
+NEW_CONFIG = "verl_job: trainer\nstability: {kl_spike_threshold: 0.3}\ngpu_source: dcgm\n"
 
 
 def digests_of_both_sets(project, tmp_path):
@@ -38,7 +39,7 @@ class Killed(BaseException):
 
 def test_an_interruption_at_every_rename_or_write_leaves_old_or_new(project, tmp_path, monkeypatch):
     old, new = digests_of_both_sets(project, tmp_path)
-    new_files = render_project(project, Config(verl_job="trainer", kl_spike_threshold=0.3, gpu_source="dcgm")).files
+    new_files = render_project(project, config_from(yaml.safe_load(NEW_CONFIG))).files
     out_dir = project / "rendered"
     outcomes = set()
     for fail_at in range(40):

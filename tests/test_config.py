@@ -2,12 +2,13 @@
 found at the project root by every command, printed by `dashgen config`."""
 
 import dataclasses
+import re
 import typing
 
 import pytest
 import yaml
 
-from dashgen.config import CONFIG_FILE_NAME, Config, ConfigError, _schema, load_config
+from dashgen.config import CONFIG_FILE_NAME, Config, ConfigError, _schema, default_areas, load_config
 from conftest import run, tree_digest
 
 
@@ -18,13 +19,14 @@ def write_config(project, text: str):
 
 
 @pytest.mark.parametrize("text, expected", [
-    ('kl_spike_threshold: "0 or vector(1)"\n', "kl_spike_threshold: expected a number, got the string '0 or vector(1)'"),
+    ('stability:\n  kl_spike_threshold: "0 or vector(1)"\n',
+     "stability.kl_spike_threshold: expected a number, got the string '0 or vector(1)'"),
     ("gpu_memory_bytes: -1\n", "gpu_memory_bytes: -1 bytes must be at least 1 byte"),
     ("gpu_memory_bytes: 80 apples\n", "gpu_memory_bytes: '80 apples' is not a size"),
-    ("truncation_threshold: 1.5\n", "truncation_threshold: 1.5 must be at most 1"),
-    ("truncation_threshold: .nan\n", "truncation_threshold: expected a finite number"),
-    ("divergence_kl_factor: 0\n", "divergence_kl_factor: 0.0 must be greater than 0"),
-    ("kl_spike_for: 10 minutes\n", "kl_spike_for: '10 minutes' is not a Prometheus duration"),
+    ("rollout:\n  truncation_threshold: 1.5\n", "rollout.truncation_threshold: 1.5 must be at most 1"),
+    ("rollout: {truncation_threshold: .nan}\n", "rollout.truncation_threshold: expected a finite number"),
+    ("stability: {divergence_kl_factor: 0}\n", "stability.divergence_kl_factor: 0.0 must be greater than 0"),
+    ("stability: {kl_spike_for: 10 minutes}\n", "stability.kl_spike_for: '10 minutes' is not a Prometheus duration"),
     ("rule_interval: 0s\n", "rule_interval: '0s' must be longer than 0s"),
     ("scrape_interval: 15\n", "scrape_interval: expected a string, got an integer 15"),
     ("gpu_source: nvidia\n", "gpu_source: 'nvidia' is not one of 'ray', 'dcgm'"),
@@ -35,8 +37,14 @@ def write_config(project, text: str):
     ("exporter_address: localhost:99999\n", "exporter_address: 'localhost:99999' is not host:port"),
     ("baseline_hold_step: 30s\n", "baseline_hold_step = '30s' must lie between rule_interval (1m)"),
     ("baseline_hold_step: 2d\n", "and baseline_hold_window (24h)"),
-    ("kl_spike_treshold: 0.2\n", "unknown config field 'kl_spike_treshold'; did you mean 'kl_spike_threshold'?"),
-    ("kl_spike_threshold: 0.2\nkl_spike_threshold: 0.3\n", "field 'kl_spike_threshold' is given twice"),
+    ("stability: {kl_spike_treshold: 0.2}\n",
+     "stability: unknown field 'kl_spike_treshold'; did you mean 'kl_spike_threshold'?"),
+    ("rule_intervall: 1m\n", "unknown config field 'rule_intervall'; did you mean 'rule_interval'?"),
+    ("stabilty: {kl_spike_threshold: 0.2}\n", "unknown config field or area 'stabilty'; did you mean 'stability'?"),
+    # A flat dashgen.yaml of before the areas: the error names each field's new place.
+    ("kl_spike_threshold: 0.2\n", "kl_spike_threshold is a field of the 'stability' alert area now: write it under "
+                                   "`stability:`"),
+    ("rule_interval: 1m\nrule_interval: 2m\n", "field 'rule_interval' is given twice"),
     ("- a\n- b\n", "config must be a mapping of field: value"),
     ("a: [\n", "not valid YAML"),
 ])
@@ -58,32 +66,37 @@ def test_a_config_that_is_not_utf8_is_named(project):
     assert f"{path}: config is not UTF-8 text (byte 0xe9 at offset 21)" in result.output
 
 
-def test_every_field_is_type_checked_from_its_annotation():
+CONFIG_CLASSES = [Config, *default_areas()]
+
+
+@pytest.mark.parametrize("cls", CONFIG_CLASSES, ids=lambda c: c.__name__)
+def test_every_field_is_type_checked_from_its_annotation(cls):
     """Also the fields added later: the schema comes from the annotations, not from a list here."""
-    for f, hint in _schema().items():
+    for f, hint in _schema(cls).items():
         with pytest.raises(ConfigError, match=rf"^{f.name}(\['not'\])?: "):  # a mapping's field names the key
-            Config(**{f.name: {"not": "a value of any field"}})
+            cls(**{f.name: {"not": "a value of any field"}})
         base = typing.get_args(hint)[0] if typing.get_origin(hint) is typing.Annotated else hint
         if base in (int, float):
             with pytest.raises(ConfigError, match=f"^{f.name}: (expected|'0 or vector)"):
-                Config(**{f.name: "0 or vector(1)"})
+                cls(**{f.name: "0 or vector(1)"})
 
 
 def test_durations_are_a_type_not_a_name_suffix():
-    hints = {f.name: hint for f, hint in _schema().items()}
-    durations = {name for name, hint in hints.items() if "PrometheusDuration" in repr(hint)}
+    durations = {(cls, name) for cls in CONFIG_CLASSES for name, hint in
+                 ((f.name, hint) for f, hint in _schema(cls).items()) if "PrometheusDuration" in repr(hint)}
     assert {"kl_spike_for", "rule_interval", "divergence_baseline_window", "stall_min_silence",
-            "dashboard_refresh"} <= durations
-    for name in durations:
+            "dashboard_refresh"} <= {name for _, name in durations}
+    for cls, name in durations:
         with pytest.raises(ConfigError, match=f"^{name}: '1 minute' is not a Prometheus duration"):
-            Config(**{name: "1 minute"})
+            cls(**{name: "1 minute"})
 
 
 def test_units_are_parsed_and_normalised():
+    stability = next(cls for cls in default_areas() if cls.area == "stability")
     assert Config(gpu_memory_bytes="40GiB").gpu_memory_bytes == 40 * 2**30
     assert Config(gpu_memory_bytes="40 GB").gpu_memory_bytes == 40 * 10**9
-    assert Config(kl_spike_threshold=1).kl_spike_threshold == 1.0
-    assert isinstance(Config(kl_spike_threshold=1).kl_spike_threshold, float)
+    assert stability(kl_spike_threshold=1).kl_spike_threshold == 1.0
+    assert isinstance(stability(kl_spike_threshold=1).kl_spike_threshold, float)
 
 
 def test_project_config_is_found_by_every_command(project, tmp_path):
@@ -103,12 +116,41 @@ def test_project_config_is_found_by_every_command(project, tmp_path):
 
 
 def test_dashgen_config_prints_the_effective_config(project):
-    path = write_config(project, "kl_spike_threshold: 0.2\ndatasource_name: 'Prom: main, #1'\n")
+    path = write_config(project, "stability:\n  kl_spike_threshold: 0.2\ndatasource_name: 'Prom: main, #1'\n")
     result = run("config", "--root", str(project))
     assert result.exit_code == 0, result.output
     assert f"overridden by {path}" in result.output
-    assert "kl_spike_threshold: 0.2  # from dashgen.yaml" in result.output
+    assert "  kl_spike_threshold: 0.2  # from dashgen.yaml" in result.output
     assert "rule_interval: 1m\n" in result.output
     printed = yaml.safe_load(result.output)
-    assert Config(**printed) == load_config(None, project)
-    assert set(printed) == {f.name for f in dataclasses.fields(Config)}
+    areas = {cls.area: cls for cls in default_areas()}
+    core = {k: v for k, v in printed.items() if k not in areas}
+    assert Config(**core) == load_config(None, project)
+    assert set(core) == {f.name for f in dataclasses.fields(Config)}
+    assert set(printed) - set(core) == set(areas)
+    assert printed["stability"]["kl_spike_threshold"] == 0.2
+    assert printed["stability"]["kl_spike_for"] == "10m"
+
+
+def test_a_team_config_tunes_an_area_and_the_rules_follow(project):
+    write_config(project, "stability:\n  kl_spike_threshold: 0.25\n")
+    assert run("build", "--root", str(project)).exit_code == 0
+    assert "[5m]) > 0.25\n" in (project / "rendered" / "rules" / "stability.yaml").read_text()
+
+
+def test_describe_lists_every_field_with_its_type_default_and_description(project):
+    result = run("config", "--root", str(project), "--describe")
+    assert result.exit_code == 0, result.output
+    for cls in CONFIG_CLASSES:
+        for f in dataclasses.fields(cls):
+            entry = re.search(rf"^  {f.name}: (.+), default (.+)\n      (\S.*)$", result.output, re.MULTILINE)
+            assert entry, f"{cls.__name__}.{f.name} is not described:\n{result.output}"
+    assert re.search(r"^  kl_spike_threshold: a number \(>= 0\), default 0.1\n      VerlKLSpike", result.output,
+                     re.MULTILINE)
+    assert "stability: (StabilityConfig in alerts/stability.py)" in result.output
+
+
+def test_describe_works_without_a_project(tmp_path):
+    """For people with only the installed package: dashgen's default areas."""
+    result = run("config", "--root", str(tmp_path), "--describe")
+    assert result.exit_code == 0 and "divergence_kl_factor: a number (> 0), default 4.0" in result.output

@@ -7,7 +7,7 @@ import yaml
 
 from conftest import REPO, run
 from dashgen.build import render_project
-from dashgen.config import Config
+from dashgen.config import Config, config_from
 from dashgen.dashboards import iter_panels
 from dashgen.validate import schema_errors
 
@@ -48,7 +48,8 @@ def test_top_row_is_the_run_at_a_glance(project):
 
 
 def test_thresholds_follow_the_config_and_link_to_the_runbook(project):
-    config = Config(kl_spike_threshold=0.25, stall_min_silence="20m", runbook_base_url="https://git.example.org/rb.md")
+    config = config_from({"stability": {"kl_spike_threshold": 0.25}, "progress": {"stall_min_silence": "20m"},
+                          "runbook_base_url": "https://git.example.org/rb.md"})
     panels = panels_by_title(model(project, config))
     kl = panels["KL divergence"]
     assert kl["fieldConfig"]["defaults"]["thresholds"]["steps"][1]["value"] == 0.25
@@ -56,7 +57,7 @@ def test_thresholds_follow_the_config_and_link_to_the_runbook(project):
     assert kl["links"][0]["url"] == "https://git.example.org/rb.md#verlklspike"
     assert panels["Seconds since the last step"]["fieldConfig"]["defaults"]["thresholds"]["steps"][1]["value"] == 1200
     memory = panels["Peak GPU memory per step"]["fieldConfig"]["defaults"]["thresholds"]["steps"][1]["value"]
-    assert memory == Config().memory_pressure_reserved_fraction * Config().gpu_memory_bytes
+    assert memory == 0.92 * Config().gpu_memory_bytes  # memory_pressure_reserved_fraction of the card
     # The rule uses the same number.
     rules = render_project(project, config).files["rules/stability.yaml"]
     assert "> 0.25" in rules

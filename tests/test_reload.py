@@ -23,7 +23,7 @@ def test_build_reload_makes_prometheus_read_the_new_rules(project: Path, tmp_pat
     config_file = project / "rendered" / "prometheus" / "prometheus.yml"
     with PrometheusServer(config_file, tmp_path / "tsdb", ["--web.enable-lifecycle"]) as server:
         assert "> 0.1" in rules_of(server)["VerlKLSpike"]
-        (project / "dashgen.yaml").write_text("kl_spike_threshold: 0.3\n")
+        (project / "dashgen.yaml").write_text("stability: {kl_spike_threshold: 0.3}\n")
         result = run("build", "--root", str(project), "--reload", server.url)
         assert result.exit_code == 0, result.output
         assert f"reloaded Prometheus at {server.url}" in result.output

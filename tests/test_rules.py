@@ -88,7 +88,7 @@ def test_fixtures_fail_when_the_rules_change(project, tmp_path):
     """The fixtures pin behaviour: a divergence factor of 20 no longer fires on a 10x KL jump."""
     shutil.copytree(REPO / "tests" / "rules", project / "tests" / "rules")
     config = tmp_path / "strict.yaml"
-    config.write_text("divergence_kl_factor: 20\n")
+    config.write_text("stability: {divergence_kl_factor: 20}\n")
     assert run("build", "--root", str(project), "--config", str(config)).exit_code == 0
     result = run("test", "--root", str(project))
     assert result.exit_code != 0

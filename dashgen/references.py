@@ -1,0 +1,77 @@
+"""Every name one definition uses to refer to another is checked at build: alert names in panel
+thresholds, in queries and annotations (`alertname="..."`), in inhibitions and in the config's
+act_actions. A typo fails the build with the place and a "did you mean", instead of shipping a
+broken runbook link or a matcher that never matches."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import re
+from typing import Iterable, Mapping
+
+from dashgen.conditions import Compare
+from dashgen.errors import BuildError
+from dashgen.model import Alert, Dashboard, Stat, Threshold, TimeSeries
+
+# alertname="X" or alertname=~"X|Y" (a plain alternation of names) in a PromQL selector.
+_ALERTNAME_MATCHER = re.compile(r'alertname\s*(=~|=)\s*"([^"]*)"')
+_PLAIN_NAMES = re.compile(r"[A-Za-z0-9_]+(\|[A-Za-z0-9_]+)*")
+
+
+def check_alert_name(name: str, known: Iterable[str], where: str) -> None:
+    known = sorted(known)
+    if name in known:
+        return
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(known)}"
+    raise BuildError(f"{where}: {name!r} is not an alert defined in alerts/; {hint}")
+
+
+def check_alertname_matchers(expr: str, known: Iterable[str], where: str) -> None:
+    """Alert names matched in a query: each must be an alert (a regex other than a plain
+    alternation of names is left alone)."""
+    known = list(known)
+    for op, value in _ALERTNAME_MATCHER.findall(expr):
+        if op == "=~" and not _PLAIN_NAMES.fullmatch(value):
+            continue
+        for name in value.split("|") if op == "=~" else (value,):
+            check_alert_name(name, known, where)
+
+
+def alert_threshold(alert: Alert, where: str) -> float:
+    """The number an alert compares its one signal with, for a panel threshold that names only it."""
+    if isinstance(alert.condition, Compare) and alert.condition.baseline is None:
+        return alert.condition.value
+    raise BuildError(f"{where}: {alert.name} has no single threshold to draw (its condition is not one signal "
+                     f"compared with a number); give the threshold a value: Threshold(VALUE, {alert.name!r})")
+
+
+def resolve_dashboard_references(dashboard: Dashboard, alerts: Mapping[str, Alert], where: str) -> Dashboard:
+    """The dashboard with every alert it names checked, and thresholds without a value given the
+    value of their alert."""
+    for annotation in dashboard.annotations:
+        check_alertname_matchers(annotation.expr, alerts, f"{where}: annotation {annotation.name!r}")
+    rows = []
+    for row in dashboard.rows:
+        panels = []
+        for panel in row.panels:
+            place = f"{where}: panel {panel.title!r}"
+            for query in panel.queries:
+                check_alertname_matchers(query.expr, alerts, place)
+            if isinstance(panel, (TimeSeries, Stat)) and panel.thresholds:
+                panel = dataclasses.replace(panel, thresholds=tuple(
+                    _resolved_threshold(t, alerts, f"{place}: threshold") for t in panel.thresholds))
+            panels.append(panel)
+        rows.append(dataclasses.replace(row, panels=tuple(panels)))
+    return dataclasses.replace(dashboard, rows=tuple(rows))
+
+
+def _resolved_threshold(threshold: Threshold, alerts: Mapping[str, Alert], where: str) -> Threshold:
+    if threshold.alert:
+        check_alert_name(threshold.alert, alerts, where)
+    if threshold.value is not None:
+        return threshold
+    if not threshold.alert:
+        raise BuildError(f"{where}: a threshold needs a value, or an alert whose threshold it draws")
+    return dataclasses.replace(threshold, value=alert_threshold(alerts[threshold.alert], where))
