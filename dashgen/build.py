@@ -39,6 +39,7 @@ class Rendered:
     files: dict[str, str] = field(default_factory=dict)  # path under rendered/ -> content
     dashboards: list[tuple[str, Dashboard]] = field(default_factory=list)  # (module path, definition)
     alerts: list = field(default_factory=list)  # (module path, Alert, expanded expr)
+    catalog: Catalog | None = None  # what the queries were checked against, recordings included
 
 
 def render_project(root: Path, config: Config) -> Rendered:
@@ -54,6 +55,7 @@ def render_project(root: Path, config: Config) -> Rendered:
     alerts_by_name = {alert.name: alert for _, alert, _ in rules.alerts}
     # Panels may query recorded series, so they are checked against the catalog plus the recordings.
     catalog: Catalog = rules.catalog
+    out.catalog = catalog
 
     uids: dict[str, Path] = {}
     for definition in load_modules(root, "panels", "dashboard"):

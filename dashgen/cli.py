@@ -163,19 +163,44 @@ def lint(root: Path) -> None:
 
 @cli.command()
 @_root_option
-def test(root: Path) -> None:
-    """Run `promtool test rules` on tests/rules/*.yaml and the routing fixtures in tests/alertmanager/."""
-    from dashgen.alertmanager import run_route_fixtures
-    from dashgen.promtool import run_tool
+@_config_option
+@click.option("--keep-generated", type=click.Path(file_okay=False, path_type=Path), default=None, metavar="DIR",
+              help="Also write the generated rule tests (and the rule files they test) into DIR, to read them.")
+def test(root: Path, config_path: Path | None, keep_generated: Path | None) -> None:
+    """Run the rule tests: tests/rules/*.yaml and the tests generated for every alert written with
+    the vocabulary (promtool test rules); then the routing fixtures in tests/alertmanager/.
 
-    files = sorted(str(p) for p in (root / "tests" / "rules").glob("*.yaml"))
-    if not files:
-        raise BuildError(f"no rule test files in {root / 'tests' / 'rules'}")
-    rules = run_tool("promtool", ["test", "rules", *files])
+    Fails on an alert that no test covers, unless the alert says why (untested="...")."""
+    import shutil
+    import tempfile
+
+    from dashgen.alertmanager import run_route_fixtures
+    from dashgen.build import render_project
+    from dashgen.promtool import run_tool
+    from dashgen.rule_tests import alerts_tested_by_fixtures, write_generated_tests
+
+    config = load_config(config_path, root)
+    rendered = render_project(root, config)
+    fixtures = sorted((root / "tests" / "rules").glob("*.yaml"))
+    with tempfile.TemporaryDirectory(prefix="dashgen-generated-tests-") as tmp:
+        rule_files = {rel: content for rel, content in rendered.files.items() if rel.startswith("rules/")}
+        generated = write_generated_tests(Path(tmp), rule_files, rendered.alerts, rendered.catalog, config)
+        if keep_generated is not None:
+            shutil.copytree(tmp, keep_generated, dirs_exist_ok=True)
+        if not fixtures and not generated:
+            raise BuildError(f"no rule tests: none in {root / 'tests' / 'rules'}, and no alert written with the "
+                             f"vocabulary (Alert.when) to generate them for")
+        rules = run_tool("promtool", ["test", "rules", *map(str, fixtures), *map(str, generated)])
     _show(rules.stdout, rules.stderr)
+    tested = alerts_tested_by_fixtures(fixtures)
+    untested = [(module, alert.name) for module, alert, _ in rendered.alerts
+                if alert.condition is None and alert.name not in tested and not alert.untested.strip()]
+    for module, name in untested:
+        click.echo(f"{module}: alert {name!r} has no rule test: add a case to tests/rules/, write it with "
+                   f"Alert.when(...) so one is generated, or say why not with untested=\"...\"", err=True)
     routes_passed, report = run_route_fixtures(root)
     _show(report, "")
-    sys.exit(rules.returncode or (0 if routes_passed else 1))
+    sys.exit(rules.returncode or (1 if untested else 0) or (0 if routes_passed else 1))
 
 
 def _show(stdout: str, stderr: str) -> None:

@@ -246,7 +246,9 @@ _REDUCTIONS = {"median": smoothed, "max": lambda s, w: f"max_over_time({s}[{w}])
 
 
 class ConditionCompiler:
-    """Compiles the conditions of one rule group's alerts and collects the baselines they need."""
+    """Compiles the conditions of a project's alerts and collects the baselines they need. A
+    baseline is recorded once per project (series names are global): in the group of the first
+    alert that needs it; later alerts read that recording."""
 
     def __init__(self, catalog: Catalog, defaults: BaselineDefaults):
         self.catalog = catalog
@@ -337,16 +339,14 @@ class ConditionCompiler:
         return self.held_baseline(rolling, compared[0].raises)
 
 
-def expand_group(group: RuleGroup, catalog: Catalog, defaults: BaselineDefaults,
-                 expand_alert: Callable) -> list[RuleGroup]:
-    """A rule group whose declarative alerts are compiled: their baselines' recordings lead the
+def expand_group(group: RuleGroup, compiler: ConditionCompiler, expand_alert: Callable) -> list[RuleGroup]:
+    """A rule group whose declarative alerts are compiled: the baselines they introduce lead the
     group (rolling, then held), and the held baselines' per-step extremes get a group of the hold
     step's interval, `<group>-hold`."""
-    compiler = ConditionCompiler(catalog, defaults)
+    compiler.recordings = BaselineRecordings()
     rules = tuple(expand_alert(rule, compiler) for rule in group.rules)
-    if not compiler.recordings.names():
-        return [replace(group, rules=rules)]
-    out = [replace(group, rules=(*compiler.recordings.rolling, *compiler.recordings.held, *rules))]
-    if compiler.recordings.steps:
-        out.append(RuleGroup(f"{group.name}-hold", tuple(compiler.recordings.steps), interval=defaults.hold_step))
+    new = compiler.recordings
+    out = [replace(group, rules=(*new.rolling, *new.held, *rules))]
+    if new.steps:
+        out.append(RuleGroup(f"{group.name}-hold", tuple(new.steps), interval=compiler.defaults.hold_step))
     return out

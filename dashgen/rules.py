@@ -104,8 +104,9 @@ def render_rules(root: Path, config: Config, catalog: Catalog,
     stated_catalog = _with_recordings(catalog, stated, selectors)
     defaults = BaselineDefaults(config.baseline_window, config.baseline_recent_window, config.baseline_hold_window,
                                 config.baseline_hold_step)
+    compiler = ConditionCompiler(stated_catalog, defaults)
     modules = [(definition, [expanded for group in groups for expanded in expand_group(
-        group, stated_catalog, defaults, lambda rule, compiler, d=definition: _compiled_alert(rule, compiler, d))])
+        group, compiler, lambda rule, compiler, d=definition: _compiled_alert(rule, compiler, d))])
         for definition, groups in stated]
     out = RulesOutput(catalog=_with_recordings(catalog, modules, selectors))
     seen: dict[str, Path] = {}

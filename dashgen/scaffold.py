@@ -6,6 +6,7 @@ so a dashgen upgrade brings their fixes; it adds its own rows, alerts and metric
 
 from __future__ import annotations
 
+import importlib
 from importlib import resources
 from pathlib import Path
 
@@ -22,6 +23,18 @@ def default_modules(package: str) -> list[str]:
                   if entry.name.endswith(".py") and not entry.name.startswith(_NOT_DEFINITIONS))
 
 
+def definition_names(module: str) -> list[str]:
+    """What a project's alerts/<module>.py must import from the default module to be it: its rules,
+    its inhibitions and the alert area tunables it defines."""
+    from dashgen.config import AreaConfig
+
+    default = importlib.import_module(f"dashgen_alerts.{module}")
+    names = [name for name in ("rules", "inhibitions") if callable(getattr(default, name, None))]
+    return names + sorted(name for name, value in vars(default).items()
+                          if isinstance(value, type) and issubclass(value, AreaConfig) and value.area
+                          and value.__module__ == default.__name__)
+
+
 def project_files() -> dict[str, str]:
     """Relative path -> content of a new project."""
     template_dir = resources.files("dashgen").joinpath("templates/project")
@@ -34,7 +47,7 @@ def project_files() -> dict[str, str]:
     }
     alert_module = templates().get_template("project/alerts_module.py.j2")
     for module in default_modules("dashgen_alerts"):
-        files[f"alerts/{module}.py"] = alert_module.render(module=module)
+        files[f"alerts/{module}.py"] = alert_module.render(module=module, names=definition_names(module))
     for fixture in resources.files("dashgen_rule_tests").iterdir():
         if fixture.name.endswith(".yaml"):
             files[f"tests/rules/{fixture.name}"] = fixture.read_text()

@@ -1,0 +1,220 @@
+"""promtool rule tests generated from the alert vocabulary, so an alert written with
+`Alert.when` is tested without any YAML written by hand.
+
+For each such alert, three cases on synthetic series of one run each:
+
+- **fires**: every signal sits at a healthy level long enough for its baselines to exist, then
+  crosses the condition; the alert is not firing before the crossing, nor `for` after it
+  (minus one evaluation), and is firing once `for` and the signals' windows have passed;
+- **stays quiet**: the same healthy series without a crossing never fire;
+- **holds in the hysteresis band** (alerts with `keep_firing_while`): after firing, the signals
+  fall back between the keep-firing threshold and the onset threshold, and the alert is still
+  firing when `keep_firing_for` is long over.
+
+The healthy level comes from the signal, not from the threshold: 1 (0.1 for a ratio) for a
+signal compared with its own baseline, so a factor on the wrong side of 1 fires on a healthy
+run; and a crossing must stay within a ratio's range of 0 to 1, so a ratio threshold of 10 (for
+10%) can never fire. Both fail their generated test.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from dashgen.catalog import Catalog
+from dashgen.conditions import AllOf, AnyOf, Compare, Comparison, Condition, Shift, comparisons, resolve_signal
+from dashgen.config import Config, duration_seconds
+from dashgen.model import Alert
+from dashgen.selectors import expand_selectors, rule_selectors
+
+GENERATED_SUFFIX = "-generated-test.yaml"
+_RATIO_UNITS = ("percentunit",)
+
+
+@dataclass
+class _Levels:
+    healthy: float
+    fault: float
+    band: float | None = None  # between the keep-firing and the onset threshold
+
+
+@dataclass
+class _Case:
+    name: str
+    series: dict[str, list[tuple[float, int]]] = field(default_factory=dict)  # selector -> (value, samples)
+    checks: list[tuple[int, bool]] = field(default_factory=list)  # (eval time in s, firing?)
+
+
+def _threshold(comparison: Comparison, healthy: float) -> float:
+    """Where the comparison flips for a signal whose baselines sit at `healthy`."""
+    if isinstance(comparison, Compare):
+        return comparison.value * (healthy if comparison.baseline is not None else 1)
+    shift = max(comparison.fraction * abs(healthy), comparison.at_least)
+    return healthy - shift if comparison.op == "<" else healthy + shift
+
+
+def _healthy_level(comparison: Comparison, ratio: bool) -> float:
+    if comparison.baseline is not None:
+        return 0.1 if ratio else 1.0
+    value = comparison.value
+    if comparison.op == ">":
+        return value / 2 if value > 0 else value - 1
+    return value * 2 if value > 0 else value + 1
+
+
+def _fault_level(comparison: Comparison, healthy: float, ratio: bool) -> float:
+    threshold = _threshold(comparison, healthy)
+    if comparison.op == ">":
+        level = threshold * 2 if threshold > 0 else threshold + 1
+        return min(level, 1.0) if ratio else level
+    level = threshold / 2 if threshold > 0 else threshold - 1
+    return max(level, 0.0) if ratio else level
+
+
+def _windows(condition: Condition | None, config: Config) -> tuple[float, float]:
+    """The longest reduction window, and the longest baseline window plus its ending, in seconds."""
+    reduce, baseline = 0.0, 0.0
+    for c in comparisons(condition) if condition is not None else ():
+        if c.signal.window:
+            reduce = max(reduce, duration_seconds(c.signal.window))
+        if c.baseline is not None and not c.baseline.is_held:
+            baseline = max(baseline, duration_seconds(c.baseline.window or config.baseline_window)
+                           + duration_seconds(c.baseline.ending or config.baseline_recent_window))
+    return reduce, baseline
+
+
+def alert_cases(alert: Alert, catalog: Catalog, config: Config) -> list[_Case]:
+    step = duration_seconds(config.rule_interval)
+    onset = list(comparisons(alert.condition))
+    keep = list(comparisons(alert.keep_firing_while)) if alert.keep_firing_while is not None else []
+    where = f"alert {alert.name!r}"
+    levels: dict[str, _Levels] = {}
+    series_of: dict[str, str] = {}
+    for comparison in onset:
+        resolved = resolve_signal(comparison.signal.ref, catalog, where)
+        ratio = resolved.metric is not None and resolved.metric.unit in _RATIO_UNITS
+        healthy = _healthy_level(comparison, ratio)
+        levels.setdefault(comparison.signal.ref, _Levels(healthy, _fault_level(comparison, healthy, ratio)))
+        series_of[comparison.signal.ref] = resolved.expr
+    for comparison in keep:
+        level = levels.get(comparison.signal.ref)
+        onset_of_signal = next((c for c in onset if c.signal.ref == comparison.signal.ref), None)
+        if level is None or onset_of_signal is None:
+            continue
+        keep_at, onset_at = _threshold(comparison, level.healthy), _threshold(onset_of_signal, level.healthy)
+        # Halfway between the two thresholds; where they meet, a little on the fault's side.
+        level.band = (keep_at + onset_at) / 2 if keep_at != onset_at else keep_at + (level.fault - keep_at) / 10
+
+    reduce, baseline = _windows(alert.condition, config)
+    hold = 2 * duration_seconds(config.baseline_hold_step) if keep else 0
+    warm = _steps(baseline + hold + reduce + 5 * step, step)  # samples before the crossing
+    for_ = duration_seconds(alert.for_)
+    keep_for = duration_seconds(alert.keep_firing_for)
+    settle = _steps(reduce + for_ + 3 * step, step)  # samples until it must be firing
+    crossing = warm * step
+
+    fires = _Case("fires")
+    quiet = _Case("stays-quiet")
+    total = warm + settle + 1
+    for ref, level in levels.items():
+        fires.series[ref] = [(level.healthy, warm), (level.fault, settle + 1)]
+        quiet.series[ref] = [(level.healthy, total)]
+    fires.checks = [(crossing - step, False), (crossing + settle * step, True)]
+    if for_ >= step:
+        fires.checks.append((crossing + int(for_) - step, False))
+    quiet.checks = [(crossing - step, False), (crossing + settle * step, False)]
+    cases = [fires, quiet]
+
+    if keep and all(level.band is not None for level in levels.values()):
+        band_from = warm + settle
+        linger = _steps(reduce + keep_for + max(for_, step) + 3 * step, step)
+        band = _Case("holds-in-hysteresis-band")
+        for ref, level in levels.items():
+            band.series[ref] = [(level.healthy, warm), (level.fault, settle), (level.band, linger + 1)]
+        band.checks = [((band_from - 1) * step, True), ((band_from + linger) * step, True)]
+        cases.append(band)
+    for case in cases:
+        case.series = {series_of[ref]: values for ref, values in case.series.items()}
+    return cases
+
+
+def _steps(seconds: float, step: float) -> int:
+    return int(-(-seconds // step))
+
+
+def _values(segments: list[tuple[float, int]]) -> str:
+    # promtool's 'a x n' is n + 1 samples of a.
+    return " ".join(f"{value:.6g}x{count - 1}" for value, count in segments)
+
+
+def _run_selector(series: str, selectors: dict[str, str], experiment: str) -> str:
+    """The series of one synthetic run: its scrape job's matchers plus the run's labels."""
+    expanded = expand_selectors(series, selectors)
+    labels = f'instance="generated:9464", project="generated", experiment="{experiment}"'
+    if expanded.endswith("}"):
+        return expanded[:-1] + (", " if not expanded.endswith("{}") else "") + labels + "}"
+    return f"{expanded}{{{selectors['verl']}, {labels}}}"
+
+
+def generated_test_file(rule_files: list[str], module_alerts: list[Alert], catalog: Catalog,
+                        config: Config) -> str | None:
+    """A promtool test file for the vocabulary alerts of one module, over all the project's rule
+    files (an alert may read a baseline another module records); None if it has none."""
+    selectors = rule_selectors(config)
+    tests = []
+    for alert in module_alerts:
+        if alert.condition is None:
+            continue
+        for case in alert_cases(alert, catalog, config):
+            experiment = f"{alert.name}-{case.name}"
+            firing = f'count(ALERTS{{alertname="{alert.name}", alertstate="firing", experiment="{experiment}"}})'
+            tests.append({
+                "name": f"{alert.name}: {case.name.replace('-', ' ')}",
+                "interval": config.rule_interval,
+                "input_series": [{"series": _run_selector(series, selectors, experiment), "values": _values(values)}
+                                 for series, values in case.series.items()],
+                "promql_expr_test": [{"expr": firing, "eval_time": f"{t}s",
+                                      "exp_samples": [{"labels": "{}", "value": 1}] if expected else []}
+                                     for t, expected in sorted(case.checks)],
+            })
+    if not tests:
+        return None
+    header = "# Generated by `dashgen test` from the alerts' conditions; not kept.\n"
+    return header + yaml.safe_dump({"rule_files": rule_files, "evaluation_interval": config.rule_interval,
+                                    "tests": tests}, sort_keys=False, width=1000)
+
+
+def write_generated_tests(folder: Path, rule_files: dict[str, str], alerts: list[tuple[str, Alert, str]],
+                          catalog: Catalog, config: Config) -> list[Path]:
+    """The rendered rule files and a generated test file per module into `folder`; the test files."""
+    written = []
+    for rel, content in rule_files.items():
+        (folder / Path(rel).name).write_text(content)
+    by_module: dict[str, list[Alert]] = {}
+    for module, alert, _ in alerts:
+        by_module.setdefault(Path(module).stem, []).append(alert)
+    for stem, module_alerts in sorted(by_module.items()):
+        text = generated_test_file(sorted(Path(rel).name for rel in rule_files), module_alerts, catalog, config)
+        if text is not None:
+            path = folder / f"{stem}{GENERATED_SUFFIX}"
+            path.write_text(text)
+            written.append(path)
+    return written
+
+
+def alerts_tested_by_fixtures(fixture_files: list[Path]) -> set[str]:
+    """Alert names the hand-written fixtures test (alert_rule_test cases)."""
+    names = set()
+    for path in fixture_files:
+        try:
+            data = yaml.safe_load(path.read_text()) or {}
+        except (OSError, yaml.YAMLError):
+            continue  # promtool reports a broken fixture itself
+        for test in data.get("tests") or ():
+            for case in (test or {}).get("alert_rule_test") or ():
+                if isinstance(case, dict) and isinstance(case.get("alertname"), str):
+                    names.add(case["alertname"])
+    return names

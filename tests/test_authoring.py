@@ -1,0 +1,182 @@
+"""A team writes its own alert in a few lines on the vocabulary, gets tests generated for it,
+and every name it refers to is checked; an `init` project renders exactly what dashgen ships."""
+
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import REPO, run, tree_digest
+from dashgen.build import render_project
+from dashgen.config import config_from
+from dashgen.rule_tests import write_generated_tests
+from dashgen.promtool import run_tool
+from dashgen.selectors import expand_selectors, rule_selectors
+
+TEAM_ALERT = '''\
+from dashgen.conditions import Baseline, Signal
+from dashgen.model import Alert, RuleGroup, Severity
+
+reward = Signal("critic/score/mean").median_over("5m")
+
+
+def rules(config):
+    return RuleGroup("team-rewards", (Alert.when(
+        "TeamRewardDrop", reward.below({factor}, times=Baseline("1h")),
+        keep_firing_while=reward.below(0.8, times=Baseline.held()), for_="10m", severity=Severity.WARNING,
+        summary="The reward fell to half its level of the hour before."),))
+'''
+
+
+@pytest.fixture
+def team(tmp_path: Path) -> Path:
+    project = tmp_path / "team"
+    assert run("init", str(project)).exit_code == 0
+    return project
+
+
+def add_team_alert(project: Path, factor: str = "0.5") -> None:
+    (project / "alerts" / "team.py").write_text(TEAM_ALERT.replace("{factor}", factor))
+
+
+def test_an_init_project_renders_exactly_what_the_repository_renders(team):
+    result = run("build", "--root", str(team))
+    assert result.exit_code == 0, result.output
+    assert tree_digest(team / "rendered") == tree_digest(REPO / "rendered")
+    inhibitions = yaml.safe_load((team / "rendered" / "alertmanager" / "alertmanager.yml").read_text())["inhibit_rules"]
+    assert ['alertname="VerlTrainingDivergence"'] in [rule["source_matchers"] for rule in inhibitions]
+
+
+def test_a_team_alert_takes_a_dozen_lines_builds_and_its_generated_tests_pass(team):
+    add_team_alert(team)
+    assert len(TEAM_ALERT.strip().splitlines()) <= 12
+    result = run("build", "--root", str(team))
+    assert result.exit_code == 0, result.output
+    rules = (team / "rendered" / "rules" / "team.yaml").read_text()
+    # The hysteresis and the description are written by the compiler; the reward's baselines are
+    # the ones dashgen's rewards module already records (one recording per series, project-wide).
+    for piece in ("< 0.5 * verl:critic_score_mean:baseline_median", "< 0.8 * verl:critic_score_mean:baseline_held",
+                  'ALERTS{alertname="TeamRewardDrop", alertstate="firing"}', "below 0.5x its median of the 1h"):
+        assert piece in rules, rules
+    assert "record: verl:critic_score_mean:baseline_held" in (team / "rendered/rules/rewards.yaml").read_text()
+    result = run("test", "--root", str(team))
+    assert result.exit_code == 0, result.output
+    assert re.search(r"team-generated-test\.yaml\n\s+SUCCESS", result.output), result.output
+
+
+def test_baselines_of_a_new_signal_are_recorded_with_the_alert(team):
+    (team / "alerts" / "team.py").write_text(TEAM_ALERT.replace("{factor}", "0.5").replace(
+        "critic/score/mean", "response_length/mean"))
+    assert run("build", "--root", str(team)).exit_code == 0
+    rules = yaml.safe_load((team / "rendered" / "rules" / "team.yaml").read_text())
+    groups = {group["name"]: [rule.get("record") or rule.get("alert") for rule in group["rules"]]
+              for group in rules["groups"]}
+    assert groups == {
+        "team-rewards": ["verl:response_length_mean:baseline_median", "verl:response_length_mean:baseline_held",
+                         "TeamRewardDrop"],
+        "team-rewards-hold": ["verl:response_length_mean:baseline_high"]}
+    assert [group["interval"] for group in rules["groups"]] == ["1m", "10m"]
+    assert run("test", "--root", str(team)).exit_code == 0
+
+
+def test_a_wrong_threshold_fails_a_generated_test(team):
+    """A factor above 1 for a fall fires on a healthy, flat reward: the 'stays quiet' case fails."""
+    add_team_alert(team, factor="1.5")
+    assert run("build", "--root", str(team)).exit_code == 0
+    result = run("test", "--root", str(team))
+    assert result.exit_code == 1
+    # promtool names the failing case by its expression: the case's run is its experiment label.
+    assert "TeamRewardDrop-stays-quiet" in result.output
+
+
+def test_a_ratio_threshold_out_of_range_fails_its_generated_test(project, tmp_path):
+    """10 meant as 10%: a share of responses can never exceed it, so the 'fires' case fails."""
+    rollout = project / "alerts" / "rollout.py"
+    rollout.write_text(rollout.read_text().replace(
+        'Signal("response_length/clip_ratio").above(tunables.truncation_threshold)',
+        'Signal("response_length/clip_ratio").above(10)'))
+    assert run("build", "--root", str(project)).exit_code == 0
+    result = run("test", "--root", str(project))
+    assert result.exit_code == 1 and "VerlResponseTruncation-fires" in result.output
+
+
+def test_the_hysteresis_case_fails_on_a_rule_without_its_keep_firing_branch(project, tmp_path):
+    rendered = render_project(project, config_from({}))
+    generated = write_generated_tests(tmp_path, {k: v for k, v in rendered.files.items() if k.startswith("rules/")},
+                                      rendered.alerts, rendered.catalog, config_from({}))
+    test_file = tmp_path / "rewards-generated-test.yaml"
+    assert test_file in generated
+    assert run_tool("promtool", ["test", "rules", str(test_file)]).returncode == 0
+    # The cliff without its hysteresis: only the onset condition, as a hand-written rule might forget.
+    onset = expand_selectors(next(alert.expr for _, alert, _ in rendered.alerts if alert.name == "VerlRewardCliff"),
+                             rule_selectors(config_from({})))
+    rules = tmp_path / "rewards.yaml"
+    data = yaml.safe_load(rules.read_text())
+    cliff = next(rule for group in data["groups"] for rule in group["rules"] if rule.get("alert") == "VerlRewardCliff")
+    assert "ALERTS" in cliff["expr"] and "ALERTS" not in onset
+    cliff["expr"] = onset
+    rules.write_text(yaml.safe_dump(data))
+    result = run_tool("promtool", ["test", "rules", str(test_file)])
+    assert result.returncode == 1
+    output = result.stdout + result.stderr
+    assert "VerlRewardCliff-holds-in-hysteresis-band" in output
+    assert "VerlRewardCliff-fires" not in output and "VerlRewardCliff-stays-quiet" not in output
+
+
+def test_an_alert_without_any_test_fails_dashgen_test_unless_it_says_why(team):
+    untested = textwrap.dedent('''\
+        from dashgen.model import Alert, RuleGroup, Severity
+
+
+        def rules(config):
+            return RuleGroup("team", (Alert("TeamQueueDeep", expr="up{verl} == 0", severity=Severity.INFO,
+                                            summary="The exporter is down.", description="Down."{why}),))
+        ''')
+    (team / "alerts" / "team.py").write_text(untested.replace("{why}", ""))
+    assert run("build", "--root", str(team)).exit_code == 0
+    result = run("test", "--root", str(team))
+    assert result.exit_code == 1
+    assert "alerts/team.py: alert 'TeamQueueDeep' has no rule test" in result.output
+    (team / "alerts" / "team.py").write_text(untested.replace("{why}", ', untested="a copy of up == 0"'))
+    assert run("build", "--root", str(team)).exit_code == 0
+    assert run("test", "--root", str(team)).exit_code == 0
+
+
+@pytest.mark.parametrize("edit, expected", [
+    # a panel threshold naming an alert
+    (("panels/verl_training.py", 'Threshold(alert="VerlKLSpike")', 'Threshold(alert="VerlKLSpik")'),
+     "panel 'KL divergence': threshold: 'VerlKLSpik' is not an alert defined in alerts/; did you mean 'VerlKLSpike'?"),
+    (("panels/verl_training.py", '"VerlTrainingStalled"),),', '"VerlTrainingStaled"),),'),
+     "did you mean 'VerlTrainingStalled'?"),
+    # an inhibition
+    (("alerts/progress.py", 'Inhibition("VerlTrainingStalled", ("VerlRewardStagnation",)',
+      'Inhibition("VerlTrainingStalled", ("VerlRewardStagnaton",)'),
+     "inhibition by 'VerlTrainingStalled': 'VerlRewardStagnaton' is not an alert defined in alerts/; did you mean "
+     "'VerlRewardStagnation'?"),
+    # an annotation's alertname matcher
+    (("panels/verl_training.py", "ALERTS{run, alertstate=\"firing\"}'", "ALERTS{run, alertname=\"VerlNaNMetric\", "
+      "alertstate=\"firing\"}'"), "annotation 'Firing alerts': 'VerlNaNMetric' is not an alert"),
+    # a signal
+    (("alerts/stability.py", 'Signal("actor/ppo_kl")', 'Signal("actor/ppo_kll")'),
+     "signal 'actor/ppo_kll' is neither a verl key nor a known metric; did you mean 'actor/ppo_kl'?"),
+])
+def test_a_typo_in_any_reference_fails_the_build_with_a_did_you_mean(project, edit, expected):
+    path, old, new = edit
+    module = project / path
+    text = module.read_text()
+    assert old in text
+    module.write_text(text.replace(old, new, 1))
+    before = tree_digest(project / "rendered")
+    result = run("build", "--root", str(project))
+    assert result.exit_code == 1
+    assert result.output.startswith(f"Error: {path}") and expected in result.output, result.output
+    assert tree_digest(project / "rendered") == before
+
+
+def test_an_act_action_for_an_unknown_alert_has_a_did_you_mean(project, tmp_path):
+    config = tmp_path / "c.yaml"
+    config.write_text("act_actions: {VerlTrainingDivergance: stop}\n")
+    result = run("build", "--root", str(project), "--config", str(config))
+    assert result.exit_code == 1 and "did you mean 'VerlTrainingDivergence'?" in result.output
