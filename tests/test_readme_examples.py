@@ -1,5 +1,6 @@
 """The README's backtest and backfill examples run as written, on the shipped sample run."""
 
+import json
 import os
 import re
 import shlex
@@ -36,3 +37,43 @@ def test_readme_example_runs(project: Path, command: str):
         assert (project / argv[argv.index("--plot") + 1]).stat().st_size > 0
     if argv[1] == "backtest" and "--format" not in argv and "--rules" not in argv:
         assert re.search(r"VerlTrainingDivergence\s+critical\s+1\s", result.stdout), result.stdout
+
+
+def _code_block(heading: str, first_line: str) -> str:
+    """The README's code block under `heading` whose first line is `first_line`."""
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index(f"\n## {heading}\n"):]
+    section = section[:section.index("\n## ", 1)]
+    blocks = re.findall(r"```(?:python|yaml)\n(.*?)```", section, re.DOTALL)
+    return next(block for block in blocks if block.startswith(first_line))
+
+
+def test_the_readme_team_alert_and_panel_build_and_their_generated_tests_pass(tmp_path):
+    """'Add an alert' and 'Add a panel' as written, in a project made by `dashgen init`."""
+    dashgen = str(Path(sys.executable).with_name("dashgen"))
+    project = tmp_path / "team"
+    subprocess.run([dashgen, "init", str(project)], check=True, capture_output=True)
+    (project / "alerts" / "team.py").write_text(_code_block("Add an alert", "# alerts/team.py"))
+    panels = project / "panels" / "verl_training.py"
+    text = panels.read_text()
+    start, end = text.index("TEAM_ROWS: tuple[Row, ...] = ("), text.index("\n)\n", text.index("TEAM_ROWS")) + 3
+    panels.write_text(text[:start] + _code_block("Add a panel", "# panels/verl_training.py") + text[end:])
+    with open(project / "dashgen.yaml", "a") as config:
+        config.write(_code_block("Add an alert", "team:"))
+
+    def dashgen_run(*args):
+        return subprocess.run([dashgen, *args, "--root", str(project)], capture_output=True, text=True, timeout=300)
+
+    built = dashgen_run("build")
+    assert built.returncode == 0, built.stdout + built.stderr
+    rules = (project / "rendered" / "rules" / "team.yaml").read_text()
+    assert "< 0.4 * verl:critic_score_mean:baseline_median" in rules  # the dashgen.yaml override
+    model = json.loads((project / "rendered" / "dashboards" / "verl-training.json").read_text())
+    panel = next(p for p in model["panels"] if p.get("title") == "Truncated responses")
+    assert panel["links"][0]["url"].endswith("#verlresponsetruncation")
+    assert panel["fieldConfig"]["defaults"]["thresholds"]["steps"][1]["value"] == 0.1  # the alert's threshold
+    tested = dashgen_run("test")
+    assert tested.returncode == 0, tested.stdout + tested.stderr
+    assert "team-generated-test.yaml\n  SUCCESS" in tested.stdout
+    described = dashgen_run("config", "--describe")
+    assert "reward_drop_factor: a number (>= 0 and <= 1), default 0.5\n      TeamRewardDrop fires" in described.stdout

@@ -9,7 +9,7 @@ import dataclasses
 from dashgen_panels import verl_training as defaults
 
 from dashgen.config import Config
-from dashgen.model import Dashboard, Query, Row, TimeSeries  # noqa: F401  (for your panels)
+from dashgen.model import Dashboard, Query, Row, Threshold, TimeSeries  # noqa: F401  (for your panels)
 
 TEAM_ROWS: tuple[Row, ...] = (
     # Row("Our metrics", (TimeSeries("Judge score", (Query("verl_judge_score_mean{run}", "{{experiment}}"),)),)),
