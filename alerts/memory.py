@@ -2,9 +2,9 @@
 
 from dataclasses import dataclass
 
-from dashgen.conditions import ON_RUN, RUN_NAME
+from dashgen.conditions import RUN_NAME
 from dashgen.config import AreaConfig, Config, Duration, Fraction
-from dashgen.model import Alert, RuleGroup, Severity
+from dashgen.model import ON_RUN, Alert, RuleGroup, Severity
 
 RESERVED = "verl_perf_max_memory_reserved_bytes{verl}"
 ALLOCATED = "verl_perf_max_memory_allocated_bytes{verl}"

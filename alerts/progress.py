@@ -6,13 +6,13 @@ is silent by design: it is neither stalled nor absent.
 
 from dataclasses import dataclass
 
-from dashgen.catalog import RUN_STATE_METRIC
-from dashgen.conditions import ON_RUN, RUN_NAME
+from dashgen.catalog import LAST_STEP_METRIC, RUN_STATE_METRIC
+from dashgen.conditions import RUN_NAME
 from dashgen.config import AreaConfig, Config, Duration, Factor, Interval, duration_seconds
 from dashgen.lifecycle import RunPhase
-from dashgen.model import EXPORTER_LABELS, Alert, Inhibition, Recording, RuleGroup, Severity
+from dashgen.model import ON_RUN, EXPORTER_LABELS, Alert, Inhibition, Recording, RuleGroup, Severity
 
-LAST_STEP = "verl_exporter_last_step_timestamp_seconds{verl}"
+LAST_STEP = f"{LAST_STEP_METRIC}{{verl}}"
 ENDED = f'{RUN_STATE_METRIC}{{verl, state!="{RunPhase.RUNNING.value}"}} == 1'
 # The run state once per evaluation: the end alerts look back `run_end_memory` (24h) for the
 # last state an exporter served, and read 4x fewer samples here than in the 15s scrapes.

@@ -19,7 +19,7 @@ import yaml
 from dashgen.config import Config
 from dashgen.errors import BuildError
 from dashgen.loader import DefinitionModule, call_definition
-from dashgen.model import Alert, Inhibition, Severity
+from dashgen.model import RUN_LABELS, Alert, Inhibition, Severity
 from dashgen.promtool import run_tool
 from dashgen.references import check_alert_name
 from dashgen.rendering import runbook_anchor, templates
@@ -134,7 +134,7 @@ def alertmanager_config(config: Config, inhibitions: list[tuple[str, Inhibition]
     return {
         "route": {
             "receiver": NOWHERE,
-            "group_by": ["project", "experiment"],
+            "group_by": list(RUN_LABELS),
             "group_wait": config.alertmanager_group_wait,
             "group_interval": config.alertmanager_group_interval,
             "repeat_interval": config.alertmanager_repeat_interval,

@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
+from dashgen.model import RUN_MATCH_LABELS
+
 
 class MetricType(str, enum.Enum):
     GAUGE = "gauge"
@@ -32,7 +34,7 @@ class Source(str, enum.Enum):
 
 # Labels Prometheus attaches to every scraped series.
 TARGET_LABELS = frozenset({"job", "instance"})
-VERL_LABELS = TARGET_LABELS | {"project", "experiment"}
+VERL_LABELS = frozenset(RUN_MATCH_LABELS)  # a run's series: its exporter's target, its project and experiment
 RAY_NODE_LABELS = TARGET_LABELS | {"ip", "SessionName", "Version", "IsHeadNode", "RayNodeType"}
 RAY_GPU_LABELS = RAY_NODE_LABELS | {"GpuIndex", "GpuDeviceName", "GpuUuid"}
 DCGM_LABELS = TARGET_LABELS | {"gpu", "UUID", "device", "modelName", "Hostname", "pci_bus_id", "GPU_I_PROFILE",
@@ -42,9 +44,16 @@ SGLANG_LABELS = TARGET_LABELS | {"model_name", "engine_type", "tp_rank", "pp_ran
 
 HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
 
-# Series the exporter derives itself (not from one log key).
+# Series the exporter derives itself (not from one log key), named here once.
 RUN_STATE_METRIC = "verl_run_state"
+EXIT_CODE_METRIC = "verl_run_exit_code"
 NONFINITE_STREAK_METRIC = "verl_nonfinite_streak_steps"
+LAST_STEP_METRIC = "verl_exporter_last_step_timestamp_seconds"
+STEPS_METRIC = "verl_exporter_steps_total"
+PARSE_ERRORS_METRIC = "verl_exporter_parse_errors_total"
+DROPPED_LINES_METRIC = "verl_exporter_dropped_lines_total"
+DROPPED_KEYS_METRIC = "verl_exporter_dropped_keys_total"
+KEY_COLLISIONS_METRIC = "verl_exporter_key_collisions_total"
 # verl logs validation results only on test steps, as `val-core/<data_source>/<variable>/<metric>`
 # (and val-aux/...); they are served as one labelled gauge per section (see verl_log.py).
 VALIDATION_FAMILIES = {"val-core": "verl_val_core", "val-aux": "verl_val_aux"}
@@ -169,15 +178,14 @@ def _verl_metrics() -> Iterable[Metric]:
         name, scale = verl_metric_name(keys[0])
         yield Metric(name, MetricType.GAUGE, unit, help_text, VERL_LABELS, Source.VERL, keys, scale)
     exporter = [
-        ("verl_exporter_last_step_timestamp_seconds", MetricType.GAUGE, "dateTimeAsIso",
-         "Unix time at which the exporter read the newest step"),
-        ("verl_exporter_steps_total", MetricType.COUNTER, "short", "Steps read from the log"),
-        ("verl_exporter_parse_errors_total", MetricType.COUNTER, "short", "Log lines skipped as unparseable"),
-        ("verl_exporter_dropped_lines_total", MetricType.COUNTER, "short",
+        (LAST_STEP_METRIC, MetricType.GAUGE, "dateTimeAsIso", "Unix time at which the exporter read the newest step"),
+        (STEPS_METRIC, MetricType.COUNTER, "short", "Steps read from the log"),
+        (PARSE_ERRORS_METRIC, MetricType.COUNTER, "short", "Log lines skipped as unparseable"),
+        (DROPPED_LINES_METRIC, MetricType.COUNTER, "short",
          "Log lines dropped for being longer than the exporter's line limit"),
-        ("verl_exporter_dropped_keys_total", MetricType.COUNTER, "short",
+        (DROPPED_KEYS_METRIC, MetricType.COUNTER, "short",
          "Logged keys not exported because the run has reached the exporter's series limit"),
-        ("verl_exporter_key_collisions_total", MetricType.COUNTER, "short",
+        (KEY_COLLISIONS_METRIC, MetricType.COUNTER, "short",
          "Logged keys not exported because another key already exports the same metric name"),
     ]
     for name, mtype, unit, help_text in exporter:
@@ -186,7 +194,7 @@ def _verl_metrics() -> Iterable[Metric]:
     yield Metric(RUN_STATE_METRIC, MetricType.GAUGE, "none",
                  "1 for the run's current state (running, finished, crashed, stopped), 0 for the others",
                  VERL_LABELS | {"state"}, Source.VERL)
-    yield Metric("verl_run_exit_code", MetricType.GAUGE, "none",
+    yield Metric(EXIT_CODE_METRIC, MetricType.GAUGE, "none",
                  "Exit code of the supervised trainer (negative: killed by that signal); absent while it runs",
                  VERL_LABELS, Source.VERL)
     # dashgen/ray_link.py: which Ray session (cluster) runs this run's GPUs; dashgen/gpu.py joins on it.

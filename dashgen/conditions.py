@@ -7,27 +7,21 @@ An author writes what should fire, not the plumbing:
                keep_firing_while=Signal("critic/score/mean").median_over("5m").below(0.8, times=Baseline.held()),
                severity=Severity.WARNING, for_="10m", summary="The reward fell to half its level of the hour before.")
 
-and the compiler (dashgen/rules.py with `expand_alert` below) writes the rest: the baseline's
+and the compiler (dashgen/condition_compiler.py, called by dashgen/rules.py) writes the rest: the baseline's
 recording, the held baseline and the group that steps it, the hysteresis branch on the alert's
 own ALERTS series, the description with the thresholds filled in, and promtool tests
 (dashgen/rule_tests.py).
 
 A signal names a verl step-log key (`critic/score/mean`) or a catalog or recorded series
 (`verl_critic_score_mean`, `verl:critic_score_mean:median_gain`); an unknown one fails the build
-with a "did you mean". Signals of one alert are matched on the run's labels (`RUN_MATCH_LABELS`).
+with a "did you mean". Signals of one alert are matched on the run's labels
+(`dashgen.model.RUN_MATCH_LABELS`).
 """
 
 from __future__ import annotations
 
-import difflib
-from dataclasses import dataclass, field, replace
-from typing import Callable, Iterator, Union
-
-from dashgen.catalog import Catalog, Metric, Source
-from dashgen.errors import BuildError
-from dashgen.model import RUN_MATCH_LABELS, Recording, RuleGroup
-
-ON_RUN = ", ".join(RUN_MATCH_LABELS)
+from dataclasses import dataclass, replace
+from typing import Iterator, Union
 
 # Prometheus alert templates, for descriptions written by hand.
 RUN_NAME = "{{ $labels.project }}/{{ $labels.experiment }}"
@@ -173,180 +167,3 @@ def comparisons(condition: Condition) -> Iterator[Comparison]:
             yield from comparisons(part)
     else:
         yield condition
-
-
-# --- Compiling ------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class BaselineDefaults:
-    """What an empty Baseline field means, and how held baselines are kept (from the config)."""
-    window: str
-    ending: str
-    hold_window: str
-    hold_step: str
-
-
-@dataclass
-class SignalSeries:
-    """A signal's series as a rule reads it, and the names its baselines are recorded under."""
-    expr: str  # e.g. verl_actor_ppo_kl{verl}
-    stem: str  # e.g. verl:actor_ppo_kl, the level:metric part of its recordings' names
-    metric: Metric | None
-
-
-@dataclass
-class BaselineRecordings:
-    """The recordings an alert group needs, in the order they are emitted."""
-    rolling: list[Recording] = field(default_factory=list)
-    held: list[Recording] = field(default_factory=list)
-    steps: list[Recording] = field(default_factory=list)  # the held baselines' per-step extremes
-
-    def names(self) -> set[str]:
-        return {r.record for r in (*self.rolling, *self.held, *self.steps)}
-
-
-# Which scrape job's selector a signal's metric takes, by where the metric comes from.
-_SELECTOR_BY_SOURCE = {Source.VERL: "verl", Source.PROJECT: "verl", Source.RAY: "node", Source.DCGM: "gpu",
-                       Source.VLLM: "rollout", Source.SGLANG: "rollout"}
-
-
-def resolve_signal(ref: str, catalog: Catalog, where: str) -> SignalSeries:
-    """The series a signal reference names: a verl key, a catalog name or a recorded series."""
-    by_key = catalog.verl_key_map()
-    metric = by_key.get(ref) or catalog.get(ref)
-    if metric is None:
-        known = [*by_key, *catalog]
-        close = difflib.get_close_matches(ref, known, n=1, cutoff=0.6)
-        hint = f"; did you mean {close[0]!r}?" if close else " (a verl step-log key such as 'actor/ppo_kl', or a metric of the catalog)"
-        raise BuildError(f"{where}: signal {ref!r} is neither a verl key nor a known metric{hint}")
-    name = metric.name
-    if metric.source is Source.RECORDING_RULE or ":" in name:
-        return SignalSeries(name, name, metric)
-    selector = _SELECTOR_BY_SOURCE.get(metric.source)
-    if metric.source is Source.PROJECT and not metric.verl_keys:
-        selector = None  # another exporter's metric: the author's own selectors apply
-    stem = "verl:" + name[len("verl_"):] if name.startswith("verl_") else f"dashgen:{name}"
-    return SignalSeries(f"{name}{{{selector}}}" if selector else name, stem, metric)
-
-
-def complete_baseline_median(series: str, window: str, ending: str) -> str:
-    """Median of `series` over `window`, ending `ending` ago; empty until that window is
-    covered from its start, so nothing is compared against a run's first few steps."""
-    return (f"quantile_over_time(0.5, {series}[{window}] offset {ending})\n"
-            f"  and present_over_time({series}[{ending}] offset {window})")
-
-
-def smoothed(series: str, window: str) -> str:
-    """Median over `window`: one odd step (a spike, a dip) changes nothing."""
-    return f"quantile_over_time(0.5, {series}[{window}])"
-
-
-_REDUCTIONS = {"median": smoothed, "max": lambda s, w: f"max_over_time({s}[{w}])",
-               "min": lambda s, w: f"min_over_time({s}[{w}])"}
-
-
-class ConditionCompiler:
-    """Compiles the conditions of a project's alerts and collects the baselines they need. A
-    baseline is recorded once per project (series names are global): in the group of the first
-    alert that needs it; later alerts read that recording."""
-
-    def __init__(self, catalog: Catalog, defaults: BaselineDefaults):
-        self.catalog = catalog
-        self.defaults = defaults
-        self.recordings = BaselineRecordings()
-        self._rolling: dict[tuple[str, str, str], str] = {}  # (stem, window, ending) -> recording name
-        self._held: dict[tuple[str, bool], str] = {}  # (rolling name, fault raises) -> held name
-
-    def signal(self, signal: Signal, where: str) -> tuple[str, SignalSeries]:
-        series = resolve_signal(signal.ref, self.catalog, where)
-        if not signal.reduction:
-            return series.expr, series
-        if signal.reduction not in _REDUCTIONS or not signal.window:
-            raise BuildError(f"{where}: signal {signal.ref!r}: reduce with median_over, max_over or min_over(window)")
-        return _REDUCTIONS[signal.reduction](series.expr, signal.window), series
-
-    def rolling_baseline(self, series: SignalSeries, baseline: Baseline) -> str:
-        window = baseline.window or self.defaults.window
-        ending = baseline.ending or self.defaults.ending
-        key = (series.stem, window, ending)
-        if key not in self._rolling:
-            taken = sum(1 for stem, _, _ in self._rolling if stem == series.stem)
-            # The first baseline of a signal has the plain name; another of other windows says them.
-            suffix = "" if not taken else f"_{window}_{ending}"
-            name = f"{series.stem}:baseline_median{suffix}"
-            self._rolling[key] = name
-            self.recordings.rolling.append(Recording(
-                name, complete_baseline_median(series.expr, window, ending),
-                f"Median of {series.expr.split('{')[0]} over {window}, ending {ending} ago, once that window is full"))
-        return self._rolling[key]
-
-    def held_baseline(self, rolling: str, fault_raises: bool) -> str:
-        """The pre-fault level of a rolling baseline, read from its extreme of each hold step (a
-        group of that interval records them), so a cycle reads a tenth of the samples a look-back
-        over every evaluation would."""
-        key = (rolling, fault_raises)
-        if key not in self._held:
-            extreme, word = ("min", "low") if fault_raises else ("max", "high")
-            step, window = self.defaults.hold_step, self.defaults.hold_window
-            base = rolling.rsplit(":", 1)[0]
-            suffix = rolling.rsplit(":", 1)[1][len("baseline_median"):]
-            step_name, held_name = f"{base}:baseline_{word}{suffix}", f"{base}:baseline_held{suffix}"
-            if any(k[0] == rolling for k in self._held):  # the same baseline held both ways
-                step_name, held_name = step_name + f"_{word}", held_name + f"_{word}"
-            self._held[key] = held_name
-            adjective = "Lowest" if fault_raises else "Highest"
-            self.recordings.steps.append(Recording(
-                step_name, f"{extreme}_over_time({rolling}[{step}])", f"{adjective} {rolling} of the last {step}"))
-            self.recordings.held.append(Recording(
-                held_name, f"{extreme}_over_time({step_name}[{window}])",
-                f"{adjective} {rolling} of the last {window}: the level before a fault"))
-        return self._held[key]
-
-    def compile(self, condition: Condition, where: str, onset: Condition | None = None) -> str:
-        """PromQL of `condition`; `onset` is the alert's firing condition, whose baselines a
-        `Baseline.held()` in a keep-firing condition refers to."""
-        if isinstance(condition, (AllOf, AnyOf)):
-            if len(condition.conditions) < 2:
-                raise BuildError(f"{where}: all_of and any_of take at least two conditions")
-            joiner = f"\nand on({ON_RUN})\n" if isinstance(condition, AllOf) else "\nor\n"
-            return joiner.join(f"({self.compile(part, where, onset)})" for part in condition.conditions)
-        if not isinstance(condition, (Compare, Shift)):
-            raise BuildError(f"{where}: {condition!r} is not a condition; build one from Signal(...).above/below/"
-                             f"falls_by/rises_by, all_of or any_of")
-        expr, series = self.signal(condition.signal, where)
-        baseline = condition.baseline
-        if baseline is None:
-            return f"{expr} {condition.op} {condition.value:g}"
-        reference = self._baseline_series(condition, series, where, onset)
-        if isinstance(condition, Compare):
-            return f"{expr} {condition.op} {condition.value:g} * {reference}"
-        sign = "-" if condition.op == "<" else "+"
-        return (f"{expr} {condition.op} ({reference} {sign} clamp_min({condition.fraction:g} * abs({reference}), "
-                f"{condition.at_least:g}))")
-
-    def _baseline_series(self, condition: Comparison, series: SignalSeries, where: str,
-                         onset: Condition | None) -> str:
-        baseline = condition.baseline
-        if not baseline.is_held:
-            return self.rolling_baseline(series, baseline)
-        compared = [c for c in comparisons(onset) if c.signal.ref == condition.signal.ref
-                    and c.baseline is not None and not c.baseline.is_held] if onset is not None else []
-        if not compared:
-            raise BuildError(f"{where}: Baseline.held() of {condition.signal.ref!r} needs the alert's condition to "
-                             f"compare {condition.signal.ref!r} with a Baseline(...) first; it holds that baseline")
-        onset_series = resolve_signal(compared[0].signal.ref, self.catalog, where)
-        rolling = self.rolling_baseline(onset_series, compared[0].baseline)
-        return self.held_baseline(rolling, compared[0].raises)
-
-
-def expand_group(group: RuleGroup, compiler: ConditionCompiler, expand_alert: Callable) -> list[RuleGroup]:
-    """A rule group whose declarative alerts are compiled: the baselines they introduce lead the
-    group (rolling, then held), and the held baselines' per-step extremes get a group of the hold
-    step's interval, `<group>-hold`."""
-    compiler.recordings = BaselineRecordings()
-    rules = tuple(expand_alert(rule, compiler) for rule in group.rules)
-    new = compiler.recordings
-    out = [replace(group, rules=(*new.rolling, *new.held, *rules))]
-    if new.steps:
-        out.append(RuleGroup(f"{group.name}-hold", tuple(new.steps), interval=compiler.defaults.hold_step))
-    return out

@@ -226,6 +226,7 @@ RUN_LABELS = ("project", "experiment")
 EXPORTER_LABELS = ("job", "instance")  # the one exporter serving a run; all that VerlMetricsAbsent carries
 # The labels that identify one training run's series: signals of one alert are matched on all of them.
 RUN_MATCH_LABELS = (*EXPORTER_LABELS, *RUN_LABELS)
+ON_RUN = ", ".join(RUN_MATCH_LABELS)  # as PromQL's on(...) and by(...) take them
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,8 @@ from pathlib import Path
 import yaml
 
 from dashgen.catalog import Catalog
-from dashgen.conditions import AllOf, AnyOf, Compare, Comparison, Condition, Shift, comparisons, resolve_signal
+from dashgen.condition_compiler import resolve_signal
+from dashgen.conditions import Compare, Comparison, Condition, comparisons
 from dashgen.config import Config, duration_seconds
 from dashgen.model import Alert
 from dashgen.selectors import expand_selectors, rule_selectors

@@ -18,12 +18,12 @@ from pathlib import Path
 import yaml
 
 from dashgen.catalog import Catalog, Metric, MetricType, Source
-from dashgen.conditions import (ON_RUN, RUN_NAME, VALUE, BaselineDefaults, ConditionCompiler, comparisons,
-                                expand_group)
+from dashgen.condition_compiler import BaselineDefaults, ConditionCompiler, expand_group
+from dashgen.conditions import RUN_NAME, VALUE, comparisons
 from dashgen.config import DURATION, Config, duration_seconds
 from dashgen.errors import BuildError
 from dashgen.loader import DefinitionModule, call_definition, load_modules
-from dashgen.model import Alert, Recording, RuleGroup, Severity, Sustain
+from dashgen.model import ON_RUN, Alert, Recording, RuleGroup, Severity, Sustain
 from dashgen.rendering import runbook_anchor, templates
 from dashgen.selectors import checked_expression, rule_selectors
 
