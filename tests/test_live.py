@@ -25,15 +25,9 @@ from dashgen.synthetic_runs import step_line
 SHORT_WINDOWS = {
     "scrape_interval": "1s",
     "rule_interval": "1s",
-    "divergence_baseline_window": "30s",
-    "divergence_recent_window": "5s",
-    "divergence_for": "3s",
-    "reward_cliff_baseline_window": "30s",
-    "reward_cliff_recent_window": "5s",
-    "reward_cliff_for": "3s",
-    "stall_min_silence": "20s",
-    "stall_step_time_window": "1m",
-    "stall_for": "2s",
+    "stability": {"divergence_baseline_window": "30s", "divergence_recent_window": "5s", "divergence_for": "3s"},
+    "rewards": {"reward_cliff_baseline_window": "30s", "reward_cliff_recent_window": "5s", "reward_cliff_for": "3s"},
+    "progress": {"stall_min_silence": "20s", "stall_step_time_window": "1m", "stall_for": "2s"},
 }
 HEALTHY_STEPS_BEFORE_DIVERGENCE = 45  # one step a second: > baseline + recent window
 
