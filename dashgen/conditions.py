@@ -49,8 +49,8 @@ class Baseline:
     def describe(self) -> str:
         if self.is_held:
             return "its level before the fault"
-        return f"its median of the {self.window or 'baseline window'}" + (
-            f" before the last {self.ending}" if self.ending else "")
+        return (f"its median of the {self.window or 'baseline window'} before "
+                + (f"the last {self.ending}" if self.ending else "the recent window"))
 
 
 @dataclass(frozen=True)

@@ -58,7 +58,7 @@ def test_a_team_alert_takes_a_dozen_lines_builds_and_its_generated_tests_pass(te
     # The hysteresis and the description are written by the compiler; the reward's baselines are
     # the ones dashgen's rewards module already records (one recording per series, project-wide).
     for piece in ("< 0.5 * verl:critic_score_mean:baseline_median", "< 0.8 * verl:critic_score_mean:baseline_held",
-                  'ALERTS{alertname="TeamRewardDrop", alertstate="firing"}', "below 0.5x its median of the 1h"):
+                  'ALERTS{alertname="TeamRewardDrop", alertstate="firing"}', "below 0.5x its median of the 1h before the recent window"):
         assert piece in rules, rules
     assert "record: verl:critic_score_mean:baseline_held" in (team / "rendered/rules/rewards.yaml").read_text()
     result = run("test", "--root", str(team))
