@@ -9,6 +9,7 @@ from typing import Callable
 
 from dashgen.catalog import Catalog, Metric, Source
 from dashgen.conditions import AllOf, AnyOf, Baseline, Compare, Comparison, Condition, Shift, Signal, comparisons
+from dashgen.config import duration_seconds
 from dashgen.errors import BuildError
 from dashgen.model import ON_RUN, Recording, RuleGroup
 
@@ -72,6 +73,25 @@ def complete_baseline_median(series: str, window: str, ending: str) -> str:
             f"  and present_over_time({series}[{ending}] offset {window})")
 
 
+def early_baseline_median(series: str, window: str, ending: str, min_history: str) -> str:
+    """Median of `series` over `window`, ending `ending` ago, once at least `min_history` of that
+    window holds samples: a young run is compared with its own first steps."""
+    back = format_duration(duration_seconds(window) - duration_seconds(min_history))
+    offset = format_duration(duration_seconds(ending) + duration_seconds(min_history))
+    return (f"quantile_over_time(0.5, {series}[{window}] offset {ending})\n"
+            f"  and present_over_time({series}[{back}] offset {offset})")
+
+
+def format_duration(seconds: float) -> str:
+    """A Prometheus duration for a whole number of seconds, largest units first (4200 -> 1h10m)."""
+    seconds, parts = int(seconds), []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if seconds >= size:
+            parts.append(f"{seconds // size}{unit}")
+            seconds %= size
+    return "".join(parts) or "0s"
+
+
 def smoothed(series: str, window: str) -> str:
     """Median over `window`: one odd step (a spike, a dip) changes nothing."""
     return f"quantile_over_time(0.5, {series}[{window}])"
@@ -90,7 +110,7 @@ class ConditionCompiler:
         self.catalog = catalog
         self.defaults = defaults
         self.recordings = BaselineRecordings()
-        self._rolling: dict[tuple[str, str, str], str] = {}  # (stem, window, ending) -> recording name
+        self._rolling: dict[tuple[str, ...], str] = {}  # (stem, window, ending, min_history) -> recording name
         self._held: dict[tuple[str, bool], str] = {}  # (rolling name, fault raises) -> held name
 
     def signal(self, signal: Signal, where: str) -> tuple[str, SignalSeries]:
@@ -104,16 +124,23 @@ class ConditionCompiler:
     def rolling_baseline(self, series: SignalSeries, baseline: Baseline) -> str:
         window = baseline.window or self.defaults.window
         ending = baseline.ending or self.defaults.ending
-        key = (series.stem, window, ending)
+        key = (series.stem, window, ending, baseline.min_history)
+        if baseline.min_history and not 0 < duration_seconds(baseline.min_history) < duration_seconds(window):
+            raise BuildError(f"baseline of {series.expr}: min_history {baseline.min_history!r} must be a duration "
+                             f"longer than 0s and shorter than the window ({window})")
         if key not in self._rolling:
-            taken = sum(1 for stem, _, _ in self._rolling if stem == series.stem)
-            # The first baseline of a signal has the plain name; another of other windows says them.
-            suffix = "" if not taken else f"_{window}_{ending}"
+            taken = sum(1 for other in self._rolling if other[0] == series.stem)
+            # The first baseline of a signal has the plain name; another says how it differs.
+            suffix = "" if not taken else "_" + "_".join(filter(None, (window, ending, baseline.min_history)))
             name = f"{series.stem}:baseline_median{suffix}"
             self._rolling[key] = name
+            if baseline.min_history:
+                expr = early_baseline_median(series.expr, window, ending, baseline.min_history)
+                since = f"once {baseline.min_history} of that window is covered"
+            else:
+                expr, since = complete_baseline_median(series.expr, window, ending), "once that window is full"
             self.recordings.rolling.append(Recording(
-                name, complete_baseline_median(series.expr, window, ending),
-                f"Median of {series.expr.split('{')[0]} over {window}, ending {ending} ago, once that window is full"))
+                name, expr, f"Median of {series.expr.split('{')[0]} over {window}, ending {ending} ago, {since}"))
         return self._rolling[key]
 
     def held_baseline(self, rolling: str, fault_raises: bool) -> str:
@@ -165,11 +192,16 @@ class ConditionCompiler:
         baseline = condition.baseline
         if not baseline.is_held:
             return self.rolling_baseline(series, baseline)
+        if baseline.of is not None:
+            if baseline.of.is_held:
+                raise BuildError(f"{where}: Baseline.held(of=...) holds a rolling Baseline(...), not a held one")
+            return self.held_baseline(self.rolling_baseline(series, baseline.of), condition.raises)
         compared = [c for c in comparisons(onset) if c.signal.ref == condition.signal.ref
                     and c.baseline is not None and not c.baseline.is_held] if onset is not None else []
         if not compared:
             raise BuildError(f"{where}: Baseline.held() of {condition.signal.ref!r} needs the alert's condition to "
-                             f"compare {condition.signal.ref!r} with a Baseline(...) first; it holds that baseline")
+                             f"compare {condition.signal.ref!r} with a Baseline(...) first; it holds that baseline "
+                             f"(or name the baseline to hold: Baseline.held(of=Baseline('1h')))")
         onset_series = resolve_signal(compared[0].signal.ref, self.catalog, where)
         rolling = self.rolling_baseline(onset_series, compared[0].baseline)
         return self.held_baseline(rolling, compared[0].raises)

@@ -30,25 +30,32 @@ VALUE = '{{ printf "%.4g" $value }}'
 
 @dataclass(frozen=True)
 class Baseline:
-    """A signal's own recent level: the median of its series over `window`, ending `ending` ago,
-    and only once that window is covered from its start (a run's first steps are not compared).
+    """A signal's own recent level: the median of its series over `window`, ending `ending` ago.
     Empty fields take the config's `baseline_window` and `baseline_recent_window`.
+
+    It exists once the window is covered from its start, so a run's first steps are compared with
+    nothing; with `min_history`, once that much of the window is covered, so a run is watched from
+    early on against its own first steps (the median of what there is).
 
     `Baseline.held()` is the level from before a fault: the lowest rolling baseline of the last
     `baseline_hold_window` for a signal a fault raises (`above`), the highest for one it lowers
-    (`below`), of the baseline the alert's onset condition compares the same signal with."""
+    (`below`). Bare, in `keep_firing_while`, it holds the baseline the alert's condition compares the
+    same signal with; `Baseline.held(of=Baseline("1h"))` holds that one, anywhere: a fall relative
+    to the run's own best level (entropy collapsing) rather than to a fixed number."""
 
     window: str = ""
     ending: str = ""
     is_held: bool = False
+    min_history: str = ""
+    of: "Baseline | None" = None  # with is_held: the rolling baseline held
 
     @classmethod
-    def held(cls) -> "Baseline":
-        return cls(is_held=True)
+    def held(cls, of: "Baseline | None" = None) -> "Baseline":
+        return cls(is_held=True, of=of)
 
     def describe(self) -> str:
         if self.is_held:
-            return "its level before the fault"
+            return "its level before the fault" if self.of is None else f"the best of {self.of.describe()}"
         return (f"its median of the {self.window or 'baseline window'} before "
                 + (f"the last {self.ending}" if self.ending else "the recent window"))
 

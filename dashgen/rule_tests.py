@@ -81,9 +81,10 @@ def _windows(condition: Condition | None, config: Config) -> tuple[float, float]
     for c in comparisons(condition) if condition is not None else ():
         if c.signal.window:
             reduce = max(reduce, duration_seconds(c.signal.window))
-        if c.baseline is not None and not c.baseline.is_held:
-            baseline = max(baseline, duration_seconds(c.baseline.window or config.baseline_window)
-                           + duration_seconds(c.baseline.ending or config.baseline_recent_window))
+        rolling = c.baseline.of if c.baseline is not None and c.baseline.is_held else c.baseline
+        if rolling is not None:
+            baseline = max(baseline, duration_seconds(rolling.window or config.baseline_window)
+                           + duration_seconds(rolling.ending or config.baseline_recent_window))
     return reduce, baseline
 
 
@@ -110,7 +111,8 @@ def alert_cases(alert: Alert, catalog: Catalog, config: Config) -> list[_Case]:
         level.band = (keep_at + onset_at) / 2 if keep_at != onset_at else keep_at + (level.fault - keep_at) / 10
 
     reduce, baseline = _windows(alert.condition, config)
-    hold = 2 * duration_seconds(config.baseline_hold_step) if keep else 0
+    holds = any(c.baseline is not None and c.baseline.is_held for c in (*onset, *keep))
+    hold = 2 * duration_seconds(config.baseline_hold_step) if holds else 0
     warm = _steps(baseline + hold + reduce + 5 * step, step)  # samples before the crossing
     for_ = duration_seconds(alert.for_)
     keep_for = duration_seconds(alert.keep_firing_for)

@@ -180,3 +180,68 @@ def test_an_act_action_for_an_unknown_alert_has_a_did_you_mean(project, tmp_path
     config.write_text("act_actions: {VerlTrainingDivergance: stop}\n")
     result = run("build", "--root", str(project), "--config", str(config))
     assert result.exit_code == 1 and "did you mean 'VerlTrainingDivergence'?" in result.output
+
+
+YOUNG_RUN_ALERTS = '''\
+from dashgen.conditions import Baseline, Signal, all_of
+from dashgen.model import Alert, RuleGroup, Severity
+
+kl, entropy = Signal("actor/ppo_kl"), Signal("actor/entropy").median_over("5m")
+
+
+def rules(config):
+    return RuleGroup("team-early", (
+        Alert.when("TeamEarlyKLBreak", kl.max_over("10m").above(4, times=Baseline("1h", min_history="15m")),
+                   for_="2m", severity=Severity.WARNING, summary="KL broke away in a young run."),
+        Alert.when("TeamEntropyFall", all_of(entropy.below(0.3, times=Baseline.held(of=Baseline("1h"))),
+                                            entropy.below(0.5)),
+                   for_="5m", severity=Severity.WARNING, summary="Entropy fell to under 30% of its best level."),
+    ))
+'''
+YOUNG_RUN_FIXTURE = '''\
+# The entropy baseline and its held level are the ones alerts/stability.py records: both files.
+rule_files: [../../rendered/rules/team.yaml, ../../rendered/rules/stability.yaml]
+evaluation_interval: 1m
+tests:
+  - name: a run 30 minutes old is compared with its own first steps
+    interval: 1m
+    input_series:
+      - {series: 'verl_actor_ppo_kl{job="verl",instance="t:9464",project="p",experiment="young"}', values: '0.02x29 0.2x10'}
+    alert_rule_test:
+      - {eval_time: 29m, alertname: TeamEarlyKLBreak, exp_alerts: []}
+      - eval_time: 32m
+        alertname: TeamEarlyKLBreak
+        exp_alerts:
+          - exp_labels: {severity: warning, job: verl, instance: "t:9464", project: p, experiment: young}
+            exp_annotations:
+              summary: KL broke away in a young run.
+              description: "Run p/young: the highest value of actor/ppo_kl over 10m is above 4x its median of the 1h before the recent window (the highest value of actor/ppo_kl over 10m: 0.2)."
+              runbook_url: "rendered/docs/alerts.md#teamearlykl\u0062reak"
+  - name: entropy falling from a high level fires; a level low from the start does not
+    interval: 1m
+    input_series:
+      - {series: 'verl_actor_entropy{job="verl",instance="t:9464",project="p",experiment="falls"}', values: '0.9x99 0.2x60'}
+      - {series: 'verl_actor_entropy{job="verl",instance="t:9464",project="p",experiment="low"}', values: '0.02x159'}
+    alert_rule_test:
+      - eval_time: 159m
+        alertname: TeamEntropyFall
+        exp_alerts:
+          - exp_labels: {severity: warning, job: verl, instance: "t:9464", project: p, experiment: falls}
+            exp_annotations:
+              summary: Entropy fell to under 30% of its best level.
+              description: "Run p/falls: the median of actor/entropy over 5m is below 0.3x the best of its median of the 1h before the recent window; and the median of actor/entropy over 5m is below 0.5 (the median of actor/entropy over 5m: 0.2)."
+              runbook_url: "rendered/docs/alerts.md#teamentropyfall"
+'''
+
+
+def test_a_young_run_is_watched_from_its_own_first_steps_and_a_fall_is_relative(team):
+    """min_history: a baseline from the run's first steps; Baseline.held(of=...): a fall from the
+    run's own best level, which a run whose level is low from its start never makes."""
+    (team / "alerts" / "team.py").write_text(YOUNG_RUN_ALERTS)
+    (team / "tests" / "rules" / "team-test.yaml").write_text(YOUNG_RUN_FIXTURE)
+    assert run("build", "--root", str(team)).exit_code == 0
+    rules = (team / "rendered" / "rules" / "team.yaml").read_text()
+    assert "present_over_time(verl_actor_ppo_kl{job=\"verl\"}[45m] offset 25m)" in rules
+    result = run("test", "--root", str(team))
+    assert result.exit_code == 0, result.output
+    assert re.search(r"team-test\.yaml\n\s+SUCCESS", result.output)
