@@ -161,7 +161,7 @@ def _check_config(config: Config, alert_names: set[str]) -> None:
     if config.act_address and not config.act_token_file:
         raise BuildError("config: act_token_file is empty; Alertmanager needs the token file to reach dashgen act")
     for name in sorted(config.act_actions):
-        check_alert_name(name, alert_names, "config: act_actions")
+        check_alert_name(name, alert_names, f"{config.source or 'config'}: act_actions")
 
 
 def _check_receiver(name: str, receiver) -> None:

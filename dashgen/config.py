@@ -296,6 +296,11 @@ class Config:
             raise ConfigError(f"baseline_hold_step = {self.baseline_hold_step!r} must lie between rule_interval "
                               f"({self.rule_interval}) and baseline_hold_window ({self.baseline_hold_window})")
 
+    @property
+    def source(self) -> Path | None:
+        """The config file these values were read from; None for the defaults."""
+        return self._source
+
     def area(self, tunables: type[A]) -> A:
         """An alert area's tunables: its defaults, overridden by the config file's `<area>:` section."""
         if tunables not in self._areas:

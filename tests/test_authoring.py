@@ -179,7 +179,9 @@ def test_an_act_action_for_an_unknown_alert_has_a_did_you_mean(project, tmp_path
     config = tmp_path / "c.yaml"
     config.write_text("act_actions: {VerlTrainingDivergance: stop}\n")
     result = run("build", "--root", str(project), "--config", str(config))
-    assert result.exit_code == 1 and "did you mean 'VerlTrainingDivergence'?" in result.output
+    assert result.exit_code == 1
+    assert result.output.startswith(f"Error: {config}: act_actions: 'VerlTrainingDivergance'")
+    assert "did you mean 'VerlTrainingDivergence'?" in result.output
 
 
 YOUNG_RUN_ALERTS = '''\
