@@ -88,8 +88,11 @@ def _rendered_dir(root: Path) -> Path:
 def build(root: Path, config_path: Path | None, reload_url: str | None) -> None:
     """Render panels/ and alerts/ into rendered/ (untouched if anything fails)."""
     from dashgen.build import render_project, write_rendered
+    from dashgen.prometheus_server import check_reload_url, reload_prometheus
     from dashgen.tree_writer import project_lock
 
+    if reload_url is not None:
+        check_reload_url(reload_url)
     rendered = render_project(root, load_config(config_path, root))
     with project_lock(root):
         out_dir = _rendered_dir(root)
@@ -97,8 +100,6 @@ def build(root: Path, config_path: Path | None, reload_url: str | None) -> None:
     click.echo(f"rendered {len(rendered.files)} files into {out_dir}"
                + (f"; changed: {', '.join(changed)}" if changed else "; nothing changed"))
     if reload_url is not None:
-        from dashgen.prometheus_server import reload_prometheus
-
         reload_prometheus(reload_url)
         click.echo(f"reloaded Prometheus at {reload_url}")
 
@@ -486,10 +487,17 @@ def backfill(run_path: Path, tsdb_dir: Path, start: str | None, scrape_interval:
 
     config = load_config(config_path, root)
     timing = _timing(start, scrape_interval, default_step_time, run_end, hold, config)
+    for option, value in (("--project", project), ("--experiment", experiment), ("--instance", instance)):
+        if value is not None and not value.strip():
+            raise BuildError(f"{option} {value!r}: give a label value, or leave the option out for its default")
     _writable_folder(tsdb_dir, "--tsdb")
     find_binary("promtool")
     run = read_run(run_path, run_labels(run_path, config.verl_job, project, experiment, instance), timing,
                    export_unknown=unknown_keys, catalog=project_catalog(root))
+    try:  # before promtool's long work; a folder os.access calls writable may still refuse (/proc)
+        tsdb_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BuildError(f"--tsdb {tsdb_dir}: cannot create the folder: {exc.strerror or exc}") from None
     for note in run.notes:
         click.echo(f"dashgen backfill: {run_path}: {note}", err=True)
     with tempfile.TemporaryDirectory(prefix="dashgen-backfill-") as tmp:
