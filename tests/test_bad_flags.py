@@ -33,6 +33,8 @@ def dashgen(*args: str, cwd=None) -> subprocess.CompletedProcess:
      "--instance '': give a label value"),
     (["backfill", str(SAMPLE_RUN), "--root", str(REPO), "--tsdb", "TSDB", "--project", " "],
      "--project ' ': give a label value"),
+    (["act", "--root", str(REPO), "--project", "p", "--experiment", "e", "--token-file", "/dev/zero",
+      "--listen", "127.0.0.1:0"], "the act token file /dev/zero is larger than 4,096 bytes"),
 ])
 def test_bad_flags_are_one_error(tmp_path, args, expected):
     args = [str(tmp_path / "tsdb") if arg == "TSDB" else arg for arg in args]
