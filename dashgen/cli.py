@@ -271,9 +271,9 @@ def export(jsonl: str, listen: str | None, project: str | None, experiment: str 
     """
     import threading
 
-    from prometheus_client import CollectorRegistry, start_http_server
+    from prometheus_client import CollectorRegistry
 
-    from dashgen.exporter import LogFollower, RunState, follow_forever, run_from_path
+    from dashgen.exporter import LogFollower, RunState, follow_forever, run_from_path, serve_metrics
     from dashgen.project_metrics import project_catalog
     from dashgen.supervisor import Supervisor
 
@@ -302,11 +302,9 @@ def export(jsonl: str, listen: str | None, project: str | None, experiment: str 
     except OSError:
         follower.close()  # follow_forever retries and says why
     try:
-        started = start_http_server(port, addr=host, registry=registry)
+        port = serve_metrics(registry, host, port).server_port  # the real port when 0 was asked
     except (OSError, OverflowError, ValueError) as exc:
         raise BuildError(f"cannot listen on {host}:{port}: {getattr(exc, 'strerror', None) or exc}") from None
-    if started:  # prometheus_client >= 0.18 returns (server, thread): the real port when 0 was asked
-        port = started[0].server_port
     shown_host = f"[{host}]" if ":" in host else host
     click.echo(f"dashgen export: serving {path} as project={state.labels[0]!r} experiment={state.labels[1]!r} "
                f"on http://{shown_host}:{port}/metrics", err=True)
