@@ -7,9 +7,11 @@ appended to the audit log (JSONL), and at most one action, as the config's `act_
 - log:     record it only (the default, a dry run);
 - stop:    stop the run: SIGTERM to the trainer whose PID is in a pid file (`dashgen export
            --pid-file`); when that trainer's parent is its `dashgen export -- CMD` supervisor, the
-           signal goes to the supervisor, which forwards it and publishes the run as stopped, not
-           crashed. Or the Ray Jobs API's stop for a submission id;
-- command: run an argv (no shell) with the alert in DASHGEN_ALERT_* environment variables.
+           signal goes to the supervisor, which passes it to the trainer's process group, kills the
+           group after its kill timeout, and publishes the run as stopped, not crashed. Or the Ray
+           Jobs API's stop for a submission id;
+- command: run an argv (no shell) in a process group of its own, with the alert in DASHGEN_ALERT_*
+           environment variables; its exit status is the outcome.
 
 It never acts on a resolved alert nor on one whose project/experiment is not the guarded run, and
 acts once per alert occurrence (alert, run, fingerprint, startsAt), also across restarts: the audit

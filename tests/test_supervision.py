@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from act_support import ActProcess, alert, notification
 from conftest import wait_until
 from dashgen.prometheus_server import free_port
 from test_lifecycle import scrape, state_of
@@ -86,6 +87,18 @@ def test_a_trainer_ignoring_sigterm_is_killed_with_its_group_after_the_kill_time
     assert run_end(port) == "stopped"
     process.send_signal(signal.SIGTERM)  # in the grace period: leave at once
     assert process.wait(timeout=10) == 128 + signal.SIGKILL
+
+
+def test_an_act_stop_ends_a_trainer_that_ignores_sigterm(exporter, tmp_path):
+    pid_file = tmp_path / "trainer.pid"
+    process, port, (trainer,) = exporter("ignore", "--kill-timeout", "1s", "--grace", "30s", "--pid-file",
+                                         str(pid_file))
+    with ActProcess(tmp_path / "act", {"act_actions": {"VerlTrainingDivergence": "stop"}}, "--pid-file",
+                    str(pid_file)) as act:
+        [decision] = act.post(notification(alert()))[1]["decisions"]
+    assert decision["decision"] == "acted" and "dashgen export" in decision["detail"]
+    wait_until(lambda: not alive(trainer), 1 + 5, "the trainer to be killed after the kill timeout")
+    assert run_end(port) == "stopped"
 
 
 def test_a_second_stop_request_kills_at_once(exporter):
