@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Iterator
 
 from dashgen.alertmanager import ACT_PATH
 from dashgen.bounded_read import TooLarge, read_bounded
@@ -47,6 +48,8 @@ TOKEN_ENV = "DASHGEN_ACT_TOKEN"
 MIN_TOKEN_LENGTH = 16
 MAX_TOKEN_BYTES = 4096
 MAX_PID_FILE_BYTES = 64
+# An audit line holds one alert's labels and a detail; longer ones were not written by act.
+MAX_AUDIT_LINE_BYTES = 1 << 20
 # Linux' ceiling for kernel.pid_max on 64-bit; /proc/sys/kernel/pid_max gives the machine's own.
 PID_MAX_LIMIT = 1 << 22
 # Alertmanager's notifications nest 4 deep; a deeper body is refused before Python's parser recurses.
@@ -208,12 +211,16 @@ class Actor:
 
     def _acted_before(self) -> set[str]:
         handled: set[str] = set()
+        path = self.settings.audit_log
+        if path.exists() and not path.is_file():  # /dev/zero, a FIFO: would never end
+            raise BuildError(f"--audit-log {path}: not a regular file; give the JSONL file act appends to")
         try:
-            lines = self.settings.audit_log.read_text().splitlines()
+            with open(path, "rb") as log:
+                lines = list(self._audit_lines(log))
         except FileNotFoundError:
             return handled
         except OSError as exc:
-            raise BuildError(f"{self.settings.audit_log}: cannot read the audit log: {exc.strerror}") from None
+            raise BuildError(f"{path}: cannot read the audit log: {exc.strerror}") from None
         for line in lines:
             try:
                 record = json.loads(line)
@@ -222,6 +229,16 @@ class Actor:
             except (ValueError, KeyError, TypeError, AttributeError):
                 continue  # a torn last line after a crash
         return handled
+
+    @staticmethod
+    def _audit_lines(log) -> Iterator[bytes]:
+        """The audit log's lines of the `acted` decisions; a line over the limit is not one of ours."""
+        while line := log.readline(MAX_AUDIT_LINE_BYTES + 1):
+            if len(line) > MAX_AUDIT_LINE_BYTES:
+                while line and not line.endswith(b"\n"):  # skip the rest of it
+                    line = log.readline(MAX_AUDIT_LINE_BYTES)
+            elif b'"acted"' in line:
+                yield line
 
 
 # --- Actions ------------------------------------------------------------------------------------

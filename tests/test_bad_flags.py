@@ -35,9 +35,13 @@ def dashgen(*args: str, cwd=None) -> subprocess.CompletedProcess:
      "--project ' ': give a label value"),
     (["act", "--root", str(REPO), "--project", "p", "--experiment", "e", "--token-file", "/dev/zero",
       "--listen", "127.0.0.1:0"], "the act token file /dev/zero is larger than 4,096 bytes"),
+    (["act", "--root", str(REPO), "--project", "p", "--experiment", "e", "--token-file", "TOKEN", "--audit-log",
+      "/dev/zero", "--listen", "127.0.0.1:0"], "--audit-log /dev/zero: not a regular file"),
 ])
 def test_bad_flags_are_one_error(tmp_path, args, expected):
-    args = [str(tmp_path / "tsdb") if arg == "TSDB" else arg for arg in args]
+    (tmp_path / "token").write_text("dashgen-test-token-0123456789abcdef\n")
+    places = {"TSDB": str(tmp_path / "tsdb"), "TOKEN": str(tmp_path / "token")}
+    args = [places.get(arg, arg) for arg in args]
     before = {p: p.read_bytes() for p in (REPO / "rendered").rglob("*") if p.is_file()}
     result = dashgen(*args, cwd=tmp_path)
     assert result.returncode == 1, result.stderr
