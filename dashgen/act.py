@@ -7,13 +7,15 @@ appended to the audit log (JSONL), and at most one action, as the config's `act_
 - log:     record it only (the default, a dry run);
 - stop:    stop the run: SIGTERM to the trainer whose PID is in a pid file (`dashgen export
            --pid-file`); when that trainer's parent is its `dashgen export -- CMD` supervisor, the
-           signal goes to the supervisor, which forwards it and publishes the run as stopped, not
-           crashed. Or the Ray Jobs API's stop for a submission id;
-- command: run an argv (no shell) with the alert in DASHGEN_ALERT_* environment variables.
+           signal goes to the supervisor, which passes it to the trainer's process group, kills the
+           group after its kill timeout, and publishes the run as stopped, not crashed. Or the Ray
+           Jobs API's stop for a submission id;
+- command: run an argv (no shell) in a process group of its own, with the alert in DASHGEN_ALERT_*
+           environment variables; its exit status is the outcome.
 
 It never acts on a resolved alert nor on one whose project/experiment is not the guarded run, and
-acts once per alert occurrence (fingerprint + startsAt), also across restarts: the audit log
-remembers what was done. With --dry-run every action is only recorded as what it would do.
+acts once per alert occurrence (alert, run, fingerprint, startsAt), also across restarts: the audit
+log remembers what was done. With --dry-run every action is only recorded as what it would do.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import urllib.error
 import urllib.parse
@@ -33,13 +36,26 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Iterator
 
 from dashgen.alertmanager import ACT_PATH
+from dashgen.bounded_read import TooLarge, read_bounded
 from dashgen.config import Config, duration_seconds
 from dashgen.errors import BuildError
+from dashgen.process_group import end_group, start_group, wait_for_exit
 
 TOKEN_ENV = "DASHGEN_ACT_TOKEN"
 MIN_TOKEN_LENGTH = 16
+MAX_TOKEN_BYTES = 4096
+MAX_PID_FILE_BYTES = 64
+# An audit line holds one alert's labels and a detail; longer ones were not written by act.
+MAX_AUDIT_LINE_BYTES = 1 << 20
+# Linux' ceiling for kernel.pid_max on 64-bit; /proc/sys/kernel/pid_max gives the machine's own.
+PID_MAX_LIMIT = 1 << 22
+# Alertmanager's notifications nest 4 deep; a deeper body is refused before Python's parser recurses.
+MAX_JSON_DEPTH = 32
+# Connections the listening socket queues while every handler is busy (http.server's default is 5).
+LISTEN_BACKLOG = 128
 
 # Decisions, as the audit log and the HTTP answer name them.
 ACTED, WOULD_ACT, LOGGED, FAILED = "acted", "would-act", "logged", "failed"
@@ -122,7 +138,8 @@ class Decision:
 
     @property
     def key(self) -> str:
-        return f"{self.fingerprint}@{self.startsAt}"
+        """One alert occurrence of one run; JSON, so no field's text can make two keys equal."""
+        return json.dumps([self.alertname, self.project, self.experiment, self.fingerprint, self.startsAt])
 
 
 class Actor:
@@ -189,44 +206,73 @@ class Actor:
             log.write(line)
             log.flush()
             os.fsync(log.fileno())
-        print(f"dashgen act: {decision.alertname} {decision.project}/{decision.experiment}: "
-              f"{decision.decision}: {decision.detail}", file=sys.stderr, flush=True)
+        print(loggable(f"dashgen act: {decision.alertname} {decision.project}/{decision.experiment}: "
+                       f"{decision.decision}: {decision.detail}"), file=sys.stderr, flush=True)
 
     def _acted_before(self) -> set[str]:
         handled: set[str] = set()
+        path = self.settings.audit_log
+        if path.exists() and not path.is_file():  # /dev/zero, a FIFO: would never end
+            raise BuildError(f"--audit-log {path}: not a regular file; give the JSONL file act appends to")
         try:
-            lines = self.settings.audit_log.read_text().splitlines()
+            with open(path, "rb") as log:
+                lines = list(self._audit_lines(log))
         except FileNotFoundError:
             return handled
         except OSError as exc:
-            raise BuildError(f"{self.settings.audit_log}: cannot read the audit log: {exc.strerror}") from None
+            raise BuildError(f"{path}: cannot read the audit log: {exc.strerror}") from None
         for line in lines:
             try:
                 record = json.loads(line)
                 if record.get("decision") == ACTED:
-                    handled.add(f"{record['fingerprint']}@{record['startsAt']}")
+                    handled.add(Decision(**{f: record[f] for f in Decision.__dataclass_fields__}).key)
             except (ValueError, KeyError, TypeError, AttributeError):
                 continue  # a torn last line after a crash
         return handled
+
+    @staticmethod
+    def _audit_lines(log) -> Iterator[bytes]:
+        """The audit log's lines of the `acted` decisions; a line over the limit is not one of ours."""
+        while line := log.readline(MAX_AUDIT_LINE_BYTES + 1):
+            if len(line) > MAX_AUDIT_LINE_BYTES:
+                while line and not line.endswith(b"\n"):  # skip the rest of it
+                    line = log.readline(MAX_AUDIT_LINE_BYTES)
+            elif b'"acted"' in line:
+                yield line
 
 
 # --- Actions ------------------------------------------------------------------------------------
 
 def read_pid(pid_file: Path) -> int:
     try:
-        text = pid_file.read_text().strip()
+        text = read_bounded(pid_file, MAX_PID_FILE_BYTES).decode("ascii").strip()
     except OSError as exc:
         raise ActionFailed(f"cannot read {pid_file}: {exc.strerror}") from None
-    if not text.isdigit() or int(text) <= 1:
-        # 0, -1 and 1 would signal a process group, every process, or init.
-        raise ActionFailed(f"{pid_file} holds {text[:40]!r}, not the PID of a trainer")
+    except (TooLarge, UnicodeDecodeError):
+        raise ActionFailed(f"{pid_file} holds more than a PID (over {MAX_PID_FILE_BYTES} bytes or not ASCII), "
+                           f"not the PID of a trainer") from None
+    # ASCII digits only: str.isdigit() also takes '²' and fullwidth digits. 0, -1 and 1 would signal
+    # a process group, every process, or init.
+    if not (text.isascii() and text.isdigit() and 1 < int(text) <= pid_max()):
+        raise ActionFailed(f"{pid_file} holds {text[:40]!r}, not the PID of a trainer (2 to {pid_max()})")
     return int(text)
+
+
+def pid_max() -> int:
+    try:
+        return int(Path("/proc/sys/kernel/pid_max").read_text())
+    except (OSError, ValueError):
+        return PID_MAX_LIMIT
 
 
 def stop_pid_file(pid_file: Path) -> str:
     pid = read_pid(pid_file)
     started = process_start_time(pid)
-    if started is not None and started > pid_file.stat().st_mtime + 1:
+    try:
+        written = pid_file.stat().st_mtime
+    except OSError as exc:
+        raise ActionFailed(f"cannot read {pid_file}: {exc.strerror}") from None
+    if started is not None and started > written + 1:
         raise ActionFailed(f"process {pid} started after {pid_file} was written: the trainer has ended and its "
                            f"PID was reused; not signalling it")
     supervisor = supervising_exporter(pid)
@@ -289,6 +335,10 @@ def stop_ray_job(dashboard_url: str, submission_id: str, timeout: float = 10.0) 
 
 
 def run_command(argv: tuple[str, ...], timeout: float, alert: dict) -> str:
+    """Run the command in a process group of its own; its exit status is the outcome.
+
+    Its output goes to a file, not a pipe, so a child it leaves in the background cannot hold the
+    outcome up; what it leaves in its group is killed once it exits, and the whole group on a timeout."""
     labels = alert["labels"]
     env = {**os.environ,
            "DASHGEN_ALERT_NAME": labels.get("alertname", ""),
@@ -297,16 +347,19 @@ def run_command(argv: tuple[str, ...], timeout: float, alert: dict) -> str:
            "DASHGEN_ALERT_FINGERPRINT": alert["fingerprint"],
            "DASHGEN_ALERT_STARTS_AT": alert["startsAt"],
            "DASHGEN_ALERT_LABELS": json.dumps(labels, sort_keys=True)}
-    try:
-        result = subprocess.run(list(argv), env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                                timeout=timeout, check=False)
-    except subprocess.TimeoutExpired:
-        raise ActionFailed(f"{shlex.join(argv)} did not finish within {timeout:g} s; killed") from None
-    except OSError as exc:
-        raise ActionFailed(f"cannot run {argv[0]}: {exc.strerror}") from None
-    if result.returncode != 0:
-        tail = result.stderr.strip().splitlines()[-3:]
-        raise ActionFailed(f"{shlex.join(argv)} exited with status {result.returncode}: {' | '.join(tail)}")
+    with tempfile.TemporaryFile() as output:
+        try:
+            process = start_group(list(argv), env=env, stdin=subprocess.DEVNULL, stdout=output, stderr=output)
+        except OSError as exc:
+            raise ActionFailed(f"cannot run {argv[0]}: {exc.strerror}") from None
+        finished = wait_for_exit(process, timeout)
+        status = end_group(process)
+        if not finished:
+            raise ActionFailed(f"{shlex.join(argv)} did not finish within {timeout:g} s; killed its process group")
+        if status != 0:
+            output.seek(0)
+            tail = output.read()[-4096:].decode(errors="replace").strip().splitlines()[-3:]
+            raise ActionFailed(f"{shlex.join(argv)} exited with status {status}: {' | '.join(tail)}")
     return f"ran {shlex.join(argv)} (exit 0)"
 
 
@@ -319,10 +372,14 @@ def load_token(token_file: Path | None, configured_file: str) -> tuple[str, str]
     else:
         path = token_file or Path(configured_file)
         try:
-            token, source = path.read_text().strip(), str(path)
+            token, source = read_bounded(path, MAX_TOKEN_BYTES).decode("utf-8").strip(), str(path)
         except OSError as exc:
             raise BuildError(f"cannot read the act token from {path}: {exc.strerror}; create it with\n"
                              f"  head -c 32 /dev/urandom | base64 > {path}\nor set ${TOKEN_ENV}") from None
+        except (TooLarge, UnicodeDecodeError) as exc:
+            problem = exc if isinstance(exc, TooLarge) else "not UTF-8 text"
+            raise BuildError(f"the act token file {path} is {problem}: it should hold one token, e.g. from\n"
+                             f"  head -c 32 /dev/urandom | base64 > {path}") from None
     if len(token) < MIN_TOKEN_LENGTH or any(c.isspace() for c in token):
         raise BuildError(f"the act token from {source} must be at least {MIN_TOKEN_LENGTH} characters without "
                          f"spaces; e.g. head -c 32 /dev/urandom | base64")
@@ -349,6 +406,7 @@ class ActServer(ThreadingHTTPServer):
     # On shutdown, wait for the requests being handled: their actions and audit lines finish.
     daemon_threads = False
     block_on_close = True
+    request_queue_size = LISTEN_BACKLOG
 
     def __init__(self, address: tuple[str, int], token: str, actor: Actor):
         self.token = token.encode()
@@ -386,6 +444,8 @@ class _Handler(BaseHTTPRequestHandler):
         body = self.rfile.read(length)
         if len(body) != length:
             return self._reply(400, {"error": "body shorter than its Content-Length"})
+        if json_depth_exceeds(body, MAX_JSON_DEPTH):
+            return self._reply(400, {"error": f"body nests deeper than {MAX_JSON_DEPTH} levels; not a notification"})
         try:
             payload = json.loads(body)
         except ValueError as exc:  # also bad UTF-8
@@ -409,7 +469,36 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
 
     def log_message(self, format: str, *args) -> None:
-        sys.stderr.write(f"dashgen act: {self.address_string()} {format % args}\n")
+        sys.stderr.write(loggable(f"dashgen act: {self.address_string()} {format % args}") + "\n")
+
+
+def loggable(text: str) -> str:
+    """`text` on one line with nothing a terminal acts on: control characters (newlines, ANSI
+    escapes) written as escapes, so a label cannot forge a log line or recolour the terminal."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
+def json_depth_exceeds(body: bytes, limit: int) -> bool:
+    """Whether JSON `body` opens more than `limit` nested arrays or objects (brackets in strings
+    do not count); checked before parsing, whose recursion such a body would exhaust."""
+    depth, in_string, escaped = 0, False, False
+    for byte in body:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:  # quote
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):  # [ {
+            depth += 1
+            if depth > limit:
+                return True
+        elif byte in (0x5D, 0x7D):
+            depth -= 1
+    return False
 
 
 def serve(settings: ActSettings, host: str, port: int, token: str, say=print) -> None:

@@ -21,6 +21,7 @@ from dashgen.errors import BuildError
 from dashgen.loader import DefinitionModule, call_definition
 from dashgen.model import RUN_LABELS, Alert, Inhibition, Severity
 from dashgen.promtool import run_tool
+from dashgen.receivers import check_receiver
 from dashgen.references import check_alert_name
 from dashgen.rendering import runbook_anchor, templates
 
@@ -32,23 +33,6 @@ ACT_PATH = "/alerts"
 NOWHERE, PAGE, CHANNEL, ACT = "nowhere", "page", "channel", "dashgen-act"
 
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
-
-# Receiver fields that hold a secret. Those Alertmanager 0.25 can also read from `<field>_file`
-# are in _READABLE_FROM_FILE; for the others it has no file variant.
-_SECRET_FIELDS = {
-    "slack_configs": ("api_url",),
-    "pagerduty_configs": ("routing_key", "service_key"),
-    "email_configs": ("auth_password", "auth_secret"),
-    "opsgenie_configs": ("api_key",),
-    "victorops_configs": ("api_key",),
-    "pushover_configs": ("user_key", "token"),
-    "telegram_configs": ("bot_token",),
-    "discord_configs": ("webhook_url",),
-    "wechat_configs": ("api_secret",),
-}
-_HTTP_SECRETS = (("basic_auth", "password"), ("authorization", "credentials"), ("oauth2", "client_secret"))
-_READABLE_FROM_FILE = {"api_url", "routing_key", "service_key", "auth_password", "api_key", "password",
-                       "credentials", "client_secret", "bearer_token"}
 
 
 @dataclass
@@ -155,33 +139,13 @@ def _any_of(alert_names) -> str:
 
 
 def _check_config(config: Config, alert_names: set[str]) -> None:
-    """What the config's schema cannot know: receivers' shape and secrets, alert names."""
+    """What the config's schema cannot know: receivers as Alertmanager reads them, secrets, alert names."""
     for name in ("alertmanager_page", "alertmanager_channel"):
-        _check_receiver(name, getattr(config, name))
+        check_receiver(name, getattr(config, name))
     if config.act_address and not config.act_token_file:
         raise BuildError("config: act_token_file is empty; Alertmanager needs the token file to reach dashgen act")
     for name in sorted(config.act_actions):
         check_alert_name(name, alert_names, f"{config.source or 'config'}: act_actions")
-
-
-def _check_receiver(name: str, receiver) -> None:
-    for integration, entries in receiver.items():  # the schema has checked: name -> list of mappings
-        if not integration.endswith("_configs"):
-            raise BuildError(f"config: {name}: {integration!r} is not an Alertmanager integration; expected e.g. "
-                             f"slack_configs: [{{api_url_file: /etc/alertmanager/slack-url, channel: '#verl'}}]")
-        for index, entry in enumerate(entries):
-            where = f"{name}.{integration}[{index}]"
-            http = entry.get("http_config") or {}
-            inline = [f"{where}.{key}" for key in _SECRET_FIELDS.get(integration, ()) if key in entry]
-            inline += [f"{where}.http_config.{block}.{key}" for block, key in _HTTP_SECRETS
-                       if key in (http.get(block) or {})]
-            inline += [f"{where}.http_config.bearer_token"] if "bearer_token" in http else []
-            inline += [f"{where}.sigv4.secret_key"] if "secret_key" in (entry.get("sigv4") or {}) else []
-            for path in inline:
-                key = path.rsplit(".", 1)[1]
-                fix = (f"use {key}_file with the path of a file holding it" if key in _READABLE_FROM_FILE else
-                       "Alertmanager 0.25 cannot read it from a file; configure this receiver outside dashgen")
-                raise BuildError(f"config: {path} would put a secret into rendered/, which is committed; {fix}")
 
 
 class _Dumper(yaml.SafeDumper):

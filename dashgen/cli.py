@@ -21,6 +21,10 @@ if TYPE_CHECKING:
 DEFAULT_GRACE = "5m"
 # How long backfill watches a hung run (--end hung) unless --hold says.
 DEFAULT_HUNG_HOLD = "1h"
+# How long a supervised trainer may take to exit after a stop before its process group is killed.
+DEFAULT_KILL_TIMEOUT = "30s"
+# Longest --grace and --kill-timeout: a day is more than any scrape needs, and far below what a timer takes.
+MAX_SUPERVISOR_WAIT = 86400.0
 
 _root_option = click.option("--root", type=click.Path(exists=True, file_okay=False, path_type=Path), default=".",
                             show_default=True, help="Project folder holding panels/, alerts/ and rendered/.")
@@ -84,8 +88,11 @@ def _rendered_dir(root: Path) -> Path:
 def build(root: Path, config_path: Path | None, reload_url: str | None) -> None:
     """Render panels/ and alerts/ into rendered/ (untouched if anything fails)."""
     from dashgen.build import render_project, write_rendered
+    from dashgen.prometheus_server import check_reload_url, reload_prometheus
     from dashgen.tree_writer import project_lock
 
+    if reload_url is not None:
+        check_reload_url(reload_url)
     rendered = render_project(root, load_config(config_path, root))
     with project_lock(root):
         out_dir = _rendered_dir(root)
@@ -93,8 +100,6 @@ def build(root: Path, config_path: Path | None, reload_url: str | None) -> None:
     click.echo(f"rendered {len(rendered.files)} files into {out_dir}"
                + (f"; changed: {', '.join(changed)}" if changed else "; nothing changed"))
     if reload_url is not None:
-        from dashgen.prometheus_server import reload_prometheus
-
         reload_prometheus(reload_url)
         click.echo(f"reloaded Prometheus at {reload_url}")
 
@@ -235,6 +240,27 @@ def config_(root: Path, config_path: Path | None, describe: bool) -> None:
     click.echo(config_yaml(config, areas, found, read_overrides(found) if found else {}), nl=False)
 
 
+def _finite(param: click.Parameter, value: float) -> float:
+    """click's FloatRange lets nan through (every comparison with it is false)."""
+    if not math.isfinite(value):
+        raise click.BadParameter(f"{value} is not a finite number of seconds", param=param)
+    return value
+
+
+def _bounded_duration(option: str, text: str, max_seconds: float, positive: bool) -> float:
+    from dashgen.config import duration_seconds
+
+    try:
+        seconds = duration_seconds(text)
+    except ValueError:
+        raise BuildError(f"{option} {text!r} is not a Prometheus duration (e.g. 30s, 5m)") from None
+    if positive and seconds <= 0:
+        raise BuildError(f"{option} {text}: must be longer than 0s")
+    if seconds > max_seconds:
+        raise BuildError(f"{option} {text}: at most {max_seconds / 3600:g}h")
+    return seconds
+
+
 def _listen_address(listen: str) -> tuple[str, int]:
     host, colon, port_text = listen.rpartition(":")
     if not colon or not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
@@ -254,13 +280,16 @@ def _listen_address(listen: str) -> tuple[str, int]:
 @click.option("--unknown-keys/--no-unknown-keys", default=True, show_default=True,
               help="Also export keys the catalog does not know, named by the same rule.")
 @click.option("--poll-interval", default=0.5, show_default=True, type=click.FloatRange(0.01, 60),
-              help="Seconds between looks at the log.")
+              callback=lambda _ctx, param, value: _finite(param, value), help="Seconds between looks at the log.")
 @click.option("--total-steps", default=None, type=click.IntRange(1), metavar="N",
               help="The run is finished once step N is logged (sidecar mode: how the end is known).")
 @click.option("--grace", default=DEFAULT_GRACE, show_default=True,
               help="With a supervised trainer: keep serving its final state this long after it exits.")
 @click.option("--pid-file", default=None, type=click.Path(dir_okay=False, path_type=Path),
               help="With a supervised trainer: write its PID here while it runs.")
+@click.option("--kill-timeout", default=DEFAULT_KILL_TIMEOUT, show_default=True,
+              help="With a supervised trainer: after a stop (SIGTERM, SIGINT, `dashgen act`), SIGKILL its process "
+                   "group if it has not exited within this long.")
 @click.option("--ray-session", default=None, metavar="NAME",
               help="Ray session the run's GPUs belong to (Ray's SessionName label). Default: where "
                    "session_latest points in --ray-temp-dir, read at every scrape.")
@@ -270,31 +299,30 @@ def _listen_address(listen: str) -> tuple[str, int]:
 @_config_option
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- TRAINER COMMAND...]")
 def export(jsonl: str, listen: str | None, project: str | None, experiment: str | None, unknown_keys: bool,
-           poll_interval: float, total_steps: int | None, grace: str, pid_file: Path | None,
+           poll_interval: float, total_steps: int | None, grace: str, pid_file: Path | None, kill_timeout: str,
            ray_session: str | None, ray_temp_dir: Path | None, root: Path,
            config_path: Path | None, command: tuple[str, ...]) -> None:
     """Follow verl's JSONL step log and serve its newest step on /metrics for Prometheus.
 
-    Given a trainer command after `--`, run it as a child (supervise mode): SIGINT and SIGTERM
-    are forwarded to it, its end (finished, crashed, stopped) and exit code are published, and
-    the exporter exits with its status after the grace period.
+    Given a trainer command after `--`, run it as a child in its own process group (supervise
+    mode): SIGINT and SIGTERM are passed to the group, which gets SIGKILL after --kill-timeout or
+    a second signal; its end (finished, crashed, stopped) and exit code are published, and the
+    exporter exits with its status after the grace period.
     """
     import threading
 
-    from prometheus_client import CollectorRegistry, start_http_server
+    from prometheus_client import CollectorRegistry
 
-    from dashgen.config import duration_seconds
-    from dashgen.exporter import LogFollower, RunState, follow_forever, run_from_path
+    from dashgen.exporter import LogFollower, RunState, follow_forever, run_from_path, serve_metrics
     from dashgen.project_metrics import project_catalog
     from dashgen.supervisor import Supervisor
 
     config = load_config(config_path, root)
-    try:
-        grace_seconds = duration_seconds(grace)
-    except ValueError:
-        raise BuildError(f"--grace {grace!r} is not a Prometheus duration (e.g. 5m)") from None
-    if (pid_file is not None or grace != DEFAULT_GRACE) and not command:
-        raise BuildError("--grace and --pid-file apply to a supervised trainer: give its command after `--`")
+    grace_seconds = _bounded_duration("--grace", grace, MAX_SUPERVISOR_WAIT, positive=False)
+    kill_seconds = _bounded_duration("--kill-timeout", kill_timeout, MAX_SUPERVISOR_WAIT, positive=True)
+    if (pid_file is not None or grace != DEFAULT_GRACE or kill_timeout != DEFAULT_KILL_TIMEOUT) and not command:
+        raise BuildError("--grace, --kill-timeout and --pid-file apply to a supervised trainer: give its command "
+                         "after `--`")
     if not jsonl.strip():
         raise BuildError(f"--jsonl {jsonl!r}: give the path of verl's step log")
     path = Path(jsonl)
@@ -314,11 +342,9 @@ def export(jsonl: str, listen: str | None, project: str | None, experiment: str 
     except OSError:
         follower.close()  # follow_forever retries and says why
     try:
-        started = start_http_server(port, addr=host, registry=registry)
+        port = serve_metrics(registry, host, port).server_port  # the real port when 0 was asked
     except (OSError, OverflowError, ValueError) as exc:
         raise BuildError(f"cannot listen on {host}:{port}: {getattr(exc, 'strerror', None) or exc}") from None
-    if started:  # prometheus_client >= 0.18 returns (server, thread): the real port when 0 was asked
-        port = started[0].server_port
     shown_host = f"[{host}]" if ":" in host else host
     click.echo(f"dashgen export: serving {path} as project={state.labels[0]!r} experiment={state.labels[1]!r} "
                f"on http://{shown_host}:{port}/metrics", err=True)
@@ -326,7 +352,7 @@ def export(jsonl: str, listen: str | None, project: str | None, experiment: str 
         click.echo(f"dashgen export: no Ray session in {ray_temp_dir} yet ({ray_temp_dir}/session_latest); the run "
                    f"is linked to its GPUs once Ray starts there (or give --ray-session)", err=True)
     if command:
-        supervisor = Supervisor(list(command), follower, poll_interval, grace_seconds, pid_file,
+        supervisor = Supervisor(list(command), follower, poll_interval, grace_seconds, kill_seconds, pid_file,
                                 say=lambda message: click.echo(message, err=True))
         sys.exit(supervisor.run())
     stop = threading.Event()
@@ -499,10 +525,17 @@ def backfill(run_path: Path, tsdb_dir: Path, start: str | None, scrape_interval:
 
     config = load_config(config_path, root)
     timing = _timing(start, scrape_interval, default_step_time, run_end, hold, config)
+    for option, value in (("--project", project), ("--experiment", experiment), ("--instance", instance)):
+        if value is not None and not value.strip():
+            raise BuildError(f"{option} {value!r}: give a label value, or leave the option out for its default")
     _writable_folder(tsdb_dir, "--tsdb")
     find_binary("promtool")
     run = read_run(run_path, run_labels(run_path, config.verl_job, project, experiment, instance), timing,
                    export_unknown=unknown_keys, catalog=project_catalog(root))
+    try:  # before promtool's long work; a folder os.access calls writable may still refuse (/proc)
+        tsdb_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BuildError(f"--tsdb {tsdb_dir}: cannot create the folder: {exc.strerror or exc}") from None
     for note in run.notes:
         click.echo(f"dashgen backfill: {run_path}: {note}", err=True)
     with tempfile.TemporaryDirectory(prefix="dashgen-backfill-") as tmp:

@@ -27,6 +27,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 import yaml
 
+from dashgen.bounded_read import TooLarge, read_bounded
 from dashgen.errors import BuildError
 
 GIB = 2**30
@@ -428,11 +429,17 @@ def _checked(name: str, hint: Any, value: Any) -> Any:
             raise ConfigError(f"{name}: {value!r} is not one of {', '.join(repr(a) for a in args)}")
         return value
     if origin in (typing.Union, types.UnionType):
+        near_miss = None  # the problem of an option of the value's own type: the one worth showing
         for option in args:
             try:
                 return _checked(name, option, value)
-            except ConfigError:
-                continue
+            except ConfigError as exc:
+                base = typing.get_args(option)[0] if typing.get_origin(option) is Annotated else option
+                if near_miss is None and isinstance(base, type) and isinstance(value, base):
+                    near_miss = (option, exc.message)
+        if near_miss is not None:
+            others = " or ".join(_type_name(a) for a in args if a is not near_miss[0])
+            raise ConfigError(f"{near_miss[1]} (or {others})")
         raise ConfigError(f"{name}: expected {_type_name(hint)}, got {_describe(value)}")
     if hint is type(None):
         if value is not None:
@@ -518,12 +525,17 @@ def config_path(root: Path | None, explicit: Path | None) -> Path | None:
     return None
 
 
+MAX_CONFIG_BYTES = 1 << 20
+
+
 def read_overrides(path: Path) -> dict[str, Any]:
     """The field: value mapping of a config file; ConfigError naming the file and the field."""
     try:
-        raw = path.read_bytes()
+        raw = read_bounded(path, MAX_CONFIG_BYTES)
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read config: {exc.strerror or exc}") from None
+    except TooLarge as exc:
+        raise ConfigError(f"{path}: config is {exc}; is it the right file?") from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

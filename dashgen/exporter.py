@@ -9,14 +9,17 @@ however long the run.
 from __future__ import annotations
 
 import os
+import socket
 import stat as stat_mode
 import sys
 import threading
 import time
 from pathlib import Path
+from socketserver import ThreadingMixIn
 from typing import Callable, Iterator
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from dashgen.catalog import (CATALOG, NONFINITE_STREAK_METRIC, RUN_STATE_METRIC, VALIDATION_FAMILIES,
@@ -27,6 +30,8 @@ from dashgen.verl_log import LineError, StepMapper, ValidationSeries, parse_line
 LABELS = ("project", "experiment")
 READ_CHUNK = 1 << 20
 HEAD_BYTES = 256
+# Connections /metrics queues while its threads are busy (socketserver's default is 5).
+LISTEN_BACKLOG = 128
 # verl's lines are kilobytes; a longer one is dropped (and counted) instead of held in memory.
 MAX_LINE_BYTES = 16 << 20
 
@@ -316,6 +321,25 @@ def run_from_path(path: Path) -> tuple[str, str]:
     The path as given (made absolute, symlinks not followed): a link's folder names the run."""
     path = Path(os.path.abspath(path))
     return path.parent.name or "default", path.stem or "default"
+
+
+class _MetricsServer(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+    request_queue_size = LISTEN_BACKLOG
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args) -> None:
+        pass  # a line per scrape would bury what the exporter has to say
+
+
+def serve_metrics(registry: CollectorRegistry, host: str, port: int) -> WSGIServer:
+    """/metrics of `registry` on host:port (0: a free port), from a daemon thread; OSError if it cannot listen."""
+    family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+    server_class = type("MetricsServer", (_MetricsServer,), {"address_family": family})
+    server = make_server(host, port, make_wsgi_app(registry), server_class, handler_class=_QuietHandler)
+    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
+    return server
 
 
 def follow_forever(follower: LogFollower, interval: float, stop: threading.Event) -> None:

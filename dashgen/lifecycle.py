@@ -24,13 +24,14 @@ class RunPhase(str, enum.Enum):
     RUNNING = "running"
     FINISHED = "finished"  # exit code 0, or the last step (--total-steps) logged
     CRASHED = "crashed"  # the trainer exited non-zero or was killed, not by us
-    STOPPED = "stopped"  # the trainer ended after the exporter forwarded SIGINT/SIGTERM to it
+    STOPPED = "stopped"  # the trainer ended after the exporter was asked to stop it (SIGINT/SIGTERM)
 
 
 def phase_after_exit(exit_code: int, stop_requested: bool) -> RunPhase:
-    if exit_code == 0:
-        return RunPhase.FINISHED
-    return RunPhase.STOPPED if stop_requested else RunPhase.CRASHED
+    """A stop request decides, whatever the code: a trainer that handles SIGTERM may well exit 0."""
+    if stop_requested:
+        return RunPhase.STOPPED
+    return RunPhase.FINISHED if exit_code == 0 else RunPhase.CRASHED
 
 
 def shell_exit_status(exit_code: int) -> int:

@@ -135,10 +135,20 @@ class AlertmanagerServer(PrometheusServer):
             return json.load(response)
 
 
+def check_reload_url(url: str) -> None:
+    """BuildError unless `url` is an http(s) base URL with a host (and a valid port, if any)."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        valid = parts.scheme in ("http", "https") and bool(parts.hostname) and (parts.port or 0) >= 0
+    except ValueError:  # an unclosed [IPv6 address, a port out of range
+        valid = False
+    if not valid:
+        raise BuildError(f"--reload {url!r}: expected Prometheus' base URL, e.g. http://localhost:9090")
+
+
 def reload_prometheus(url: str, timeout: float = 30) -> None:
     """POST <url>/-/reload: Prometheus re-reads its config and rule files; BuildError if it refuses."""
-    if not url.startswith(("http://", "https://")):
-        raise BuildError(f"--reload {url!r}: expected Prometheus' base URL, e.g. http://localhost:9090")
+    check_reload_url(url)
     request = urllib.request.Request(url.rstrip("/") + "/-/reload", method="POST")
     try:
         with urllib.request.urlopen(request, timeout=timeout):

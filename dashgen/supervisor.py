@@ -1,11 +1,16 @@
 """`dashgen export ... -- CMD`: run the trainer as a child and publish how it ends.
 
-The trainer gets its own session, so a Ctrl-C in the terminal reaches it once, through us:
-SIGINT and SIGTERM sent to the exporter are forwarded to it and mark the run as stopped
-(not crashed) when it then exits. After it exits the log is read a last time (a buffered
+The trainer runs as the leader of a process group (and session) of its own, as systemd runs a
+service. Asked to stop (SIGINT or SIGTERM to the exporter, which is what `dashgen act`'s stop
+sends), the exporter passes the signal to the whole group and, if the trainer has not exited
+within the kill timeout, sends SIGKILL; a second signal sends SIGKILL at once. Any exit after a
+stop request is published as stopped, whatever its code. On Linux the trainer is killed if the
+exporter itself is killed (PR_SET_PDEATHSIG), so it never runs on unwatched.
+
+After the trainer exits, its PID file is removed, the log is read a last time (a buffered
 writer's final lines), the end is published, and /metrics stays up for the grace period so
-Prometheus scrapes the final state before the exporter goes away. A second signal during
-the grace period ends it at once.
+Prometheus scrapes the final state before the exporter goes away. A signal during the grace
+period ends it at once.
 """
 
 from __future__ import annotations
@@ -13,51 +18,65 @@ from __future__ import annotations
 import signal
 import subprocess
 import threading
+import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, TextIO
 
 from dashgen.errors import BuildError
 from dashgen.exporter import LogFollower
 from dashgen.lifecycle import phase_after_exit, shell_exit_status
+from dashgen.process_group import end_group, has_exited, signal_group, start_group
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM)
 
 
 class Supervisor:
     def __init__(self, command: list[str], follower: LogFollower, poll_interval: float, grace_seconds: float,
-                 pid_file: Path | None = None, say: Callable[[str], None] = print):
+                 kill_timeout: float, pid_file: Path | None = None, say: Callable[[str], None] = print):
         self.command = command
         self.follower = follower
         self.poll_interval = poll_interval
         self.grace_seconds = grace_seconds
+        self.kill_timeout = kill_timeout
         self.pid_file = pid_file
         self.say = say
         self.stop_requested = False
+        self._kill_at: float | None = None  # monotonic time of the SIGKILL after a stop request
+        self._killed = False
         self._child: subprocess.Popen | None = None
         self._wake = threading.Event()
 
     def _on_signal(self, signum: int, _frame) -> None:
-        if self._child is not None and self._child.poll() is None:
-            self.stop_requested = True
-            self._child.send_signal(signum)
-        else:  # already in the grace period: leave now
+        child = self._child
+        if child is not None and has_exited(child):  # in the grace period: leave now
             self._wake.set()
+            return
+        if self.stop_requested:  # a second request: no more waiting
+            self._kill_at = time.monotonic()
+        else:
+            self.stop_requested = True
+            self._kill_at = time.monotonic() + self.kill_timeout
+            if child is not None:
+                signal_group(child, signum)
+        self._wake.set()
 
     def run(self) -> int:
         """Run the trainer to its end and through the grace period; returns its shell exit status."""
+        pid_handle = self._open_pid_file()  # before the trainer starts: a bad path is an error, not an orphan
         previous = {sig: signal.signal(sig, self._on_signal) for sig in FORWARDED}
         try:
             try:
-                self._child = subprocess.Popen(self.command, start_new_session=True)
+                self._child = start_group(self.command, die_with_parent=True)
             except OSError as exc:
                 raise BuildError(f"cannot start {self.command[0]!r}: {exc.strerror or exc}") from None
+            if self.stop_requested:  # a signal came while it was starting
+                signal_group(self._child, signal.SIGTERM)
+            if pid_handle is not None:
+                self._write_pid(pid_handle, self._child.pid)
+            self.say(f"dashgen export: started {self.command[0]} (pid {self._child.pid}, its own process group)")
+            exit_code = self._supervise(self._child)
             if self.pid_file is not None:
-                self.pid_file.write_text(f"{self._child.pid}\n")
-            self.say(f"dashgen export: started {self.command[0]} (pid {self._child.pid})")
-            while self._child.poll() is None:
-                self._poll_log()
-                self._wake.wait(self.poll_interval)
-            exit_code = self._child.returncode
+                self.pid_file.unlink(missing_ok=True)
             self._poll_log()
             phase = phase_after_exit(exit_code, self.stop_requested)
             self.follower.state.ended(phase, exit_code)
@@ -67,10 +86,48 @@ class Supervisor:
             self._wake.wait(self.grace_seconds)
             return shell_exit_status(exit_code)
         finally:
+            if self._child is not None and self._child.returncode is None:  # an error while it ran
+                end_group(self._child)
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
-            if self.pid_file is not None:
+            if self.pid_file is not None and pid_handle is not None:
+                pid_handle.close()
                 self.pid_file.unlink(missing_ok=True)
+
+    def _supervise(self, child: subprocess.Popen) -> int:
+        """Follow the log until the trainer exits, killing its group once a stop has waited long enough."""
+        while not has_exited(child):
+            if self._kill_at is not None and not self._killed and time.monotonic() >= self._kill_at:
+                self.say(f"dashgen export: the trainer (pid {child.pid}) has not exited; SIGKILL to its process "
+                         f"group")
+                signal_group(child, signal.SIGKILL)
+                self._killed = True
+            self._poll_log()
+            wait = self.poll_interval
+            if self._kill_at is not None and not self._killed:
+                wait = max(0.0, min(wait, self._kill_at - time.monotonic()))
+            self._wake.wait(wait)
+            self._wake.clear()
+        if self.stop_requested:  # what the trainer left in its group goes with it
+            signal_group(child, signal.SIGKILL)
+        return child.wait()
+
+    def _open_pid_file(self) -> TextIO | None:
+        if self.pid_file is None:
+            return None
+        try:
+            return open(self.pid_file, "w")
+        except OSError as exc:
+            raise BuildError(f"--pid-file {self.pid_file}: cannot write it: {exc.strerror or exc}; give a file in "
+                             f"a folder you can write to") from None
+
+    def _write_pid(self, handle: TextIO, pid: int) -> None:
+        try:
+            handle.write(f"{pid}\n")
+            handle.flush()
+        except OSError as exc:
+            raise BuildError(f"--pid-file {self.pid_file}: cannot write the trainer's PID: "
+                             f"{exc.strerror or exc}; stopped the trainer") from None
 
     def _poll_log(self) -> None:
         try:
@@ -78,4 +135,3 @@ class Supervisor:
         except OSError as exc:
             self.say(f"dashgen export: reading {self.follower.path} failed ({exc}); retrying")
             self.follower.close()
-

@@ -1,0 +1,82 @@
+"""Child processes run in a process group of their own, so one signal reaches all they started.
+
+`dashgen export -- TRAINER` and `dashgen act`'s command action start a child this way and end it
+as systemd ends a service: the whole group, not just the process they started. A group is
+signalled only while its leader is unreaped (exited or not): the leader's PID, which is the
+group's id, cannot be reused until it is reaped, so a signal never reaches a stranger's group.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import time
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent_hook():
+    """A preexec_fn that makes the child get SIGKILL when its parent dies (Linux' PR_SET_PDEATHSIG).
+
+    prctl is looked up before the fork: the hook then only calls it, which is safe in a child
+    forked from a threaded parent (no allocation, no lock)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def hook() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before prctl took effect
+            os._exit(1)
+
+    return hook
+
+
+def start_group(argv: list[str], die_with_parent: bool = False, **popen_options) -> subprocess.Popen:
+    """Start `argv` as the leader of a new process group (and session, so a terminal's Ctrl-C
+    reaches it only through us); with `die_with_parent`, it is killed if this process dies."""
+    hook = _die_with_parent_hook() if die_with_parent else None
+    return subprocess.Popen(argv, start_new_session=True, preexec_fn=hook, **popen_options)
+
+
+def has_exited(process: subprocess.Popen) -> bool:
+    """Whether the leader has exited, without reaping it (its group id stays reserved)."""
+    if process.returncode is not None:
+        return True
+    try:
+        return os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
+
+
+def signal_group(process: subprocess.Popen, sig: int) -> None:
+    """Send `sig` to every process of the leader's group; only while the leader is unreaped."""
+    if process.returncode is not None:
+        return
+    try:
+        os.killpg(process.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def wait_for_exit(process: subprocess.Popen, timeout: float, interval: float = 0.02) -> bool:
+    """Wait up to `timeout` seconds for the leader to exit, leaving it unreaped; True if it did."""
+    deadline = time.monotonic() + timeout
+    while not has_exited(process):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(interval)
+    return True
+
+
+def end_group(process: subprocess.Popen) -> int:
+    """Kill what is left of the group, then reap the leader; its returncode."""
+    signal_group(process, signal.SIGKILL)
+    return process.wait()

@@ -1,0 +1,149 @@
+"""`dashgen export -- TRAINER` supervises as systemd would: options checked before the trainer
+starts, a stop reaches the trainer's whole process group and ends in SIGKILL after the kill
+timeout, and a killed exporter takes its trainer with it."""
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from act_support import ActProcess, alert, notification
+from conftest import wait_until
+from dashgen.prometheus_server import free_port
+from test_lifecycle import scrape, state_of
+
+# argv: pid-file-of-its-own, on-SIGTERM (ignore | exit0), and "child" to start a grandchild.
+TRAINER = """
+import os, signal, subprocess, sys, time
+pids, on_term = sys.argv[1], sys.argv[2]
+if on_term == "ignore":
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+else:
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+child = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                          "time.sleep(600)"]) if "child" in sys.argv[3:] else None
+with open(pids + ".tmp", "w") as handle:
+    handle.write(f"{os.getpid()} {child.pid if child else ''}")
+os.replace(pids + ".tmp", pids)
+while True:
+    time.sleep(0.05)
+"""
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie (exited, not yet reaped by whoever inherited it) is gone for our purposes.
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def run_end(port: int) -> str:
+    """The state the exporter publishes once its run is no longer running."""
+    return wait_until(lambda: (state := state_of(scrape(port))) not in (None, "running") and state, 20, "the run's end")
+
+
+@pytest.fixture
+def exporter(tmp_path: Path):
+    """Start `dashgen export ... -- python trainer.py PIDS ON_TERM [child]`; everything stopped afterwards."""
+    script = tmp_path / "trainer.py"
+    script.write_text(TRAINER)
+    started: list[tuple[subprocess.Popen, Path]] = []
+
+    def start(on_term: str, *options: str, child: bool = False) -> tuple[subprocess.Popen, int, list[int]]:
+        log = tmp_path / "proj" / "exp.jsonl"
+        log.parent.mkdir(exist_ok=True)
+        port, pids = free_port(), tmp_path / f"pids-{len(started)}"
+        process = subprocess.Popen(
+            [sys.executable, "-m", "dashgen", "export", "--jsonl", str(log), "--listen", f"127.0.0.1:{port}",
+             "--poll-interval", "0.05", *options, "--", sys.executable, str(script), str(pids), on_term,
+             *(["child"] if child else [])], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        started.append((process, pids))
+        text = wait_until(lambda: pids.exists() and pids.read_text(), 30, "the trainer's start")
+        return process, port, [int(pid) for pid in text.split()]
+
+    yield start
+    for process, pids in started:
+        if process.poll() is None:
+            process.kill()
+        process.wait(timeout=10)
+        for pid in (pids.read_text().split() if pids.exists() else []):
+            if alive(int(pid)):
+                os.kill(int(pid), signal.SIGKILL)
+
+
+def test_a_trainer_ignoring_sigterm_is_killed_with_its_group_after_the_kill_timeout(exporter):
+    process, port, (trainer, grandchild) = exporter("ignore", "--kill-timeout", "1s", "--grace", "30s", child=True)
+    wait_until(lambda: state_of(scrape(port)) == "running", 20, "the run to be served")
+    process.send_signal(signal.SIGTERM)
+    wait_until(lambda: not alive(trainer) and not alive(grandchild), 1 + 5, "the trainer's group to be killed")
+    assert run_end(port) == "stopped"
+    process.send_signal(signal.SIGTERM)  # in the grace period: leave at once
+    assert process.wait(timeout=10) == 128 + signal.SIGKILL
+
+
+def test_an_act_stop_ends_a_trainer_that_ignores_sigterm(exporter, tmp_path):
+    pid_file = tmp_path / "trainer.pid"
+    process, port, (trainer,) = exporter("ignore", "--kill-timeout", "1s", "--grace", "30s", "--pid-file",
+                                         str(pid_file))
+    with ActProcess(tmp_path / "act", {"act_actions": {"VerlTrainingDivergence": "stop"}}, "--pid-file",
+                    str(pid_file)) as act:
+        [decision] = act.post(notification(alert()))[1]["decisions"]
+    assert decision["decision"] == "acted" and "dashgen export" in decision["detail"]
+    wait_until(lambda: not alive(trainer), 1 + 5, "the trainer to be killed after the kill timeout")
+    assert run_end(port) == "stopped"
+
+
+def test_a_second_stop_request_kills_at_once(exporter):
+    process, port, (trainer,) = exporter("ignore", "--kill-timeout", "5m")
+    wait_until(lambda: state_of(scrape(port)) == "running", 20, "the run to be served")
+    process.send_signal(signal.SIGTERM)
+    process.send_signal(signal.SIGINT)
+    wait_until(lambda: not alive(trainer), 5, "the trainer to be killed after the second signal")
+    assert run_end(port) == "stopped"
+
+
+def test_a_trainer_that_exits_0_after_a_stop_is_published_stopped(exporter, tmp_path):
+    pid_file = tmp_path / "trainer.pid"
+    process, port, (trainer,) = exporter("exit0", "--grace", "30s", "--pid-file", str(pid_file))
+    assert int(pid_file.read_text()) == trainer
+    process.send_signal(signal.SIGTERM)
+    assert run_end(port) == "stopped"
+    assert not pid_file.exists()  # removed when the trainer exited, not at the end of the grace period
+    assert process.poll() is None
+
+
+def test_a_killed_exporter_takes_its_trainer_with_it(exporter):
+    process, port, (trainer,) = exporter("ignore")
+    process.kill()
+    process.wait(timeout=10)
+    wait_until(lambda: not alive(trainer), 10, "the trainer to die with its exporter")
+
+
+def _export(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    marker = tmp_path / "trainer-started"
+    return subprocess.run([sys.executable, "-m", "dashgen", "export", "--jsonl", str(tmp_path / "p" / "e.jsonl"),
+                           "--listen", f"127.0.0.1:{free_port()}", *args, "--", sys.executable, "-c",
+                           f"open({str(marker)!r}, 'w').close()"], capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--pid-file", "/proc/x/y"], "--pid-file /proc/x/y: cannot write it"),
+    (["--grace", "99999999999y"], "--grace 99999999999y: at most 24h"),
+    (["--kill-timeout", "0s"], "--kill-timeout 0s: must be longer than 0s"),
+    (["--kill-timeout", "soon"], "--kill-timeout 'soon' is not a Prometheus duration"),
+    (["--poll-interval", "nan"], "nan is not a finite number of seconds"),
+])
+def test_bad_options_are_refused_before_the_trainer_starts(tmp_path, args, expected):
+    result = _export(tmp_path, *args)
+    assert result.returncode != 0
+    assert expected in result.stderr and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.count("Error:") == 1
+    assert not (tmp_path / "trainer-started").exists()
