@@ -50,7 +50,9 @@ def test_dashboard_shape(project):
     assert model["uid"] == "verl-training" and model["title"] == "verl RL training"
     assert "id" not in model and model["schemaVersion"] >= 39  # Grafana assigns the numeric id
     rows = [p["title"] for p in model["panels"] if p["type"] == "row"]
-    assert rows[:5] == ["At a glance", "Training stability", "Losses", "Per-rank heatmap", "Memory timeline"]
+    assert rows == ["At a glance", "Training stability", "Rewards, advantages and values", "Losses", "Stage timeline",
+                    "Step time and progress", "Throughput and MFU", "Rollout engine", "Per-rank heatmap",
+                    "Memory timeline"]
     variables = {v["name"]: v for v in model["templating"]["list"]}
     assert set(variables) == {"datasource", "job", "project", "experiment", "session", "node"}
     # All sessions means those the selected runs claim, not ".*"; one node at a time, never All.
