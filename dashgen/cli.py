@@ -120,13 +120,19 @@ def check(root: Path, config_path: Path | None) -> None:
 @cli.command(name="list")
 @_root_option
 @_config_option
-def list_(root: Path, config_path: Path | None) -> None:
+@click.option("--unused", is_flag=True,
+              help="Instead: the verl keys of the catalog that no panel shows, each with the reason a dashboard "
+                   "gives for leaving it out (Dashboard.left_out).")
+def list_(root: Path, config_path: Path | None, unused: bool) -> None:
     """Show dashboards, their panels and the metrics each panel queries; then the alerts."""
     from dashgen.build import render_project
     from dashgen.dashboards import metrics_used
 
     config = load_config(config_path, root)
     rendered = render_project(root, config)
+    if unused:
+        _list_unused(rendered, config, root)
+        return
     for module, dashboard in rendered.dashboards:
         click.echo(f"{dashboard.uid}  {dashboard.title!r}  ({module})")
         used = metrics_used(dashboard, config)
@@ -136,6 +142,17 @@ def list_(root: Path, config_path: Path | None) -> None:
                 click.echo(f"    {panel.title}: {', '.join(used[panel.title])}")
     for module, alert, _ in rendered.alerts:
         click.echo(f"alert {alert.name} [{alert.severity.value}] ({module})")
+
+
+def _list_unused(rendered, config: Config, root: Path) -> None:
+    from dashgen.coverage import unused_signals
+    from dashgen.project_metrics import project_catalog
+
+    signals = unused_signals(rendered.dashboards, config, project_catalog(root))
+    for signal in signals:
+        click.echo(f"{signal.verl_key}  ({signal.metric})  "
+                   + (f"left out: {signal.reason}" if signal.reason else "no panel, and no reason given"))
+    click.echo(f"{len(signals)} catalogued verl key(s) without a panel", err=True)
 
 
 @cli.command()

@@ -166,6 +166,15 @@ class Variable:
 
 
 @dataclass(frozen=True)
+class LeftOut:
+    """A verl key the catalog knows that the dashboard shows nowhere on purpose, and why
+    (`dashgen list --unused` lists the keys no panel reads, with these reasons)."""
+
+    verl_key: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class Dashboard:
     uid: str
     title: str
@@ -175,6 +184,7 @@ class Dashboard:
     variables: tuple[Variable, ...] = field(default_factory=tuple)
     annotations: tuple[Annotation, ...] = ()
     links: tuple[DashboardLink, ...] = ()
+    left_out: tuple[LeftOut, ...] = ()
 
 
 # --- Rules (see alerts/) ----------------------------------------------------------------

@@ -12,8 +12,8 @@ import dataclasses
 from dashgen.catalog import CATALOG
 from dashgen.config import Config, duration_seconds
 from dashgen.gpu import HOST_MEMORY_FULLEST, RUN_SESSION_LINK, SESSION_LABEL, gpu_source, run_join
-from dashgen.model import (Annotation, Dashboard, DashboardLink, Heatmap, Panel, Query, Row, Stat, Threshold,
-                           TimeSeries, Variable)
+from dashgen.model import (Annotation, Dashboard, DashboardLink, Heatmap, LeftOut, Panel, Query, Row, Stat,
+                           Threshold, TimeSeries, Variable)
 
 # Units Grafana has no id for are written as a plain name after the value.
 NATS = "suffix: nats"  # KL and entropy: verl computes both with natural logarithms
@@ -22,9 +22,9 @@ TOKENS = "suffix: tokens"
 TOKENS_PER_SECOND = "suffix: tokens/s"
 
 # verl keys the catalog knows that no panel shows, each with the reason.
-LEFT_OUT = {
-    "perf/time_per_step": "the same wall time as timing_s/step, which the step-time panels show",
-}
+LEFT_OUT = (
+    LeftOut("perf/time_per_step", "the same wall time as timing_s/step, which the step-time panels show"),
+)
 
 # The run picker every verl dashboard shares: `{run}` reads these three.
 RUN_VARIABLES = (
@@ -476,6 +476,7 @@ def dashboard(config: Config) -> Dashboard:
         tags=("verl", "rl", "dashgen"),
         variables=(*RUN_VARIABLES, *gpu_variables),
         links=(COMPARE_RUNS,),
+        left_out=LEFT_OUT,
         annotations=(
             Annotation("Firing alerts", 'ALERTS{run, alertstate="firing"}', "{{alertname}} {{experiment}}"),
             # verl logs these two timings only on the steps that validate or save a checkpoint.
