@@ -1,0 +1,60 @@
+"""dashgen preview: every dashboard drawn from a backfilled run, verl panels with data, byte-stable PNGs."""
+
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, run
+from dashgen.preview.units import format_value
+
+SAMPLE = REPO / "examples" / "runs" / "gsm8k" / "ppo-qwen-7b.jsonl"
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+pytest.importorskip("matplotlib")
+
+
+def test_preview_draws_every_dashboard_the_same_twice(project: Path, tmp_path: Path):
+    first, second = tmp_path / "first", tmp_path / "second"
+    for out in (first, second):
+        result = run("preview", str(SAMPLE), "--out", str(out), "--root", str(project))
+        assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in first.iterdir()) == ["verl-compare-runs.png", "verl-training.png"]
+    for png in first.iterdir():
+        assert png.read_bytes().startswith(PNG_SIGNATURE)
+        assert png.read_bytes() == (second / png.name).read_bytes(), png.name
+    assert "verl-training.png: 40 of 49 panels with data" in result.output
+
+
+def test_a_verl_panel_without_data_fails_unless_allowed(project: Path, tmp_path: Path):
+    module = project / "panels" / "verl_training.py"
+    # A key the sample run does not log (only REMAX logs timing_s/gen_max).
+    module.write_text(module.read_text().replace('Query("verl_timing_step_seconds{run}", "{{experiment}}")',
+                                                 'Query("verl_timing_gen_max_seconds{run}", "{{experiment}}")'))
+    assert run("build", "--root", str(project)).exit_code == 0
+    result = run("preview", str(SAMPLE), "--out", str(tmp_path), "--root", str(project))
+    assert result.exit_code == 1
+    assert "verl-training: 'Step time'" in result.output and "--allow-empty" in result.output
+    assert (tmp_path / "verl-training.png").is_file()  # drawn all the same, to look at
+    allowed = run("preview", str(SAMPLE), "--out", str(tmp_path), "--allow-empty", "--root", str(project))
+    assert allowed.exit_code == 0, allowed.output
+
+
+def test_build_and_check_leave_the_preview_folder_alone(project: Path):
+    preview = project / "rendered" / "preview" / "verl-training.png"
+    assert preview.is_file()  # committed
+    assert run("build", "--root", str(project)).exit_code == 0
+    assert preview.is_file()
+    assert run("check", "--root", str(project)).exit_code == 0
+
+
+def test_a_missing_run_is_named(project: Path):
+    result = run("preview", "--root", str(project))  # the copy has no examples/
+    assert result.exit_code == 1 and "examples/runs/gsm8k/ppo-qwen-7b.jsonl: no such step log" in result.output
+
+
+@pytest.mark.parametrize("value, unit, shown", [
+    (0.0123, "percentunit", "1.23%"), (1536, "suffix: tokens/s", "1.54 k tokens/s"), (0.0000219, "s", "21.9 µs"),
+    (62, "s", "1.03 min"), (60 * 2**30, "bytes", "60 GiB"), (0.5, "suffix: nats", "0.5 nats"), (42, "none", "42"),
+])
+def test_units_read_as_grafana_shows_them(value, unit, shown):
+    assert format_value(value, unit) == shown
