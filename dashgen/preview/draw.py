@@ -222,13 +222,14 @@ def _series_colours(panel: dict[str, Any], series: list[Series]) -> list[str]:
     return [fixed.get(s.ref_id, PALETTE[i % len(PALETTE)]) for i, s in enumerate(series)]
 
 
-def _plot_area(canvas: _Canvas, box, legend_items: int, y_labels: bool = True):
+def _plot_area(canvas: _Canvas, box, legend_items: int, unit: str):
     """Axes inside a panel box, leaving room for the title, the tick labels and a legend below."""
     left, top, width, height = box
     columns = max(1, int(width // 190))
     legend_rows = math.ceil(legend_items / columns) if legend_items else 0
     legend_px = min(legend_rows, max(1, int((height - 70) // 11))) * 11
-    pad_left = 66 if y_labels else 10
+    # Room for the longest tick label: a number and, for a custom unit, its name.
+    pad_left = min(110, 52 + 5 * len(unit.partition(":")[2])) if ":" in unit else 66
     axes = canvas.figure.add_axes(canvas.fraction(left + pad_left, top + 20, width - pad_left - 10,
                                                   height - 20 - 16 - legend_px - 4))
     axes.set_facecolor(PANEL_FACE)
@@ -283,7 +284,7 @@ def _value_axis(axes, panel: dict[str, Any], unit: str) -> None:
 def _time_series(canvas: _Canvas, panel: dict[str, Any], result: PanelResult, box, unit: str, preview: PreviewRun,
                  marks: list[tuple[float, str]]) -> None:
     series = [s for s in result.series if s.values]
-    axes, columns, legend_px, legend_rows = _plot_area(canvas, box, len(series))
+    axes, columns, legend_px, legend_rows = _plot_area(canvas, box, len(series), unit)
     colours = _series_colours(panel, series)
     custom = panel.get("fieldConfig", {}).get("defaults", {}).get("custom", {})
     handles = []
@@ -348,7 +349,7 @@ def _step_chart(canvas: _Canvas, panel: dict[str, Any], result: PanelResult, box
         step_at = steps[_run_of(s)]
         points = sorted((step_at[at], value) for at, value in zip(s.times, s.values) if at in step_at)
         lines.append((s.labels.get("experiment", s.name), points))
-    axes, columns, legend_px, legend_rows = _plot_area(canvas, box, len(lines))
+    axes, columns, legend_px, legend_rows = _plot_area(canvas, box, len(lines), unit)
     handles, labels = [], []
     for index, (name, points) in enumerate(lines):
         (line,) = axes.plot([p[0] for p in points], [p[1] for p in points], color=PALETTE[index % len(PALETTE)],
