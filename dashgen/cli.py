@@ -104,13 +104,17 @@ def build(root: Path, config_path: Path | None, reload_url: str | None) -> None:
 @_config_option
 def check(root: Path, config_path: Path | None) -> None:
     """Fail if rendered/ is stale against the sources or any check fails."""
-    from dashgen.build import differences, render_project, validate_rendered
+    from dashgen.build import PREVIEW, differences, render_project, validate_rendered
+    from dashgen.preview.stamp import stale_previews
     from dashgen.tree_writer import project_lock
 
     rendered = render_project(root, load_config(config_path, root))
     validate_rendered(rendered.files)
     with project_lock(root):
-        problems = differences(_rendered_dir(root), rendered.files)
+        out_dir = _rendered_dir(root)
+        problems = differences(out_dir, rendered.files)
+    problems += stale_previews(out_dir / PREVIEW, {d.uid: rendered.files[f"dashboards/{d.uid}.json"]
+                                                   for _, d in rendered.dashboards})
     if problems:
         raise BuildError("rendered/ does not match the sources; run `dashgen build` and commit:\n  "
                          + "\n  ".join(problems))
@@ -562,6 +566,7 @@ def preview(run_path: Path | None, out_dir: Path | None, allow_empty: bool, star
     from dashgen.config import duration_seconds
     from dashgen.preview import draw_dashboard, preview_data, require_matplotlib
     from dashgen.preview.query import backfilled
+    from dashgen.preview.stamp import dashboard_digest
     from dashgen.project_metrics import project_catalog
 
     require_matplotlib()
@@ -583,7 +588,8 @@ def preview(run_path: Path | None, out_dir: Path | None, allow_empty: bool, star
             out_dir.mkdir(parents=True, exist_ok=True)
             path = out_dir / f"{dashboard.uid}.png"
             partial = out_dir / f".{dashboard.uid}.png.partial"
-            draw_dashboard(model, results, events, run, partial)
+            draw_dashboard(model, results, events, run, partial,
+                           dashboard_digest(rendered.files[f"dashboards/{dashboard.uid}.json"]))
             os.replace(partial, path)
             titles = {panel["id"]: panel["title"] for panel in _all_panels(model)}
             empty += [f"{dashboard.uid}: {titles[panel_id]!r}" for panel_id, result in results.items()

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, run
+from conftest import REPO, run, with_preview
 from dashgen.preview.units import format_value
 
 SAMPLE = REPO / "examples" / "runs" / "gsm8k" / "ppo-qwen-7b.jsonl"
@@ -40,11 +40,22 @@ def test_a_verl_panel_without_data_fails_unless_allowed(project: Path, tmp_path:
 
 
 def test_build_and_check_leave_the_preview_folder_alone(project: Path):
-    preview = project / "rendered" / "preview" / "verl-training.png"
-    assert preview.is_file()  # committed
+    preview = with_preview(project) / "verl-training.png"
     assert run("build", "--root", str(project)).exit_code == 0
     assert preview.is_file()
     assert run("check", "--root", str(project)).exit_code == 0
+
+
+def test_check_names_a_preview_drawn_from_an_older_dashboard(project: Path):
+    with_preview(project)
+    module = project / "panels" / "compare_runs.py"
+    module.write_text(module.read_text().replace('"Policy entropy"', '"Entropy"'))
+    assert run("build", "--root", str(project)).exit_code == 0
+    result = run("check", "--root", str(project))
+    assert result.exit_code == 1
+    assert ("rendered/preview/verl-compare-runs.png: drawn from an older dashboards/verl-compare-runs.json; "
+            "run `dashgen preview`") in result.output
+    assert "verl-training.png" not in result.output  # that one is current
 
 
 def test_a_missing_run_is_named(project: Path):

@@ -46,8 +46,9 @@ def _colour(name: str) -> str:
 
 
 def draw_dashboard(model: dict[str, Any], results: dict[int, PanelResult], events: dict[str, list[float]],
-                   preview: PreviewRun, path: Path) -> None:
-    """Draw the dashboard `model` (rendered JSON) with the query `results` into the PNG at `path`."""
+                   preview: PreviewRun, path: Path, stamp: str = "") -> None:
+    """Draw the dashboard `model` (rendered JSON) with the query `results` into the PNG at `path`;
+    `stamp` (the JSON's digest, see stamp.py) is written into it."""
     require_matplotlib()
     import matplotlib
 
@@ -70,7 +71,7 @@ def draw_dashboard(model: dict[str, Any], results: dict[int, PanelResult], event
             _draw_row(canvas, panel)
         else:
             _draw_panel(canvas, panel, results.get(panel["id"], PanelResult()), preview, marks)
-    _save_png(figure, path)
+    _save_png(figure, path, stamp)
     plt.close(figure)
 
 
@@ -79,11 +80,18 @@ def draw_dashboard(model: dict[str, Any], results: dict[int, PanelResult], event
 PNG_COLOURS = 128
 
 
-def _save_png(figure, path: Path) -> None:
-    """The figure as a palette PNG without text chunks (no software version, no time): byte-stable."""
+def _save_png(figure, path: Path, stamp: str) -> None:
+    """The figure as a palette PNG whose only text is the stamp (no software version, no time): byte-stable."""
     import io
 
     from PIL import Image
+    from PIL.PngImagePlugin import PngInfo
+
+    from dashgen.preview.stamp import STAMP_KEY
+
+    info = PngInfo()
+    if stamp:
+        info.add_text(STAMP_KEY, stamp)
 
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=DPI, metadata={"Software": None})
@@ -91,7 +99,7 @@ def _save_png(figure, path: Path) -> None:
     with Image.open(buffer) as image:
         palette = image.convert("RGB").quantize(colors=PNG_COLOURS, method=Image.Quantize.MEDIANCUT,
                                                 dither=Image.Dither.NONE)
-    palette.save(path, format="PNG", optimize=True)
+    palette.save(path, format="PNG", optimize=True, pnginfo=info)
 
 
 class _Canvas:
