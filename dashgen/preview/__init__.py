@@ -7,6 +7,7 @@ units.py   values formatted as Grafana formats its units (s, bytes, percentunit,
 draw.py    the panels laid out on Grafana's 24-column grid with matplotlib: time series (stacked
            where the panel stacks), stats as numbers, heatmaps as heatmaps, XY charts against the
            step, collapsed rows as bars, "No data" where a query returned nothing
+stamp.py   the digest of the dashboard JSON a PNG was drawn from, which `dashgen check` compares
 """
 
 from dashgen.preview.draw import draw_dashboard, require_matplotlib
