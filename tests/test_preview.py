@@ -69,3 +69,28 @@ def test_a_missing_run_is_named(project: Path):
 ])
 def test_units_read_as_grafana_shows_them(value, unit, shown):
     assert format_value(value, unit) == shown
+
+
+def test_heatmaps_stats_and_collapsed_rows_are_drawn_as_grafana_shows_them(tmp_path: Path):
+    """Without Prometheus: the sample run has no GPU series, so its heatmaps are empty."""
+    from dashgen.backfill import RecordedRun
+    from dashgen.preview import PanelResult, PreviewRun, Series, draw_dashboard
+
+    run_ = RecordedRun(Path("run.jsonl"), {"job": "verl", "instance": "i", "project": "p", "experiment": "e"},
+                       steps=[1])
+    times = tuple(float(t) for t in range(0, 601, 60))
+    red_above_one = {"mode": "absolute", "steps": [{"color": "green", "value": None}, {"color": "red", "value": 1}]}
+    model = {"title": "GPUs", "panels": [
+        {"type": "row", "title": "Hidden", "collapsed": True, "gridPos": {"x": 0, "y": 0, "w": 24, "h": 1}, "id": 1,
+         "panels": [{"id": 9}]},
+        {"type": "heatmap", "title": "Least busy GPU per node", "id": 2, "gridPos": {"x": 0, "y": 1, "w": 12, "h": 8},
+         "options": {"color": {"scheme": "Viridis", "min": 0, "max": 100}, "cellValues": {"unit": "percent"}}},
+        {"type": "stat", "title": "Firing", "id": 3, "gridPos": {"x": 12, "y": 1, "w": 4, "h": 4},
+         "fieldConfig": {"defaults": {"thresholds": red_above_one}}},
+    ]}
+    results = {2: PanelResult("Least busy GPU per node", [Series("A", f"10.0.0.{n}", {}, times, tuple(
+                   float(n * 20) for _ in times)) for n in range(5)]),
+               3: PanelResult("Firing", [Series("A", "firing", {}, times, tuple(2.0 for _ in times))])}
+    png = tmp_path / "gpus.png"
+    draw_dashboard(model, results, {}, PreviewRun(run_, 0.0, 600.0, 60.0), png)
+    assert png.read_bytes().startswith(PNG_SIGNATURE)

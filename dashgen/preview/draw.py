@@ -76,8 +76,8 @@ def draw_dashboard(model: dict[str, Any], results: dict[int, PanelResult], event
 
 
 # Colours kept in the saved PNG: a preview is flat colours and text, and a palette PNG of it is a
-# third of the size of matplotlib's RGBA one for a repository to hold.
-PNG_COLOURS = 128
+# third of the size of matplotlib's RGBA one for a repository to hold; 256 keeps a heatmap's scale smooth.
+PNG_COLOURS = 256
 
 
 def _save_png(figure, path: Path, stamp: str) -> None:
