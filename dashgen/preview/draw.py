@@ -31,6 +31,8 @@ PALETTE = ("#7EB26D", "#EAB839", "#6ED0E0", "#EF843C", "#E24D42", "#1F78C1", "#B
 NAMED_COLOURS = {"green": "#56A64B", "red": "#E02F44", "yellow": "#F2CC0C", "blue": "#3274D9", "orange": "#FF9830",
                  "purple": "#A352CC"}
 HEATMAP_SCHEMES = {"Viridis": "viridis", "Oranges": "Oranges", "Turbo": "turbo", "Blues": "Blues", "Reds": "Reds"}
+# A legend column's width; a name longer than its column is cut with an ellipsis.
+LEGEND_COLUMN_PX, LEGEND_CHAR_PX = 240, 4.6
 PANEL_FACE, PANEL_EDGE, TEXT, MUTED = "#F7F8FA", "#D8D9DA", "#24292E", "#8E8E8E"
 
 
@@ -233,7 +235,7 @@ def _series_colours(panel: dict[str, Any], series: list[Series]) -> list[str]:
 def _plot_area(canvas: _Canvas, box, legend_items: int, unit: str):
     """Axes inside a panel box, leaving room for the title, the tick labels and a legend below."""
     left, top, width, height = box
-    columns = max(1, int(width // 190))
+    columns = max(1, min(legend_items, int(width // LEGEND_COLUMN_PX)))
     legend_rows = math.ceil(legend_items / columns) if legend_items else 0
     legend_px = min(legend_rows, max(1, int((height - 70) // 11))) * 11
     # Room for the longest tick label: a number and, for a custom unit, its name.
@@ -261,7 +263,10 @@ def _legend(axes, handles, labels, columns: int, legend_px: int, rows_wanted: in
         hidden = len(handles) - keep
         handles = [*handles[:keep], Line2D([], [], color="none")]
         labels = [*labels[:keep], f"+{hidden} more"]
-    height_px = axes.get_window_extent().height
+    extent = axes.get_window_extent()
+    fits = int((extent.width + 50) / columns / LEGEND_CHAR_PX) - 5  # the legend may reach under the y labels
+    labels = [_shorten(label, fits) for label in labels]
+    height_px = extent.height
     axes.legend(handles, labels, loc="upper left", bbox_to_anchor=(0, -16 / max(height_px, 1)), ncol=columns,
                 fontsize=6.5, frameon=False, handlelength=1.2, handletextpad=0.4, columnspacing=1.2,
                 borderaxespad=0, borderpad=0, labelspacing=0.25)

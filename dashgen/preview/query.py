@@ -75,7 +75,10 @@ def backfilled(path: Path, config: Config, catalog: Catalog, timing: Timing) -> 
         with open(scraped, "w") as handle:
             write_openmetrics([run], handle, timing.scrape_interval)
         create_blocks(scraped, workdir / "tsdb", run.end - run.times[0])
-        with serve_tsdb(workdir) as server:
+        # A scrape marks a series stale once a step stops logging it (testing, save_checkpoint);
+        # blocks cannot, so the lookback is cut to two scrapes to show the same gaps.
+        lookback = f"--query.lookback-delta={2 * timing.scrape_interval:g}s"
+        with serve_tsdb(workdir, (lookback,)) as server:
             yield server, PreviewRun(run, start, end, step)
 
 
