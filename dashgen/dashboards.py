@@ -135,6 +135,8 @@ def compile_dashboard(definition: Dashboard, config: Config, catalog: Catalog, o
                 raise BuildError(f"{where}: panels {ids[panel_id]!r} and {panel.title!r} in row {row.title!r} "
                                  f"get the same id; give them different titles")
             ids[panel_id] = panel.title
+            if isinstance(panel, StepChart):
+                _check_pairs_with_step(panel, selectors, catalog, where)
             query_format = "table" if isinstance(panel, StepChart) else "time_series"
             targets = [G.Target(expr=expr_of(q.expr, panel.title), legendFormat=q.legend, refId=_ref_id(i),
                                 datasource=DATASOURCE, format=query_format) for i, q in enumerate(panel.queries)]
@@ -185,6 +187,20 @@ def _dashboard_links(config: Config) -> list[dict[str, Any]]:
                   "includeVars": True, "keepTime": True, "icon": "dashboard", "targetBlank": False}
     del dashboards["url"]
     return [_link("Runbook", config.runbook_base_url), dashboards]
+
+
+# The labels a StepChart's value must carry, and only those, to pair row by row with the step.
+STEP_PAIRING_LABELS = frozenset({"job", "instance", "project", "experiment"})
+
+
+def _check_pairs_with_step(chart: StepChart, selectors: dict[str, str], catalog: Catalog, where: str) -> None:
+    place = f"{where}, panel {chart.title!r}"
+    labels = checked_expression(chart.value.expr, selectors, catalog, place)[1].labels
+    if labels != STEP_PAIRING_LABELS:
+        raise BuildError(f"{place}: a step chart's value must carry exactly the run's labels "
+                         f"({', '.join(sorted(STEP_PAIRING_LABELS))}) to pair with the step at each time; it carries "
+                         f"{', '.join(sorted(labels)) or 'none'}. Aggregate the others away, e.g. "
+                         f"avg by (job, instance, project, experiment) (...)\n  expr: {chart.value.expr}")
 
 
 def _dashboard_link(link: DashboardLink) -> dict[str, Any]:

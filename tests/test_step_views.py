@@ -2,7 +2,7 @@
 
 import json
 
-from conftest import REPO
+from conftest import REPO, run
 from dashgen.dashboards import iter_panels
 from dashgen.validate import schema_errors
 from dashgen_panels.verl_training import STAGE_COLOURS
@@ -79,3 +79,13 @@ def test_signals_have_units():
                      "Policy entropy": "suffix: nats", "Throughput per GPU": "suffix: tokens/s",
                      "Validation score": "suffix: reward", "Time per token by stage": "s",
                      "PPO clip fraction": "percentunit"}
+
+
+def test_a_step_chart_value_with_other_labels_is_refused(project):
+    module = project / "panels" / "compare_runs.py"
+    module.write_text(module.read_text().replace('Query(f"avg by ({RUN}) (verl_val_core{{run}})")',
+                                                 'Query("verl_val_core{run}")'))
+    result = run("build", "--root", str(project))
+    assert result.exit_code == 1
+    assert "panels/compare_runs.py: dashboard 'verl-compare-runs', panel 'Validation score'" in result.output
+    assert "carries data_source, experiment, instance, job, metric, project, variable" in result.output
