@@ -30,6 +30,9 @@ from dashgen.tree_writer import existing_files, replace_tree
 from dashgen.validate import validate_dashboard
 
 RENDERED = "rendered"
+# rendered/preview/ holds `dashgen preview`'s PNGs: drawn from a backfilled run, not by build, so
+# build leaves the folder alone and check does not compare it (see tree_writer.UNMANAGED).
+PREVIEW = "preview"
 DEFAULT_DASHBOARDS_PATH = "/etc/dashgen/dashboards"
 DEFAULT_PROMETHEUS_URL = "http://localhost:9090"
 

@@ -39,8 +39,10 @@ RAY_NODE_LABELS = TARGET_LABELS | {"ip", "SessionName", "Version", "IsHeadNode",
 RAY_GPU_LABELS = RAY_NODE_LABELS | {"GpuIndex", "GpuDeviceName", "GpuUuid"}
 DCGM_LABELS = TARGET_LABELS | {"gpu", "UUID", "device", "modelName", "Hostname", "pci_bus_id", "GPU_I_PROFILE",
                                "GPU_I_ID", "namespace", "pod", "container"}
-VLLM_LABELS = TARGET_LABELS | {"model_name", "engine"}
-SGLANG_LABELS = TARGET_LABELS | {"model_name", "engine_type", "tp_rank", "pp_rank", "dp_rank", "moe_ep_rank"}
+# The rollout engines' targets file names each engine's run (project, experiment), as file_sd labels.
+ROLLOUT_TARGET_LABELS = TARGET_LABELS | {"project", "experiment"}
+VLLM_LABELS = ROLLOUT_TARGET_LABELS | {"model_name", "engine"}
+SGLANG_LABELS = ROLLOUT_TARGET_LABELS | {"model_name", "engine_type", "tp_rank", "pp_rank", "dp_rank", "moe_ep_rank"}
 
 HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
 

@@ -109,13 +109,17 @@ def build(root: Path, config_path: Path | None, reload_url: str | None) -> None:
 @_config_option
 def check(root: Path, config_path: Path | None) -> None:
     """Fail if rendered/ is stale against the sources or any check fails."""
-    from dashgen.build import differences, render_project, validate_rendered
+    from dashgen.build import PREVIEW, differences, render_project, validate_rendered
+    from dashgen.preview.stamp import stale_previews
     from dashgen.tree_writer import project_lock
 
     rendered = render_project(root, load_config(config_path, root))
     validate_rendered(rendered.files)
     with project_lock(root):
-        problems = differences(_rendered_dir(root), rendered.files)
+        out_dir = _rendered_dir(root)
+        problems = differences(out_dir, rendered.files)
+    problems += stale_previews(out_dir / PREVIEW, {d.uid: rendered.files[f"dashboards/{d.uid}.json"]
+                                                   for _, d in rendered.dashboards})
     if problems:
         raise BuildError("rendered/ does not match the sources; run `dashgen build` and commit:\n  "
                          + "\n  ".join(problems))
@@ -125,13 +129,19 @@ def check(root: Path, config_path: Path | None) -> None:
 @cli.command(name="list")
 @_root_option
 @_config_option
-def list_(root: Path, config_path: Path | None) -> None:
+@click.option("--unused", is_flag=True,
+              help="Instead: the verl keys of the catalog that no panel shows, each with the reason a dashboard "
+                   "gives for leaving it out (Dashboard.left_out).")
+def list_(root: Path, config_path: Path | None, unused: bool) -> None:
     """Show dashboards, their panels and the metrics each panel queries; then the alerts."""
     from dashgen.build import render_project
     from dashgen.dashboards import metrics_used
 
     config = load_config(config_path, root)
     rendered = render_project(root, config)
+    if unused:
+        _list_unused(rendered, config, root)
+        return
     for module, dashboard in rendered.dashboards:
         click.echo(f"{dashboard.uid}  {dashboard.title!r}  ({module})")
         used = metrics_used(dashboard, config)
@@ -141,6 +151,17 @@ def list_(root: Path, config_path: Path | None) -> None:
                 click.echo(f"    {panel.title}: {', '.join(used[panel.title])}")
     for module, alert, _ in rendered.alerts:
         click.echo(f"alert {alert.name} [{alert.severity.value}] ({module})")
+
+
+def _list_unused(rendered, config: Config, root: Path) -> None:
+    from dashgen.coverage import unused_signals
+    from dashgen.project_metrics import project_catalog
+
+    signals = unused_signals(rendered.dashboards, config, project_catalog(root))
+    for signal in signals:
+        click.echo(f"{signal.verl_key}  ({signal.metric})  "
+                   + (f"left out: {signal.reason}" if signal.reason else "no panel, and no reason given"))
+    click.echo(f"{len(signals)} catalogued verl key(s) without a panel", err=True)
 
 
 @cli.command()
@@ -586,6 +607,77 @@ def backtest(run_paths: tuple[Path, ...], root: Path, config_path: Path | None, 
     if plot_path is not None:
         plot(outcomes, plot_path)
         click.echo(f"dashgen backtest: plot written to {plot_path}", err=True)
+
+
+# The sample run of the repository, and a fixed clock for it, so the committed preview is byte-stable.
+DEFAULT_PREVIEW_RUN = Path("examples/runs/gsm8k/ppo-qwen-7b.jsonl")
+PREVIEW_START = "2025-01-01T00:00:00Z"
+
+
+@cli.command()
+@click.argument("run_path", metavar="[RUN.jsonl]", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Folder for one <dashboard uid>.png per dashboard. Default: rendered/preview/ of the project.")
+@click.option("--allow-empty", is_flag=True,
+              help="Succeed even when a panel that reads the verl exporter's series has no data.")
+@click.option("--start", default=PREVIEW_START, show_default=True,
+              help="When the run began (Unix seconds or RFC 3339): fixed, so the same run draws the same PNG.")
+@_root_option
+@_config_option
+def preview(run_path: Path | None, out_dir: Path | None, allow_empty: bool, start: str, root: Path,
+            config_path: Path | None) -> None:
+    """Draw each dashboard to a PNG from real query results over a recorded run.
+
+    The run (default: the sample run examples/runs/gsm8k/ppo-qwen-7b.jsonl) is backfilled into a
+    temporary Prometheus as backtest does; every panel's queries are evaluated over it with the
+    dashboard's variables set to the run. Fails when a panel reading verl's series has no data.
+    """
+    import json
+
+    from dashgen.backfill import Timing
+    from dashgen.build import PREVIEW, RENDERED, render_project
+    from dashgen.config import duration_seconds
+    from dashgen.preview import draw_dashboard, preview_data, require_matplotlib
+    from dashgen.preview.query import backfilled
+    from dashgen.preview.stamp import dashboard_digest
+    from dashgen.project_metrics import project_catalog
+
+    require_matplotlib()
+    config = load_config(config_path, root)
+    rendered = render_project(root, config)
+    run_path = run_path or root / DEFAULT_PREVIEW_RUN
+    if not run_path.is_file():
+        raise BuildError(f"{run_path}: no such step log; give a verl run's JSONL (dashgen preview RUN.jsonl)")
+    out_dir = out_dir or root / RENDERED / PREVIEW
+    _writable_folder(out_dir, "--out")
+    scrape_interval = duration_seconds(config.scrape_interval)
+    timing = Timing(start=_parse_time(start), scrape_interval=scrape_interval)
+    catalog = project_catalog(root)
+    empty: list[str] = []
+    with backfilled(run_path, config, catalog, timing) as (server, run):
+        for module, dashboard in rendered.dashboards:
+            model = json.loads(rendered.files[f"dashboards/{dashboard.uid}.json"])
+            results, events = preview_data(server, model, run, catalog, scrape_interval, module)
+            out_dir.mkdir(parents=True, exist_ok=True)
+            path = out_dir / f"{dashboard.uid}.png"
+            partial = out_dir / f".{dashboard.uid}.png.partial"
+            draw_dashboard(model, results, events, run, partial,
+                           dashboard_digest(rendered.files[f"dashboards/{dashboard.uid}.json"]))
+            os.replace(partial, path)
+            titles = {panel["id"]: panel["title"] for panel in _all_panels(model)}
+            empty += [f"{dashboard.uid}: {titles[panel_id]!r}" for panel_id, result in results.items()
+                      if result.reads_verl and not result.has_data]
+            drawn = sum(result.has_data for result in results.values())
+            click.echo(f"{path}: {drawn} of {len(results)} panels with data")
+    if empty and not allow_empty:
+        raise BuildError(f"{run_path}: panels reading verl's series have no data (a key the run does not log, or a "
+                         f"query that selects nothing; --allow-empty draws them anyway):\n  " + "\n  ".join(empty))
+
+
+def _all_panels(model: dict):
+    from dashgen.dashboards import iter_panels
+
+    return iter_panels(model)
 
 
 @cli.command()

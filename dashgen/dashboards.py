@@ -19,8 +19,8 @@ from grafanalib._gen import DashboardEncoder
 from dashgen.catalog import Catalog
 from dashgen.config import Config
 from dashgen.errors import BuildError
-from dashgen.model import (GRID_COLUMNS, Annotation, Dashboard, Heatmap, Panel, Position, Row, Stat, Threshold,
-                           TimeSeries, Variable)
+from dashgen.model import (GRID_COLUMNS, Annotation, Dashboard, DashboardLink, Heatmap, Panel, Position, Query, Row,
+                           Stat, StepChart, Threshold, TimeSeries, Variable)
 from dashgen.rendering import runbook_anchor
 from dashgen.selectors import checked_expression, dashboard_selectors, expand_selectors
 
@@ -90,6 +90,31 @@ class ModernStat(G.Panel):
         })
 
 
+@attr.s
+class StepXYChart(G.Panel):
+    """Grafana's XY chart (v11+) drawing a value against the training step, one series per run.
+
+    Both queries come back as tables (one row per sample, a column per label); `merge` joins
+    them row by row where time and labels agree, `partitionByValues` splits the result into
+    one frame per experiment, and the chart's auto mapping draws each frame with the step
+    (query A's value) on x and the value (query B's) on y."""
+
+    unit = attr.ib(default="none")
+
+    def to_json_data(self):
+        by_name = {"id": "byName", "options": f"Value #{_ref_id(0)}"}
+        return self.panel_json({
+            "type": "xychart",
+            "fieldConfig": {"defaults": {"unit": self.unit, "custom": {"show": "lines"}}, "overrides": []},
+            "options": {"mapping": "auto", "series": [{"x": {"matcher": by_name}}],
+                        "legend": {"showLegend": True, "displayMode": "list", "placement": "bottom", "calcs": []},
+                        "tooltip": {"mode": "multi", "sort": "none"}},
+            "transformations": [{"id": "merge", "options": {}},
+                                {"id": "partitionByValues", "options": {"fields": ["experiment"],
+                                                                        "naming": {"asLabels": True}}}],
+        })
+
+
 def compile_dashboard(definition: Dashboard, config: Config, catalog: Catalog, origin: str) -> dict[str, Any]:
     """The dashboard's normalised JSON model; BuildError naming `origin` and the panel on any problem."""
     where = f"{origin}: dashboard {definition.uid!r}"
@@ -111,8 +136,11 @@ def compile_dashboard(definition: Dashboard, config: Config, catalog: Catalog, o
                 raise BuildError(f"{where}: panels {ids[panel_id]!r} and {panel.title!r} in row {row.title!r} "
                                  f"get the same id; give them different titles")
             ids[panel_id] = panel.title
+            if isinstance(panel, StepChart):
+                _check_pairs_with_step(panel, selectors, catalog, where)
+            query_format = "table" if isinstance(panel, StepChart) else "time_series"
             targets = [G.Target(expr=expr_of(q.expr, panel.title), legendFormat=q.legend, refId=_ref_id(i),
-                                datasource=DATASOURCE) for i, q in enumerate(panel.queries)]
+                                datasource=DATASOURCE, format=query_format) for i, q in enumerate(panel.queries)]
             if not targets:
                 raise BuildError(f"{where}, panel {panel.title!r}: a panel needs at least one query")
             children.append(_grafanalib_panel(panel, panel_id, targets, pos, config))
@@ -141,7 +169,7 @@ def compile_dashboard(definition: Dashboard, config: Config, catalog: Catalog, o
     raw = json.loads(json.dumps(dashboard.to_json_data(), cls=DashboardEncoder))
     model = _normalise_dashboard(raw)
     # After normalisation: these are written as Grafana wants them, nothing to drop.
-    model["links"] = _dashboard_links(config)
+    model["links"] = _dashboard_links(config) + [_dashboard_link(link) for link in definition.links]
     annotations = [_annotation(a, expr_of(a.expr, f"annotation {a.name}")) for a in definition.annotations]
     if annotations:
         model["annotations"] = {"list": annotations}
@@ -160,6 +188,26 @@ def _dashboard_links(config: Config) -> list[dict[str, Any]]:
                   "includeVars": True, "keepTime": True, "icon": "dashboard", "targetBlank": False}
     del dashboards["url"]
     return [_link("Runbook", config.runbook_base_url), dashboards]
+
+
+# The labels a StepChart's value must carry, and only those, to pair row by row with the step.
+STEP_PAIRING_LABELS = frozenset({"job", "instance", "project", "experiment"})
+
+
+def _check_pairs_with_step(chart: StepChart, selectors: dict[str, str], catalog: Catalog, where: str) -> None:
+    place = f"{where}, panel {chart.title!r}"
+    labels = checked_expression(chart.value.expr, selectors, catalog, place)[1].labels
+    if labels != STEP_PAIRING_LABELS:
+        raise BuildError(f"{place}: a step chart's value must carry exactly the run's labels "
+                         f"({', '.join(sorted(STEP_PAIRING_LABELS))}) to pair with the step at each time; it carries "
+                         f"{', '.join(sorted(labels)) or 'none'}. Aggregate the others away, e.g. "
+                         f"avg by (job, instance, project, experiment) (...)\n  expr: {chart.value.expr}")
+
+
+def _dashboard_link(link: DashboardLink) -> dict[str, Any]:
+    """Another dashboard by uid, keeping the time range and the picked run."""
+    return {**_link(link.title, f"/d/{link.uid}"), "targetBlank": False, "includeVars": True, "keepTime": True,
+            "icon": "dashboard"}
 
 
 def _annotation(annotation: Annotation, expr: str) -> dict[str, Any]:
@@ -226,16 +274,28 @@ def _grafanalib_panel(panel: Panel, panel_id: int, targets: list, pos: Position,
         return ModernStat(**common, extraJson=_thresholds_json(panel.thresholds, config, panel.unit))
     if isinstance(panel, TimeSeries):
         extra = _thresholds_json(panel.thresholds, config, panel.unit)
+        custom = extra["fieldConfig"]["defaults"].setdefault("custom", {})
         if panel.thresholds:  # drawn as lines across the graph
-            extra["fieldConfig"]["defaults"]["custom"] = {"thresholdsStyle": {"mode": "line"}}
+            custom["thresholdsStyle"] = {"mode": "line"}
+        if panel.stacked:
+            custom["stacking"] = {"group": "A", "mode": "normal"}
         return G.TimeSeries(**common, unit=panel.unit, valueMin=panel.min, valueMax=panel.max,
                             fillOpacity=panel.fill_opacity, legendCalcs=["lastNotNull"], tooltipMode="multi",
-                            showPoints="never", spanNulls=True,
+                            showPoints="never", spanNulls=True, overrides=_colour_overrides(panel.queries),
                             extraJson={"options": {"legend": {"showLegend": True}}, **extra})
+    if isinstance(panel, StepChart):
+        return StepXYChart(**common, unit=panel.unit)
     if isinstance(panel, Heatmap):
         return ModernHeatmap(**common, unit=panel.unit, colorScheme=panel.color_scheme,
                              valueMin=panel.min, valueMax=panel.max)
     raise TypeError(f"not a panel: {panel!r}")
+
+
+def _colour_overrides(queries: tuple[Query, ...]) -> list[dict[str, Any]]:
+    """A fixed colour for each query that names one (its series, matched by the query's refId)."""
+    return [{"matcher": {"id": "byFrameRefID", "options": _ref_id(i)},
+             "properties": [{"id": "color", "value": {"fixedColor": q.color, "mode": "fixed"}}]}
+            for i, q in enumerate(queries) if q.color]
 
 
 def _thresholds_json(thresholds: tuple[Threshold, ...], config: Config, unit: str) -> dict[str, Any]:

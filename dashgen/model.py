@@ -11,6 +11,8 @@ compiler fills in from the config:
 - `gpu`      the per-GPU metrics' scrape job (Ray node metrics or the DCGM exporter)
 - `node`     Ray's node metrics job
 - `rollout`  the rollout engines' scrape job
+- `run_labels` the picked run's project and experiment alone, for series of another job that carry them
+             (the rollout engines, labelled by their targets file): `{rollout, run_labels}`
 
 e.g. `verl_actor_ppo_kl{run}` or `ray_node_gpus_utilization{gpu, GpuIndex="0"}`.
 """
@@ -31,6 +33,7 @@ GRID_COLUMNS = 24
 class Query:
     expr: str
     legend: str = ""
+    color: str = ""  # a fixed colour for this query's series (a Grafana colour name or #rrggbb); "": the palette's
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,7 @@ class TimeSeries:
     fill_opacity: int = 10
     position: Position | None = None
     thresholds: tuple[Threshold, ...] = ()
+    stacked: bool = False  # the series stacked on each other (parts of a whole, e.g. a step's stages)
 
 
 @dataclass(frozen=True)
@@ -99,7 +103,33 @@ class Stat:
     position: Position | None = None
 
 
-Panel = TimeSeries | Heatmap | Stat
+# The x axis of a StepChart: verl's own step counter, one series per run.
+TRAINING_STEP = Query("verl_training_global_step{run}")
+
+
+@dataclass(frozen=True)
+class StepChart:
+    """One value of each selected run plotted against its training step (Grafana's XY chart),
+    so runs started at different times overlay as wandb or TensorBoard show them.
+
+    `value` must carry the run's labels (job, instance, project, experiment) and no others, so
+    each of its samples pairs with the step the run logged at the same time. Its legend is unused:
+    the chart names each line by its experiment."""
+
+    title: str
+    value: Query
+    unit: str = "none"
+    description: str = ""
+    width: int = 12
+    height: int = 8
+    position: Position | None = None
+
+    @property
+    def queries(self) -> tuple[Query, ...]:
+        return (TRAINING_STEP, self.value)
+
+
+Panel = TimeSeries | Heatmap | Stat | StepChart
 
 
 @dataclass(frozen=True)
@@ -120,6 +150,14 @@ class Row:
 
 
 @dataclass(frozen=True)
+class DashboardLink:
+    """A link in the dashboard's header to another dashgen dashboard, keeping the time range and run."""
+
+    title: str
+    uid: str
+
+
+@dataclass(frozen=True)
 class Variable:
     """A query template variable over label values (multi-select with All)."""
 
@@ -133,6 +171,15 @@ class Variable:
 
 
 @dataclass(frozen=True)
+class LeftOut:
+    """A verl key the catalog knows that the dashboard shows nowhere on purpose, and why
+    (`dashgen list --unused` lists the keys no panel reads, with these reasons)."""
+
+    verl_key: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class Dashboard:
     uid: str
     title: str
@@ -141,6 +188,8 @@ class Dashboard:
     tags: tuple[str, ...] = ()
     variables: tuple[Variable, ...] = field(default_factory=tuple)
     annotations: tuple[Annotation, ...] = ()
+    links: tuple[DashboardLink, ...] = ()
+    left_out: tuple[LeftOut, ...] = ()
 
 
 # --- Rules (see alerts/) ----------------------------------------------------------------

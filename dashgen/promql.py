@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Mapping
 
 import promql_parser as pp
 
@@ -43,9 +44,19 @@ class SeriesInfo:
 
 
 def substitute_grafana_variables(expr: str) -> str:
+    return substitute_variables(expr, _GRAFANA_DURATIONS, "var")
+
+
+def substitute_variables(expr: str, values: Mapping[str, str], missing: str | None = None) -> str:
+    """`expr` with each Grafana variable ($name, ${name}, [[name]]) replaced by its value in `values`;
+    one not there by `missing`, or QueryError when `missing` is None."""
     def replace(match: re.Match) -> str:
         name = match.group(1) or match.group(2) or match.group(3)
-        return _GRAFANA_DURATIONS.get(name, "var")
+        if name in values:
+            return values[name]
+        if missing is None:
+            raise QueryError(f"no value for the variable ${name}")
+        return missing
 
     return _VARIABLE.sub(replace, expr)
 

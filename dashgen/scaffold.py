@@ -44,6 +44,7 @@ def project_files() -> dict[str, str]:
         "Makefile": template_dir.joinpath("Makefile").read_text(),
         ".gitignore": template_dir.joinpath("gitignore").read_text(),
         "panels/verl_training.py": template_dir.joinpath("verl_training.py").read_text(),
+        "panels/compare_runs.py": template_dir.joinpath("compare_runs.py").read_text(),
     }
     alert_module = templates().get_template("project/alerts_module.py.j2")
     for module in default_modules("dashgen_alerts"):

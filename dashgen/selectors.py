@@ -26,8 +26,10 @@ def _scrape_job_selectors(config: Config) -> dict[str, str]:
 
 
 def dashboard_selectors(config: Config) -> dict[str, str]:
-    """`run` is the run picked with the dashboard's variables."""
-    return {"run": 'job=~"$job", project=~"$project", experiment=~"$experiment"', **_scrape_job_selectors(config)}
+    """`run` is the run picked with the dashboard's variables; `run_labels` its project and experiment
+    without the exporter's job, for series another job scrapes (the rollout engines)."""
+    return {"run": 'job=~"$job", project=~"$project", experiment=~"$experiment"',
+            "run_labels": 'project=~"$project", experiment=~"$experiment"', **_scrape_job_selectors(config)}
 
 
 def rule_selectors(config: Config) -> dict[str, str]:

@@ -45,10 +45,17 @@ def project_lock(root: Path) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
+# Folders of rendered/ that another command writes (`dashgen preview`'s PNGs): a build neither
+# replaces nor removes what they hold, and `check` does not count it as left over.
+UNMANAGED = ("preview/",)
+
+
 def existing_files(out_dir: Path) -> set[str]:
+    """The files of out_dir a build manages (those under UNMANAGED are not)."""
     if not out_dir.is_dir():
         return set()
-    return {p.relative_to(out_dir).as_posix() for p in out_dir.rglob("*") if p.is_file() or p.is_symlink()}
+    found = {p.relative_to(out_dir).as_posix() for p in out_dir.rglob("*") if p.is_file() or p.is_symlink()}
+    return {rel for rel in found if not rel.startswith(UNMANAGED)}
 
 
 def recover(out_dir: Path) -> str | None:

@@ -20,6 +20,7 @@ from dashgen.errors import BuildError
 _PANEL_SCHEMAS = {
     "timeseries": ("panel-timeseries-options", "panel-timeseries-fieldconfig"),
     "heatmap": ("panel-heatmap-options", "panel-heatmap-fieldconfig"),
+    "xychart": ("panel-xychart-options", "panel-xychart-fieldconfig"),
 }
 
 

@@ -1,7 +1,10 @@
-"""The verl RL training dashboard: stability, losses, per-rank heatmap, memory timeline.
+"""The verl RL training dashboard: stability, rewards, losses, the stage timeline, per-rank heatmap, memory.
+
+Every verl key of the catalog is on a panel here or in LEFT_OUT with the reason
+(`dashgen list --unused` shows what no panel reads; tests/test_signals.py pins it).
 
 `{run}` selects the run picked in the dashboard's job/project/experiment variables; `{gpu}`,
-`{node}` and `{rollout}` the scrape jobs named in the config (see dashgen/model.py).
+`{node}` and `{rollout, run_labels}` the scrape jobs named in the config (see dashgen/model.py).
 """
 
 from dashgen_alerts.memory import MemoryConfig
@@ -10,8 +13,28 @@ from dashgen_alerts.progress import ProgressConfig
 from dashgen.catalog import CATALOG
 from dashgen.config import Config, duration_seconds
 from dashgen.gpu import HOST_MEMORY_FULLEST, RUN_SESSION_LINK, SESSION_LABEL, gpu_source, run_join
-from dashgen.model import (Annotation, Dashboard, Heatmap, Panel, Query, Row, Stat, Threshold, TimeSeries,
-                           Variable)
+from dashgen.model import (Annotation, Dashboard, DashboardLink, Heatmap, LeftOut, Panel, Query, Row, Stat,
+                           Threshold, TimeSeries, Variable)
+
+# Units Grafana has no id for are written as a plain name after the value.
+NATS = "suffix: nats"  # KL and entropy: verl computes both with natural logarithms
+REWARD = "suffix: reward"  # scores, rewards, returns, values, advantages: the task's reward scale
+TOKENS = "suffix: tokens"
+TOKENS_PER_SECOND = "suffix: tokens/s"
+
+# verl keys the catalog knows that no panel shows, each with the reason.
+LEFT_OUT = (
+    LeftOut("perf/time_per_step", "the same wall time as timing_s/step, which the step-time panels show"),
+)
+
+# The run picker every verl dashboard shares: `{run}` reads these three.
+RUN_VARIABLES = (
+    Variable("job", "Job", "label_values(verl_exporter_steps_total, job)"),
+    Variable("project", "Project", 'label_values(verl_exporter_steps_total{job=~"$job"}, project)'),
+    Variable("experiment", "Experiment",
+             'label_values(verl_exporter_steps_total{job=~"$job", project=~"$project"}, experiment)'),
+)
+COMPARE_RUNS = DashboardLink("Compare runs by step", "verl-compare-runs")
 
 # --- At a glance (on-call's first look) ---------------------------------------------
 
@@ -34,9 +57,19 @@ latest_validation = Stat(
 validation_score = TimeSeries(
     "Validation score",
     (Query("verl_val_core{run}", "{{experiment}} {{data_source}} {{metric}}"),),
+    unit=REWARD,
     description="verl's core validation results, one line per data source and metric; flat between test "
                 "steps (trainer.test_freq), which are the only steps that log them.",
-    width=24,
+    width=12,
+    height=7,
+)
+validation_aux = TimeSeries(
+    "Validation, auxiliary metrics",
+    (Query("verl_val_aux{run}", "{{experiment}} {{data_source}} {{variable}} {{metric}}"),),
+    unit=REWARD,
+    description="verl's other validation results (val-aux/...: best@N, std@N, per-variable means) of the "
+                "latest test step.",
+    width=12,
     height=7,
 )
 
@@ -54,11 +87,20 @@ def _seconds_since_step(config: Config) -> Stat:
 
 # --- Training stability ------------------------------------------------------------
 
+
+def _spread(title: str, metric: str, unit: str, description: str, width: int = 6) -> TimeSeries:
+    """Mean, max and min of one of verl's batch statistics (`<metric>_mean`, `_max`, `_min`)."""
+    return TimeSeries(title, tuple(Query(f"{metric}_{stat}{{run}}", f"{stat} {{{{experiment}}}}")
+                                   for stat in ("mean", "max", "min")), unit=unit, description=description,
+                      width=width)
+
+
 reward = TimeSeries(
     "Reward (score)",
     (Query("verl_critic_score_mean{run}", "mean {{experiment}}"),
      Query("verl_critic_score_min{run}", "min {{experiment}}"),
      Query("verl_critic_score_max{run}", "max {{experiment}}")),
+    unit=REWARD,
     description="Sequence-level score of the step's batch (critic/score/*): the reward before any KL penalty.",
     width=6,
 )
@@ -66,6 +108,7 @@ kl = TimeSeries(
     "KL divergence",
     (Query("verl_actor_ppo_kl{run}", "PPO KL (old vs new) {{experiment}}"),
      Query("verl_actor_kl_loss{run}", "KL to reference {{experiment}}")),
+    unit=NATS,
     description="actor/ppo_kl: drift within one PPO update. actor/kl_loss: distance to the reference policy "
                 "(only with actor.use_kl_loss).",
     width=6,
@@ -74,6 +117,7 @@ kl = TimeSeries(
 entropy = TimeSeries(
     "Policy entropy",
     (Query("verl_actor_entropy{run}", "{{experiment}}"),),
+    unit=NATS,
     description="Mean token entropy. A slow decline is normal; a drop towards zero is mode collapse.",
     width=6,
     thresholds=(Threshold(alert="VerlEntropyCollapse"),),
@@ -91,14 +135,7 @@ clip_fraction = TimeSeries(
     unit="percentunit",
     width=6,
 )
-response_length = TimeSeries(
-    "Response length",
-    (Query("verl_response_length_mean{run}", "mean {{experiment}}"),
-     Query("verl_response_length_max{run}", "max {{experiment}}"),
-     Query("verl_response_length_min{run}", "min {{experiment}}")),
-    description="Tokens per response.",
-    width=6,
-)
+response_length = _spread("Response length", "verl_response_length", TOKENS, "Tokens per response.")
 response_clip_ratio = TimeSeries(
     "Response length clip ratio",
     (Query("verl_response_length_clip_ratio{run}", "{{experiment}}"),),
@@ -116,9 +153,30 @@ aborted_ratio = TimeSeries(
     thresholds=(Threshold(alert="VerlRolloutAborts"),),
 )
 
-# --- Losses ------------------------------------------------------------------------
+# --- Rewards, advantages, values ---------------------------------------------------
+
 
 _CRITIC_FREE = " Empty on critic-free runs (GRPO, RLOO, REINFORCE++): they train no critic."
+
+rewards = _spread("Reward after KL penalty", "verl_critic_rewards", REWARD,
+                  "critic/rewards/*: the sequence reward the advantages are computed from, after the in-reward "
+                  "KL penalty (algorithm.use_kl_in_reward); equal to the score without it.")
+advantages = _spread("Advantages", "verl_critic_advantages", REWARD,
+                     "Spread of the batch's advantages (critic/advantages/*); GRPO's are normalised per group, "
+                     "so a max and min near 0 means every response of a prompt scored alike.")
+returns = _spread("Returns", "verl_critic_returns", REWARD, "Spread of the batch's returns (critic/returns/*).")
+values = TimeSeries(
+    "Critic values",
+    (Query("verl_critic_values_mean{run}", "mean {{experiment}}"),
+     Query("verl_critic_values_max{run}", "max {{experiment}}"),
+     Query("verl_critic_values_min{run}", "min {{experiment}}"),
+     Query("verl_critic_vpred_mean{run}", "vpred mean {{experiment}}")),
+    unit=REWARD,
+    description="The critic's value estimates (critic/values/*, critic/vpred_mean)." + _CRITIC_FREE,
+    width=6,
+)
+
+# --- Losses ------------------------------------------------------------------------
 
 policy_loss = TimeSeries("Actor policy loss", (Query("verl_actor_pg_loss{run}", "{{experiment}}"),), width=6)
 kl_loss = TimeSeries(
@@ -139,6 +197,31 @@ explained_variance = TimeSeries(
     description="How much of the returns' variance the critic's values explain (1 is perfect)." + _CRITIC_FREE,
     width=6,
 )
+value_clip_fraction = TimeSeries(
+    "Critic value clip fraction",
+    (Query("verl_critic_vf_clipfrac{run}", "{{experiment}}"),),
+    unit="percentunit",
+    description="Fraction of value predictions clipped (critic/vf_clipfrac)." + _CRITIC_FREE,
+    width=6,
+)
+critic_grad_norm = TimeSeries(
+    "Critic grad norm",
+    (Query("verl_critic_grad_norm{run}", "{{experiment}}"),),
+    description="Critic gradient norm before clipping." + _CRITIC_FREE,
+    width=6,
+)
+learning_rate = TimeSeries(
+    "Learning rate",
+    (Query("verl_actor_lr{run}", "actor {{experiment}}"), Query("verl_critic_lr{run}", "critic {{experiment}}")),
+    description="actor/lr and critic/lr: the optimiser's rate after warm-up and decay.",
+    width=6,
+)
+kl_coefficient = TimeSeries(
+    "KL coefficient",
+    (Query("verl_actor_kl_coef{run}", "{{experiment}}"),),
+    description="actor/kl_coef: the weight of the KL term in effect (adaptive KL control moves it).",
+    width=6,
+)
 
 # --- Per-rank heatmap --------------------------------------------------------------
 
@@ -147,8 +230,10 @@ token_imbalance = TimeSeries(
     (Query("verl_global_seqlen_max{run}", "max rank tokens {{experiment}}"),
      Query("verl_global_seqlen_min{run}", "min rank tokens {{experiment}}"),
      Query("verl_global_seqlen_balanced_max{run}", "max after balancing {{experiment}}"),
-     Query("verl_global_seqlen_balanced_min{run}", "min after balancing {{experiment}}")),
-    unit="short",
+     Query("verl_global_seqlen_balanced_min{run}", "min after balancing {{experiment}}"),
+     Query("verl_global_seqlen_mean{run}", "mean {{experiment}}"),
+     Query("verl_global_seqlen_minmax_diff{run}", "max - min {{experiment}}")),
+    unit=TOKENS,
     description="Tokens per data-parallel rank before and after sequence balancing (trainer.balance_batch).",
     width=24,
     height=7,
@@ -179,23 +264,57 @@ allocator_gap = TimeSeries(
 )
 kv_cache = TimeSeries(
     "Rollout KV-cache usage",
-    (Query("vllm:kv_cache_usage_perc{rollout}", "vLLM {{instance}} engine {{engine}}"),
-     Query("sglang:token_usage{rollout}", "SGLang {{instance}}")),
+    (Query("vllm:kv_cache_usage_perc{rollout, run_labels}", "vLLM {{instance}} engine {{engine}}"),
+     Query("sglang:token_usage{rollout, run_labels}", "SGLang {{instance}}")),
     unit="percentunit",
     min=0,
     max=1,
     width=12,
 )
-# --- Collapsed rows ----------------------------------------------------------------
+# --- Stage timeline (where a step's time goes) ----------------------------------------
 
-_STAGES = ("gen", "reward", "old_log_prob", "ref", "values", "adv", "update_critic", "update_actor", "update_weights")
+# verl's stages in the order a step runs them (ray_trainer.fit), each with its colour on every
+# dashboard: the stack reads bottom-up as the step runs, and a stage keeps its colour.
+STAGE_COLOURS = (
+    ("gen", "#1f77b4"), ("gen_max", "#aec7e8"), ("reward", "#ff7f0e"), ("old_log_prob", "#2ca02c"),
+    ("ref", "#98df8a"), ("values", "#9467bd"), ("adv", "#c5b0d5"), ("update_critic", "#8c564b"),
+    ("update_actor", "#d62728"), ("update_weights", "#e377c2"), ("testing", "#7f7f7f"),
+    ("save_checkpoint", "#bcbd22"),
+)
+_PER_TOKEN_STAGES = ("gen", "ref", "values", "adv", "update_critic", "update_actor")
+
+stage_timeline = TimeSeries(
+    "Step time by stage",
+    tuple(Query(f"verl_timing_{stage}_seconds{{run}}", f"{stage} {{{{experiment}}}}", colour)
+          for stage, colour in STAGE_COLOURS),
+    unit="s",
+    description="Each step's wall time split into verl's stages (timing_s/*), stacked in the order they run: the "
+                "top of the stack is the step time, the widest band the bottleneck. testing and save_checkpoint "
+                "appear only on validation and checkpoint steps.",
+    width=16,
+    height=9,
+    fill_opacity=70,
+    stacked=True,
+)
+per_token_time = TimeSeries(
+    "Time per token by stage",
+    tuple(Query(f"verl_timing_per_token_{stage}_seconds{{run}}", f"{stage} {{{{experiment}}}}", colour)
+          for stage, colour in STAGE_COLOURS if stage in _PER_TOKEN_STAGES),
+    unit="s",
+    description="timing_per_token_ms/*: a stage's time divided by the tokens it processed; a stage slower per "
+                "token is slower work, not just a longer batch.",
+    width=8,
+    height=9,
+)
+
+# --- Progress, throughput, rollout ------------------------------------------------------
 
 step_time = TimeSeries(
-    "Step time by stage",
-    (Query("verl_timing_step_seconds{run}", "step {{experiment}}"),
-     *(Query(f"verl_timing_{stage}_seconds{{run}}", f"{stage} {{{{experiment}}}}") for stage in _STAGES)),
+    "Step time",
+    (Query("verl_timing_step_seconds{run}", "{{experiment}}"),),
     unit="s",
-    width=12,
+    description="timing_s/step: the whole step's wall time.",
+    width=6,
 )
 time_since_step = TimeSeries(
     "Time since the last step",
@@ -204,45 +323,65 @@ time_since_step = TimeSeries(
     description="Grows without bound when training hangs: compare with the step time.",
     width=6,
 )
-global_step = TimeSeries("Global step", (Query("verl_training_global_step{run}", "{{experiment}}"),), width=6)
+global_step = TimeSeries("Global step and epoch", (Query("verl_training_global_step{run}", "step {{experiment}}"),
+                                                    Query("verl_training_epoch{run}", "epoch {{experiment}}")),
+                         width=12)
 
 throughput = TimeSeries(
     "Throughput per GPU",
     (Query("verl_perf_throughput{run}", "{{experiment}}"),),
-    unit="short",
+    unit=TOKENS_PER_SECOND,
     description="Tokens per second per GPU (perf/throughput).",
+    width=5,
 )
 mfu = TimeSeries(
     "Model FLOPs utilisation",
     (Query("verl_perf_mfu_actor{run}", "actor {{experiment}}"),
      Query("verl_perf_mfu_critic{run}", "critic {{experiment}}")),
     unit="percentunit",
+    width=5,
 )
 batch_tokens = TimeSeries(
     "Tokens per step",
     (Query("verl_perf_total_num_tokens{run}", "{{experiment}}"),),
     unit="short",
+    description="Prompt and response tokens of the step's batch (perf/total_num_tokens).",
+    width=5,
+)
+prompt_length = _spread("Prompt length", "verl_prompt_length", TOKENS, "Tokens per prompt (prompt_length/*).",
+                        width=5)
+prompt_clip_ratio = TimeSeries(
+    "Prompt length clip ratio",
+    (Query("verl_prompt_length_clip_ratio{run}", "{{experiment}}"),),
+    unit="percentunit",
+    description="Fraction of prompts cut at max_prompt_length.",
+    width=4,
 )
 
+# The rollout engines carry the run's project and experiment from their targets file (see the
+# README, "Connect a verl run"), so `run_labels` keeps to the picked runs' engines.
 vllm_requests = TimeSeries(
     "vLLM requests",
-    (Query("sum by (instance) (vllm:num_requests_running{rollout})", "running {{instance}}"),
-     Query("sum by (instance) (vllm:num_requests_waiting{rollout})", "waiting {{instance}}")),
+    (Query("sum by (instance) (vllm:num_requests_running{rollout, run_labels})", "running {{instance}}"),
+     Query("sum by (instance) (vllm:num_requests_waiting{rollout, run_labels})", "waiting {{instance}}")),
     unit="short",
 )
 generation_rate = TimeSeries(
     "Generation tokens/s",
-    (Query("sum by (instance) (rate(vllm:generation_tokens_total{rollout}[$__rate_interval]))", "vLLM {{instance}}"),
-     Query("sum by (instance) (rate(sglang:generation_tokens_total{rollout}[$__rate_interval]))",
+    (Query("sum by (instance) (rate(vllm:generation_tokens_total{rollout, run_labels}[$__rate_interval]))",
+           "vLLM {{instance}}"),
+     Query("sum by (instance) (rate(sglang:generation_tokens_total{rollout, run_labels}[$__rate_interval]))",
            "SGLang {{instance}}")),
     unit="short",
 )
 time_to_first_token = TimeSeries(
     "Time to first token p90",
     (Query("histogram_quantile(0.9, sum by (le, instance) "
-           "(rate(vllm:time_to_first_token_seconds_bucket{rollout}[$__rate_interval])))", "vLLM {{instance}}"),
+           "(rate(vllm:time_to_first_token_seconds_bucket{rollout, run_labels}[$__rate_interval])))",
+           "vLLM {{instance}}"),
      Query("histogram_quantile(0.9, sum by (le, instance) "
-           "(rate(sglang:time_to_first_token_seconds_bucket{rollout}[$__rate_interval])))", "SGLang {{instance}}")),
+           "(rate(sglang:time_to_first_token_seconds_bucket{rollout, run_labels}[$__rate_interval])))",
+           "SGLang {{instance}}")),
     unit="s",
 )
 
@@ -332,30 +471,35 @@ def dashboard(config: Config) -> Dashboard:
         title="verl RL training",
         description="One verl PPO/GRPO run: stability, losses, per-GPU load and memory. Rendered by dashgen.",
         tags=("verl", "rl", "dashgen"),
-        variables=(
-            Variable("job", "Job", "label_values(verl_exporter_steps_total, job)"),
-            Variable("project", "Project", 'label_values(verl_exporter_steps_total{job=~"$job"}, project)'),
-            Variable("experiment", "Experiment",
-                     'label_values(verl_exporter_steps_total{job=~"$job", project=~"$project"}, experiment)'),
-            *gpu_variables,
-        ),
+        variables=(*RUN_VARIABLES, *gpu_variables),
+        links=(COMPARE_RUNS,),
+        left_out=LEFT_OUT,
         annotations=(
             Annotation("Firing alerts", 'ALERTS{run, alertstate="firing"}', "{{alertname}} {{experiment}}"),
+            # verl logs these two timings only on the steps that validate or save a checkpoint.
+            Annotation("Validation steps", "verl_timing_testing_seconds{run}", "validation {{experiment}}",
+                       color="green"),
+            Annotation("Checkpoints", "verl_timing_save_checkpoint_seconds{run}", "checkpoint {{experiment}}",
+                       color="yellow"),
             # The global step went back: the run restarted or resumed from a checkpoint.
             Annotation("Run restarts", "verl_training_global_step{run} < verl_training_global_step{run} offset 1m",
                        "restart {{experiment}}", color="blue"),
         ),
         rows=(
             Row("At a glance", (current_step, _seconds_since_step(config), firing_alerts, latest_validation,
-                                validation_score)),
+                                validation_score, validation_aux)),
             Row("Training stability", (reward, kl, entropy, grad_norm,
                                        clip_fraction, response_length, response_clip_ratio, aborted_ratio)),
-            Row("Losses", (policy_loss, kl_loss, value_loss, explained_variance)),
+            Row("Rewards, advantages and values", (rewards, advantages, returns, values)),
+            Row("Losses", (policy_loss, kl_loss, value_loss, explained_variance,
+                           value_clip_fraction, critic_grad_norm, learning_rate, kl_coefficient)),
+            # The rows that explain a slow run stay open: stage timeline, progress, throughput, rollout.
+            Row("Stage timeline", (stage_timeline, per_token_time)),
+            Row("Step time and progress", (step_time, time_since_step, global_step)),
+            Row("Throughput and MFU", (throughput, mfu, batch_tokens, prompt_length, prompt_clip_ratio)),
+            Row("Rollout engine", (vllm_requests, generation_rate, time_to_first_token)),
             Row("Per-rank heatmap", (*per_rank_gpu, token_imbalance)),
             Row("Memory timeline", (_peak_memory(config), allocator_gap, gpu_memory_timeline, kv_cache,
                                     _host_memory(config))),
-            Row("Step time and progress", (step_time, time_since_step, global_step), collapsed=True),
-            Row("Throughput and MFU", (throughput, mfu, batch_tokens), collapsed=True),
-            Row("Rollout engine", (vllm_requests, generation_rate, time_to_first_token), collapsed=True),
         ),
     )

@@ -39,6 +39,8 @@ const TARGETS = [
   ["panel-heatmap-fieldconfig.schema.json", "raw/composable/heatmap/panelcfg/x/types.gen.d.ts", "FieldConfig", "Grafana heatmap panel fieldConfig.defaults.custom"],
   ["panel-timeseries-options.schema.json", "raw/composable/timeseries/panelcfg/x/types.gen.d.ts", "Options", "Grafana timeseries panel options"],
   ["panel-timeseries-fieldconfig.schema.json", "raw/composable/timeseries/panelcfg/x/types.gen.d.ts", "FieldConfig", "Grafana timeseries panel fieldConfig.defaults.custom"],
+  ["panel-xychart-options.schema.json", "raw/composable/xychart/panelcfg/x/types.gen.d.ts", "Options", "Grafana xychart panel options"],
+  ["panel-xychart-fieldconfig.schema.json", "raw/composable/xychart/panelcfg/x/types.gen.d.ts", "FieldConfig", "Grafana xychart panel fieldConfig.defaults.custom"],
 ];
 
 // Compiler options matter: ts-json-schema-generator's built-in defaults turn

@@ -13,11 +13,17 @@ REPO = Path(__file__).resolve().parent.parent
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    """A copy of this repository's definitions and rendered files, free to break."""
+    """A copy of this repository's definitions and rendered files, free to break; without the
+    preview PNGs (a config or panel change makes them stale: see `with_preview`)."""
     for folder in ("panels", "alerts", "rendered"):
         if (REPO / folder).exists():
-            shutil.copytree(REPO / folder, tmp_path / folder, ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(REPO / folder, tmp_path / folder, ignore=shutil.ignore_patterns("__pycache__", "preview"))
     return tmp_path
+
+
+def with_preview(project: Path) -> Path:
+    """The project with this repository's committed preview PNGs; returns their folder."""
+    return Path(shutil.copytree(REPO / "rendered" / "preview", project / "rendered" / "preview"))
 
 
 def run(*args: str):

@@ -102,7 +102,8 @@ def test_a_folder_without_definitions_is_a_clear_error(tmp_path, command):
 
 def test_a_project_without_dashboards_is_a_clear_error(tmp_path):
     assert run("init", str(tmp_path)).exit_code == 0
-    (tmp_path / "panels" / "verl_training.py").unlink()
+    for module in (tmp_path / "panels").glob("*.py"):
+        module.unlink()
     result = run("build", "--root", str(tmp_path))
     assert result.exit_code == 1 and "panels/: no definition modules" in result.output
 

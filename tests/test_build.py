@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, run, tree_digest
+from conftest import REPO, run, tree_digest, with_preview
 from dashgen.build import render_project
 from dashgen.config import Config
 from dashgen.dashboards import LINE_WIDTH, dashboard_to_text, iter_panels
@@ -42,7 +42,8 @@ def test_two_builds_are_byte_identical(project):
     (project / DASHBOARD).unlink()
     assert run("build", "--root", str(project)).exit_code == 0
     assert tree_digest(project / "rendered") == first
-    assert first == tree_digest(REPO / "rendered")
+    committed = tree_digest(REPO / "rendered")
+    assert first == {rel: digest for rel, digest in committed.items() if not rel.startswith("preview/")}
 
 
 def test_dashboard_shape(project):
@@ -50,7 +51,9 @@ def test_dashboard_shape(project):
     assert model["uid"] == "verl-training" and model["title"] == "verl RL training"
     assert "id" not in model and model["schemaVersion"] >= 39  # Grafana assigns the numeric id
     rows = [p["title"] for p in model["panels"] if p["type"] == "row"]
-    assert rows[:5] == ["At a glance", "Training stability", "Losses", "Per-rank heatmap", "Memory timeline"]
+    assert rows == ["At a glance", "Training stability", "Rewards, advantages and values", "Losses", "Stage timeline",
+                    "Step time and progress", "Throughput and MFU", "Rollout engine", "Per-rank heatmap",
+                    "Memory timeline"]
     variables = {v["name"]: v for v in model["templating"]["list"]}
     assert set(variables) == {"datasource", "job", "project", "experiment", "session", "node"}
     # All sessions means those the selected runs claim, not ".*"; one node at a time, never All.
@@ -139,6 +142,7 @@ def test_gpu_source_switches_to_dcgm(project):
 
 
 def test_check_fails_after_an_unbuilt_source_edit(project):
+    with_preview(project)
     assert run("check", "--root", str(project)).exit_code == 0
     module = project / "panels" / "verl_training.py"
     module.write_text(module.read_text().replace('"Policy entropy"', '"Token entropy"'))
@@ -146,6 +150,11 @@ def test_check_fails_after_an_unbuilt_source_edit(project):
     assert result.exit_code == 1
     assert "rendered/dashboards/verl-training.json: differs from its sources" in result.output
     assert run("build", "--root", str(project)).exit_code == 0
+    # The JSON is current again; the committed preview still shows the old dashboard.
+    result = run("check", "--root", str(project))
+    assert result.exit_code == 1 and "differs from its sources" not in result.output
+    assert "rendered/preview/verl-training.png: drawn from an older dashboards/verl-training.json" in result.output
+    (project / "rendered" / "preview" / "verl-training.png").unlink()
     assert run("check", "--root", str(project)).exit_code == 0
 
 

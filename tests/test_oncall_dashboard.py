@@ -13,6 +13,9 @@ from dashgen.validate import schema_errors
 
 DASHBOARD = "dashboards/verl-training.json"
 MAX_BYTES_PER_PANEL = 1_200
+# An XY chart carries two queries (the step and the value) and the two transformations that pair
+# them, and its legend and tooltip options are required by its schema: about 1,400 B each.
+MAX_BYTES_PER_PANEL_OF = {"verl-compare-runs.json": 1_400}
 
 
 def model(project: Path, config: Config = Config()) -> dict:
@@ -27,7 +30,7 @@ def test_committed_dashboards_are_small_and_schema_valid():
     for path in (REPO / "rendered" / "dashboards").glob("*.json"):
         dashboard = json.loads(path.read_text())
         panels = list(iter_panels(dashboard))
-        assert path.stat().st_size / len(panels) <= MAX_BYTES_PER_PANEL, path
+        assert path.stat().st_size / len(panels) <= MAX_BYTES_PER_PANEL_OF.get(path.name, MAX_BYTES_PER_PANEL), path
         assert schema_errors(dashboard) == []
 
 

@@ -55,12 +55,12 @@ def recorded_openmetrics(server: PrometheusServer, rules: list[RecordingRule], r
 
 
 @contextmanager
-def serve_tsdb(workdir: Path) -> Iterator[PrometheusServer]:
+def serve_tsdb(workdir: Path, extra_args: tuple[str, ...] = ()) -> Iterator[PrometheusServer]:
     """A Prometheus over workdir/tsdb that scrapes nothing and evaluates no rule: queries only."""
     config_file = workdir / "prometheus.yml"
     if not config_file.exists():
         config_file.write_text("# dashgen backtest: no scrapes, no rules; queries only.\nglobal: {}\n")
-    with PrometheusServer(config_file, workdir / "tsdb", SERVER_ARGS) as server:
+    with PrometheusServer(config_file, workdir / "tsdb", (*SERVER_ARGS, *extra_args)) as server:
         yield server
 
 

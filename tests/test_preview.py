@@ -1,0 +1,96 @@
+"""dashgen preview: every dashboard drawn from a backfilled run, verl panels with data, byte-stable PNGs."""
+
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, run, with_preview
+from dashgen.preview.units import format_value
+
+SAMPLE = REPO / "examples" / "runs" / "gsm8k" / "ppo-qwen-7b.jsonl"
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+pytest.importorskip("matplotlib")
+
+
+def test_preview_draws_every_dashboard_the_same_twice(project: Path, tmp_path: Path):
+    first, second = tmp_path / "first", tmp_path / "second"
+    for out in (first, second):
+        result = run("preview", str(SAMPLE), "--out", str(out), "--root", str(project))
+        assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in first.iterdir()) == ["verl-compare-runs.png", "verl-training.png"]
+    for png in first.iterdir():
+        assert png.read_bytes().startswith(PNG_SIGNATURE)
+        assert png.read_bytes() == (second / png.name).read_bytes(), png.name
+    assert "verl-training.png: 40 of 49 panels with data" in result.output
+
+
+def test_a_verl_panel_without_data_fails_unless_allowed(project: Path, tmp_path: Path):
+    module = project / "panels" / "verl_training.py"
+    # A key the sample run does not log (only REMAX logs timing_s/gen_max).
+    module.write_text(module.read_text().replace('Query("verl_timing_step_seconds{run}", "{{experiment}}")',
+                                                 'Query("verl_timing_gen_max_seconds{run}", "{{experiment}}")'))
+    assert run("build", "--root", str(project)).exit_code == 0
+    result = run("preview", str(SAMPLE), "--out", str(tmp_path), "--root", str(project))
+    assert result.exit_code == 1
+    assert "verl-training: 'Step time'" in result.output and "--allow-empty" in result.output
+    assert (tmp_path / "verl-training.png").is_file()  # drawn all the same, to look at
+    allowed = run("preview", str(SAMPLE), "--out", str(tmp_path), "--allow-empty", "--root", str(project))
+    assert allowed.exit_code == 0, allowed.output
+
+
+def test_build_and_check_leave_the_preview_folder_alone(project: Path):
+    preview = with_preview(project) / "verl-training.png"
+    assert run("build", "--root", str(project)).exit_code == 0
+    assert preview.is_file()
+    assert run("check", "--root", str(project)).exit_code == 0
+
+
+def test_check_names_a_preview_drawn_from_an_older_dashboard(project: Path):
+    with_preview(project)
+    module = project / "panels" / "compare_runs.py"
+    module.write_text(module.read_text().replace('"Policy entropy"', '"Entropy"'))
+    assert run("build", "--root", str(project)).exit_code == 0
+    result = run("check", "--root", str(project))
+    assert result.exit_code == 1
+    assert ("rendered/preview/verl-compare-runs.png: drawn from an older dashboards/verl-compare-runs.json; "
+            "run `dashgen preview`") in result.output
+    assert "verl-training.png" not in result.output  # that one is current
+
+
+def test_a_missing_run_is_named(project: Path):
+    result = run("preview", "--root", str(project))  # the copy has no examples/
+    assert result.exit_code == 1 and "examples/runs/gsm8k/ppo-qwen-7b.jsonl: no such step log" in result.output
+
+
+@pytest.mark.parametrize("value, unit, shown", [
+    (0.0123, "percentunit", "1.23%"), (1536, "suffix: tokens/s", "1.54 k tokens/s"), (0.0000219, "s", "21.9 µs"),
+    (62, "s", "1.03 min"), (60 * 2**30, "bytes", "60 GiB"), (0.5, "suffix: nats", "0.5 nats"), (42, "none", "42"),
+])
+def test_units_read_as_grafana_shows_them(value, unit, shown):
+    assert format_value(value, unit) == shown
+
+
+def test_heatmaps_stats_and_collapsed_rows_are_drawn_as_grafana_shows_them(tmp_path: Path):
+    """Without Prometheus: the sample run has no GPU series, so its heatmaps are empty."""
+    from dashgen.backfill import RecordedRun
+    from dashgen.preview import PanelResult, PreviewRun, Series, draw_dashboard
+
+    run_ = RecordedRun(Path("run.jsonl"), {"job": "verl", "instance": "i", "project": "p", "experiment": "e"},
+                       steps=[1])
+    times = tuple(float(t) for t in range(0, 601, 60))
+    red_above_one = {"mode": "absolute", "steps": [{"color": "green", "value": None}, {"color": "red", "value": 1}]}
+    model = {"title": "GPUs", "panels": [
+        {"type": "row", "title": "Hidden", "collapsed": True, "gridPos": {"x": 0, "y": 0, "w": 24, "h": 1}, "id": 1,
+         "panels": [{"id": 9}]},
+        {"type": "heatmap", "title": "Least busy GPU per node", "id": 2, "gridPos": {"x": 0, "y": 1, "w": 12, "h": 8},
+         "options": {"color": {"scheme": "Viridis", "min": 0, "max": 100}, "cellValues": {"unit": "percent"}}},
+        {"type": "stat", "title": "Firing", "id": 3, "gridPos": {"x": 12, "y": 1, "w": 4, "h": 4},
+         "fieldConfig": {"defaults": {"thresholds": red_above_one}}},
+    ]}
+    results = {2: PanelResult("Least busy GPU per node", [Series("A", f"10.0.0.{n}", {}, times, tuple(
+                   float(n * 20) for _ in times)) for n in range(5)]),
+               3: PanelResult("Firing", [Series("A", "firing", {}, times, tuple(2.0 for _ in times))])}
+    png = tmp_path / "gpus.png"
+    draw_dashboard(model, results, {}, PreviewRun(run_, 0.0, 600.0, 60.0), png)
+    assert png.read_bytes().startswith(PNG_SIGNATURE)
