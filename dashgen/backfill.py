@@ -1,7 +1,8 @@
 """A recorded verl run -> Prometheus TSDB blocks, made by `promtool tsdb create-blocks-from openmetrics`.
 
 verl's step log has step numbers but no clock. Each step's time is rebuilt from the
-cumulative `timing_s/step` (a step is logged when it ends), anchored at a start time that
+cumulative `timing_s/step` (a step is logged when it ends; a line of a log that holds every
+Nth step stands for N such steps), anchored at a start time that
 defaults to the file's modification time minus the run's length, so the last step lands
 when the file was last written. A run that would reach past now is moved back to end now:
 Prometheus drops samples of blocks that reach into the future.
@@ -47,6 +48,8 @@ RUN_ENDS = ("finished", "crashed", "hung")
 # After a finished or crashed run's grace period, how long the exporter is shown gone (up 0).
 GONE_SECONDS = 1800.0
 CRASH_EXIT_CODE = 1
+# The largest step interval a log written every N steps is taken to have (see _steps_advanced).
+MAX_LOGGING_INTERVAL_STEPS = 1000
 # Scrapes written per run (a 15 s interval: 174 days); more would take gigabytes.
 MAX_SCRAPES_PER_RUN = 1_000_000
 
@@ -161,10 +164,11 @@ def read_run(path: Path, labels: dict[str, str], timing: Timing, export_unknown:
                     run.validation.append(validation)
                 else:  # held from the previous test step, unless the run restarted
                     run.validation.append({} if number < run.steps[-1] else run.validation[-1])
+                steps_advanced = _steps_advanced(run.steps[-1] if run.steps else None, number)
                 run.steps.append(number)
                 run.values.append(values if keep is None else
                                   {name: value for name, value in values.items() if name in keep})
-                durations.append(_step_seconds(values, timing.default_step_seconds))
+                durations.append(steps_advanced * _step_seconds(values, timing.default_step_seconds))
                 run.untimed_steps += not _has_timing(values)
         modified = os.stat(path).st_mtime
     except OSError as exc:
@@ -201,6 +205,15 @@ def _bounded_lines(handle) -> Iterator[bytes | None]:
             yield None
         else:
             yield line
+
+
+def _steps_advanced(previous: int | None, number: int) -> int:
+    """Steps a line stands for: a log that holds every Nth step advances N steps per line, each
+    taking about the logged step's time. A step that goes back (a resumed run) or a forward jump
+    beyond MAX_LOGGING_INTERVAL_STEPS (not a logging interval: another run's log) counts as one."""
+    if previous is None or not previous < number <= previous + MAX_LOGGING_INTERVAL_STEPS:
+        return 1
+    return number - previous
 
 
 def _has_timing(values: dict[str, float]) -> bool:
