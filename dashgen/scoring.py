@@ -338,6 +338,13 @@ def issue_20_checks(result: Score) -> list[Check]:
     checks.append(_latency_check(f"first-hour divergence paged within {FIRST_HOUR_PAGE_STEPS} steps of onset",
                                  first_hour, lambda scored, first: first.step - scored.episode.at
                                  <= FIRST_HOUR_PAGE_STEPS and first.severity == "critical"))
+    warm_ups = {spec.name for spec in result.runs if not spec.faults and (
+        spec.warmup_kl or spec.noisy_first_steps or spec.restart_at is not None)}
+    warm_up_pages = [f"{run}: {name}" for run, name in result.false_firings
+                     if run in warm_ups and result.alerts[name].severity in PAGING]
+    checks.append(Check("no critical or warning on a healthy warm-up (high initial KL, noisy first steps, restart)",
+                        bool(warm_ups) and not warm_up_pages,
+                        f"{len(warm_up_pages)} firing(s) on {len(warm_ups)} run(s){_counted(warm_up_pages)}"))
     checks.append(_latency_check("entropy collapse flagged before entropy reaches a fifth of its held baseline",
                                  _episodes_of(result, *ENTROPY_FAULTS),
                                  lambda scored, first: scored.entropy_fifth is not None

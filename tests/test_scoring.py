@@ -141,3 +141,12 @@ def test_entropy_warnings_on_a_low_flat_run_and_warnings_on_isolated_skips_fail_
                                   "VerlNonFiniteStep": ("warning", [(200, 201)])})], [low])
     assert not _check(noisy, "no entropy warning").passed
     assert not _check(noisy, "no warning for isolated").passed
+
+
+def test_a_warning_on_a_healthy_warm_up_fails_its_check():
+    warm_up = RunSpec("grpo", 400, 1, warmup_kl=0.3)
+    result = score([_outcome(warm_up, {"VerlKLSpike": ("warning", [(3, 12)])})], [warm_up])
+    check = _check(result, "no critical or warning on a healthy warm-up")
+    assert not check.passed and "grpo: VerlKLSpike" in check.detail
+    result = score([_outcome(warm_up, {"VerlKLSpike": ("warning", [])})], [warm_up])
+    assert _check(result, "no critical or warning on a healthy warm-up").passed
