@@ -206,7 +206,14 @@ def score(outcomes: list[RunOutcome], specs: list[RunSpec]) -> Score:
 
 
 def _measurable_time(outcome: RunOutcome, episode: Fault, onset: float) -> float:
-    return onset if episode.measurable is None else _time_of(outcome, episode.measurable)
+    """When the episode can be told from noise: its `measurable` step; a hang once the silence
+    is longer than any step the run took (validations and checkpoints included); else the onset."""
+    if episode.measurable is not None:
+        return _time_of(outcome, episode.measurable)
+    times = outcome.run.times
+    if episode.kind == "stall" and len(times) > 1:
+        return onset + max(later - earlier for earlier, later in zip(times, times[1:]))
+    return onset
 
 
 def _minutes(values: list[float], how) -> str:

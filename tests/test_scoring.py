@@ -150,3 +150,15 @@ def test_a_warning_on_a_healthy_warm_up_fails_its_check():
     assert not check.passed and "grpo: VerlKLSpike" in check.detail
     result = score([_outcome(warm_up, {"VerlKLSpike": ("warning", [])})], [warm_up])
     assert _check(result, "no critical or warning on a healthy warm-up").passed
+
+
+def test_a_hang_is_measurable_once_the_silence_outlasts_the_longest_step():
+    spec = RunSpec("hang", 400, 1, faults=(Fault("stall", 300),))
+    outcome = _outcome(spec, {"VerlTrainingStalled": ("critical", [])})
+    times = outcome.run.times
+    times[100:] = [when + 200 for when in times[100:]]  # one long step (a validation): 260 s, not 60
+    outcome.run.served_until = outcome.run.end = outcome.run.times[-1] + 3600
+    outcome.alerts[0].firing.append(Firing(299, None, outcome.run.times[-1] + 900, None))
+    stalled = score([outcome], [spec]).alerts["VerlTrainingStalled"]
+    assert stalled.latencies == [900]
+    assert stalled.measurable_latencies == [900 - 260]
