@@ -26,7 +26,7 @@ class StabilityConfig(AreaConfig, area="stability"):
     # Entropy must fall below this multiple of its baseline.
     divergence_entropy_factor: Factor = 0.5
     # How long all three must hold before it pages.
-    divergence_for: Duration = "2m"
+    divergence_for: Duration = "1m"
     # Once firing, it stays firing while any one signal is still this far from its held
     # baseline (see baseline_hold_window): a weaker condition than the onset's, so the alert
     # neither resolves while the run is still diverged nor flaps around the threshold.
@@ -42,8 +42,8 @@ class StabilityConfig(AreaConfig, area="stability"):
     # VerlEntropyCollapse: entropy (median over signal_smoothing_window) below this fraction of the
     # run's own highest hourly median of the last baseline_hold_window. A healthy run's entropy
     # about halves over its life; a collapse falls by e-folds within hours.
-    entropy_collapse_fraction: Fraction = 0.3
-    entropy_collapse_for: Duration = "10m"
+    entropy_collapse_fraction: Fraction = 0.4
+    entropy_collapse_for: Duration = "3m"
     # Non-finite steps that verl skipped: more than this many in nonfinite_rate_window warns
     # (VerlNonFiniteSteps); a single one is VerlNonFiniteStep, an info.
     nonfinite_rate_max: NonNegative = 3

@@ -49,7 +49,7 @@ FAULT_ALERTS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     # Every GRPO group's rewards are identical: no advantage, grad norm and policy loss exactly 0.
     "no_learning_signal": (frozenset({"VerlNoLearningSignal"}), frozenset({"VerlRewardStagnation"})),
     # Skipped updates (non-finite grad norm) every REPEATED_SKIP_EVERY steps, never two in a row.
-    "repeated_skips": (frozenset({"VerlNonFiniteStep"}), frozenset()),
+    "repeated_skips": (frozenset({"VerlNonFiniteSteps"}), frozenset({"VerlNonFiniteStep"})),
     # Reserved memory near the card's capacity with little of it unallocated (no fragmentation).
     "memory_near_capacity": (frozenset({"VerlGPUMemoryPressure"}), frozenset()),
     # Not faults: events of a healthy run that an alert may or should report.
@@ -57,7 +57,7 @@ FAULT_ALERTS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "nan_skip": (frozenset(), frozenset({"VerlNonFiniteStep"})),
 }
 # Alerts FAULT_ALERTS expects that the rules do not define yet, with the severity they are to have.
-PLANNED_ALERTS: dict[str, str] = {"VerlResponseLengthCollapse": "warning", "VerlNoLearningSignal": "warning"}
+PLANNED_ALERTS: dict[str, str] = {}
 # Faults that end the log: the trainer hangs or dies at `at`.
 TERMINAL = {"stall": "hung", "crash": "crashed"}
 
