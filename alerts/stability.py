@@ -39,6 +39,10 @@ class StabilityConfig(AreaConfig, area="stability"):
     # A young run is watched from this much history on: its baselines are the median of its own
     # first steps until the baseline window is full (a divergence in the first hour pages too).
     divergence_min_history: Interval = "10m"
+    # The level a young run's divergence is held against until its baseline window is full: the
+    # median of its own history once this much of it exists (the first minutes of warm-up are no
+    # level to hold a fault against for a day).
+    divergence_hold_min_history: Interval = "30m"
     # VerlEntropyCollapse: entropy (median over signal_smoothing_window) below this fraction of the
     # run's own highest hourly median of the last baseline_hold_window. A healthy run's entropy
     # about halves over its life; a collapse falls by e-folds within hours.
@@ -55,6 +59,7 @@ def rules(config: Config) -> list[RuleGroup]:
     base, recent = tunables.divergence_baseline_window, tunables.divergence_recent_window
     smoothing = config.signal_smoothing_window
     baseline = Baseline(base, ending=recent, min_history=tunables.divergence_min_history)
+    held = Baseline.held(of=Baseline(base, ending=recent, min_history=tunables.divergence_hold_min_history))
     divergence = Alert(
         name="VerlTrainingDivergence",
         severity=Severity.CRITICAL,
@@ -64,9 +69,9 @@ def rules(config: Config) -> list[RuleGroup]:
             ENTROPY.min_over(recent).below(tunables.divergence_entropy_factor, times=baseline)),
         for_=tunables.divergence_for,
         keep_firing_while=any_of(
-            KL.max_over(recent).above(tunables.divergence_sustain_kl_factor, times=Baseline.held()),
-            GRAD_NORM.max_over(recent).above(tunables.divergence_sustain_grad_norm_factor, times=Baseline.held()),
-            ENTROPY.min_over(recent).below(tunables.divergence_sustain_entropy_factor, times=Baseline.held())),
+            KL.max_over(recent).above(tunables.divergence_sustain_kl_factor, times=held),
+            GRAD_NORM.max_over(recent).above(tunables.divergence_sustain_grad_norm_factor, times=held),
+            ENTROPY.min_over(recent).below(tunables.divergence_sustain_entropy_factor, times=held)),
         summary="KL, grad norm and entropy broke away from their baselines together: the policy is diverging.",
         description=(f"Run {RUN_NAME}: within the last {recent}, PPO KL rose above "
                      f"{tunables.divergence_kl_factor:g}x and grad norm above {tunables.divergence_grad_norm_factor:g}x "

@@ -129,10 +129,12 @@ class ConditionCompiler:
             raise BuildError(f"baseline of {series.expr}: min_history {baseline.min_history!r} must be a duration "
                              f"longer than 0s and shorter than the window ({window})")
         if key not in self._rolling:
-            operation = "early_baseline_median" if baseline.min_history else "baseline_median"
-            name = f"{series.stem}:{operation}"
-            if name in self._rolling.values():  # another window of the same kind says its windows
-                name += "_" + "_".join(filter(None, (window, ending, baseline.min_history)))
+            # baseline_median, or baseline_median_early10m for one that exists after 10m of history;
+            # a second baseline of the same kind on other windows says them.
+            early = f"_early{baseline.min_history}" if baseline.min_history else ""
+            name = f"{series.stem}:baseline_median{early}"
+            if name in self._rolling.values():
+                name += f"_{window}_{ending}"
             self._rolling[key] = name
             if baseline.min_history:
                 expr = early_baseline_median(series.expr, window, ending, baseline.min_history)
