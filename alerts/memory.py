@@ -17,25 +17,34 @@ class MemoryConfig(AreaConfig, area="memory"):
     # ... while at least this fraction of it is reserved but not allocated (fragments).
     memory_pressure_gap_fraction: Fraction = 0.2
     memory_pressure_for: Duration = "5m"
+    # ... or, fragmented or not, reserved above this fraction of gpu_memory_bytes: near out-of-memory.
+    memory_near_limit_fraction: Fraction = 0.97
 
 
 def rules(config: Config) -> RuleGroup:
     tunables = config.area(MemoryConfig)
     fraction, gap = tunables.memory_pressure_reserved_fraction, tunables.memory_pressure_gap_fraction
+    near = tunables.memory_near_limit_fraction
     pressure = Alert(
         name="VerlGPUMemoryPressure",
         severity=Severity.WARNING,
-        expr=(f"({RESERVED} > {fraction:g} * {config.gpu_memory_bytes})\n"
-              f"and on({ON_RUN})\n"
-              f"({RESERVED} - {ALLOCATED} >= {gap:g} * {RESERVED})"),
+        # Two branches: fragmented near the limit, or at the limit whatever the fragmentation.
+        expr=(f"(\n"
+              f"  ({RESERVED} > {fraction:g} * {config.gpu_memory_bytes})\n"
+              f"  and on({ON_RUN})\n"
+              f"  ({RESERVED} - {ALLOCATED} >= {gap:g} * {RESERVED})\n"
+              f")\n"
+              f"or\n"
+              f"{RESERVED} > {near:g} * {config.gpu_memory_bytes}"),
         for_=tunables.memory_pressure_for,
-        summary="GPU memory reserved is near the card's limit while much of it is unused fragments.",
-        description=(f"Run {RUN_NAME}: peak reserved memory is {{{{ $value | humanize1024 }}}}B, above "
-                     f"{fraction:.0%} of {config.gpu_memory_bytes / 2**30:g} GiB, and at least {gap:.0%} "
-                     f"of it is reserved but not allocated."),
-        meaning="PyTorch's caching allocator holds memory it cannot reuse for the next large tensor; the next "
-                "longer batch can fail with CUDA out-of-memory although allocated memory looks fine. Common "
-                "with variable sequence lengths and with vLLM/SGLang sharing the GPU with the trainer.",
+        summary="GPU memory reserved is near the card's limit: the next longer batch may run out of memory.",
+        description=(f"Run {RUN_NAME}: peak reserved memory is {{{{ $value | humanize1024 }}}}B: above "
+                     f"{fraction:.0%} of {config.gpu_memory_bytes / 2**30:g} GiB with at least {gap:.0%} of it "
+                     f"reserved but not allocated (fragments), or above {near:.0%} of it."),
+        meaning="Either PyTorch's caching allocator holds memory it cannot reuse for the next large tensor (the "
+                "first branch: fragmentation), so the next longer batch can fail with CUDA out-of-memory although "
+                "allocated memory looks fine; or the run simply uses nearly all of the card (the second branch). "
+                "Common with variable sequence lengths and with vLLM/SGLang sharing the GPU with the trainer.",
         next_steps=(
             "Compare the Memory timeline's allocated and reserved curves: a widening gap is fragmentation.",
             "Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, lower the rollout engine's "

@@ -2,15 +2,26 @@
 
 from dataclasses import dataclass
 
-from dashgen.conditions import RUN_NAME, Signal
-from dashgen.config import AreaConfig, Config, Duration, Fraction
+from dashgen.conditions import RUN_NAME, VALUE, Baseline, Signal, all_of, any_of
+from dashgen.config import AreaConfig, Config, Duration, Factor, Fraction, Interval
 
 
 @dataclass(frozen=True)
 class RolloutConfig(AreaConfig, area="rollout"):
-    # VerlResponseTruncation: share of responses cut at max_response_length above this.
+    # VerlResponseTruncation: share of responses cut at max_response_length above this...
     truncation_threshold: Fraction = 0.1
+    # ... or, rising early, above truncation_rise_factor times the run's own lowest hourly median
+    # of the last baseline_hold_window and above truncation_rise_floor.
+    truncation_rise_factor: Factor = 3.0
+    truncation_rise_floor: Fraction = 0.03
     truncation_for: Duration = "15m"
+    # VerlResponseLengthCollapse: mean response length (median over length_collapse_window) below
+    # this fraction of the run's own highest hourly median; a young run is compared with its first
+    # length_min_history.
+    length_collapse_fraction: Fraction = 0.3
+    length_collapse_window: Interval = "10m"
+    length_min_history: Interval = "15m"
+    length_collapse_for: Duration = "5m"
     # VerlRolloutAborts: share of rollout requests aborted above this.
     rollout_abort_threshold: Fraction = 0.05
     rollout_abort_for: Duration = "10m"
@@ -19,14 +30,21 @@ from dashgen.model import Alert, RuleGroup, Severity
 
 def rules(config: Config) -> RuleGroup:
     tunables = config.area(RolloutConfig)
+    hourly = Baseline(config.baseline_window, ending=config.baseline_recent_window)
+    clip_ratio = Signal("response_length/clip_ratio").median_over(config.signal_smoothing_window)
     truncation = Alert(
         name="VerlResponseTruncation",
         severity=Severity.WARNING,
-        condition=Signal("response_length/clip_ratio").above(tunables.truncation_threshold),
+        condition=any_of(
+            clip_ratio.above(tunables.truncation_threshold),
+            all_of(clip_ratio.above(tunables.truncation_rise_factor, times=Baseline.held(of=hourly)),
+                   clip_ratio.above(tunables.truncation_rise_floor))),
         for_=tunables.truncation_for,
         summary="Many responses are cut at the maximum response length.",
         description=(f"Run {RUN_NAME}: {{{{ $value | humanizePercentage }}}} of responses hit "
-                     f"max_response_length (threshold {tunables.truncation_threshold:.0%})."),
+                     f"max_response_length (median of {config.signal_smoothing_window}; threshold "
+                     f"{tunables.truncation_threshold:.0%}, or {tunables.truncation_rise_factor:g}x the run's own "
+                     f"lowest hourly level and at least {tunables.truncation_rise_floor:.0%})."),
         meaning="Truncated responses get no final answer, so they usually score zero; if the share grows, the "
                 "policy is drifting to longer outputs than the budget allows, or is looping.",
         next_steps=(
@@ -50,4 +68,27 @@ def rules(config: Config) -> RuleGroup:
             "Check the vLLM/SGLang server logs for errors; lower gpu_memory_utilization pressure or the batch.",
         ),
     )
-    return RuleGroup("verl-rollout", (truncation, aborts))
+    length = Signal("response_length/mean").median_over(tunables.length_collapse_window)
+    early_hourly = Baseline(config.baseline_window, ending=config.baseline_recent_window,
+                            min_history=tunables.length_min_history)
+    length_collapse = Alert.when(
+        "VerlResponseLengthCollapse",
+        length.below(tunables.length_collapse_fraction, times=Baseline.held(of=early_hourly)),
+        severity=Severity.WARNING,
+        for_=tunables.length_collapse_for,
+        keep_firing_for=config.warning_keep_firing_for,
+        summary="Responses have shrunk to a small fraction of their length: the policy may be gaming the reward "
+                "with minimal answers.",
+        description=(f"Run {RUN_NAME}: the mean response length (median of {tunables.length_collapse_window}) is "
+                     f"{VALUE} tokens, below {tunables.length_collapse_fraction:.0%} of the run's highest hourly "
+                     f"median."),
+        meaning="A length collapse: the policy found that short (often empty or single-token) answers score, or "
+                "it collapsed onto a degenerate output. The reward may stay up while the model stops solving "
+                "the task (reward hacking).",
+        next_steps=(
+            "Read sample responses of recent steps: are they empty, one token, or a fixed string?",
+            "Check the reward function for answers it scores without content; check entropy and the score "
+            "spread (all equal rewards give GRPO no signal).",
+        ),
+    )
+    return RuleGroup("verl-rollout", (truncation, aborts, length_collapse))

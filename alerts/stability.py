@@ -4,9 +4,9 @@ from dataclasses import dataclass
 
 from dashgen.catalog import NONFINITE_STREAK_METRIC
 from dashgen.conditions import RUN_NAME, VALUE, Baseline, Signal, all_of, any_of
-from dashgen.config import AreaConfig, Config, Duration, Factor, Interval, NonNegative, duration_seconds
+from dashgen.config import AreaConfig, Config, Duration, Factor, Fraction, Interval, NonNegative, duration_seconds
 from dashgen.lifecycle import NONFINITE_FATAL
-from dashgen.model import Alert, Inhibition, RuleGroup, Severity
+from dashgen.model import ON_RUN, Alert, Inhibition, RuleGroup, Severity
 
 STREAK = f"{NONFINITE_STREAK_METRIC}{{verl}}"
 KL, GRAD_NORM, ENTROPY = Signal("actor/ppo_kl"), Signal("actor/grad_norm"), Signal("actor/entropy")
@@ -26,7 +26,7 @@ class StabilityConfig(AreaConfig, area="stability"):
     # Entropy must fall below this multiple of its baseline.
     divergence_entropy_factor: Factor = 0.5
     # How long all three must hold before it pages.
-    divergence_for: Duration = "2m"
+    divergence_for: Duration = "1m"
     # Once firing, it stays firing while any one signal is still this far from its held
     # baseline (see baseline_hold_window): a weaker condition than the onset's, so the alert
     # neither resolves while the run is still diverged nor flaps around the threshold.
@@ -36,16 +36,30 @@ class StabilityConfig(AreaConfig, area="stability"):
     # VerlKLSpike: PPO KL (median over signal_smoothing_window) above this, for kl_spike_for.
     kl_spike_threshold: NonNegative = 0.1
     kl_spike_for: Duration = "10m"
-    # VerlEntropyCollapse: entropy (median over signal_smoothing_window) below this.
-    entropy_collapse_threshold: NonNegative = 0.05
-    entropy_collapse_for: Duration = "10m"
+    # A young run is watched from this much history on: its baselines are the median of its own
+    # first steps until the baseline window is full (a divergence in the first hour pages too).
+    divergence_min_history: Interval = "10m"
+    # The level a young run's divergence is held against until its baseline window is full: the
+    # median of its own history once this much of it exists (the first minutes of warm-up are no
+    # level to hold a fault against for a day).
+    divergence_hold_min_history: Interval = "30m"
+    # VerlEntropyCollapse: entropy (median over signal_smoothing_window) below this fraction of the
+    # run's own highest hourly median of the last baseline_hold_window. A healthy run's entropy
+    # about halves over its life; a collapse falls by e-folds within hours.
+    entropy_collapse_fraction: Fraction = 0.4
+    entropy_collapse_for: Duration = "3m"
+    # Non-finite steps that verl skipped: more than this many in nonfinite_rate_window warns
+    # (VerlNonFiniteSteps); a single one is VerlNonFiniteStep, an info.
+    nonfinite_rate_max: NonNegative = 3
+    nonfinite_rate_window: Interval = "1h"
 
 
 def rules(config: Config) -> list[RuleGroup]:
     tunables = config.area(StabilityConfig)
     base, recent = tunables.divergence_baseline_window, tunables.divergence_recent_window
     smoothing = config.signal_smoothing_window
-    baseline = Baseline(base, ending=recent)
+    baseline = Baseline(base, ending=recent, min_history=tunables.divergence_min_history)
+    held = Baseline.held(of=Baseline(base, ending=recent, min_history=tunables.divergence_hold_min_history))
     divergence = Alert(
         name="VerlTrainingDivergence",
         severity=Severity.CRITICAL,
@@ -55,9 +69,9 @@ def rules(config: Config) -> list[RuleGroup]:
             ENTROPY.min_over(recent).below(tunables.divergence_entropy_factor, times=baseline)),
         for_=tunables.divergence_for,
         keep_firing_while=any_of(
-            KL.max_over(recent).above(tunables.divergence_sustain_kl_factor, times=Baseline.held()),
-            GRAD_NORM.max_over(recent).above(tunables.divergence_sustain_grad_norm_factor, times=Baseline.held()),
-            ENTROPY.min_over(recent).below(tunables.divergence_sustain_entropy_factor, times=Baseline.held())),
+            KL.max_over(recent).above(tunables.divergence_sustain_kl_factor, times=held),
+            GRAD_NORM.max_over(recent).above(tunables.divergence_sustain_grad_norm_factor, times=held),
+            ENTROPY.min_over(recent).below(tunables.divergence_sustain_entropy_factor, times=held)),
         summary="KL, grad norm and entropy broke away from their baselines together: the policy is diverging.",
         description=(f"Run {RUN_NAME}: within the last {recent}, PPO KL rose above "
                      f"{tunables.divergence_kl_factor:g}x and grad norm above {tunables.divergence_grad_norm_factor:g}x "
@@ -97,14 +111,21 @@ def rules(config: Config) -> list[RuleGroup]:
     entropy_collapse = Alert(
         name="VerlEntropyCollapse",
         severity=Severity.WARNING,
-        condition=ENTROPY.median_over(smoothing).below(tunables.entropy_collapse_threshold),
+        condition=ENTROPY.median_over(smoothing).below(
+            tunables.entropy_collapse_fraction, times=Baseline.held(of=Baseline(base, ending=recent))),
         for_=tunables.entropy_collapse_for,
         keep_firing_for=config.warning_keep_firing_for,
-        summary="Policy entropy is near zero: the model has collapsed onto a few answers.",
-        description=(f"Run {RUN_NAME}: the median of actor/entropy over {smoothing} is {VALUE} "
-                     f"(threshold {tunables.entropy_collapse_threshold:g})."),
+        summary="Policy entropy has fallen far below the run's own level: the model is collapsing onto a few "
+                "answers.",
+        description=(f"Run {RUN_NAME}: the median of actor/entropy over {smoothing} is {VALUE}, below "
+                     f"{tunables.entropy_collapse_fraction:.0%} of the run's highest hourly median of the last "
+                     f"{config.baseline_hold_window}."),
         meaning="Mode collapse: the policy samples nearly deterministically, so exploration stops and reward "
-                "usually plateaus. Entropy declining slowly is normal; near zero is not.",
+                "usually plateaus. Entropy levels differ by model and task by orders of magnitude, so the alert "
+                "compares the run with itself: a slow decline (a healthy run's entropy about halves over its "
+                "life) is normal, and so is a level that has been low from the start; a fall by e-folds within "
+                "hours is not. A collapse that lasts longer than baseline_hold_window becomes the run's level "
+                "and resolves.",
         next_steps=(
             "Look at sample responses of recent steps: are they identical or repetitive?",
             "Raise the entropy bonus (entropy_coeff) or lower the KL penalty; consider a higher rollout "
@@ -130,7 +151,7 @@ def rules(config: Config) -> list[RuleGroup]:
         meaning="NaN in the loss, or a NaN/infinite grad norm, KL or entropy on consecutive steps, means an "
                 "overflow or a division by zero in the update; once NaN reaches the weights every later step is "
                 "wasted compute. (verl skips the optimizer step when the grad norm is not finite, so one such "
-                "step alone is VerlNonFiniteStep, a warning.)",
+                "step alone is VerlNonFiniteStep, an info.)",
         next_steps=(
             "Find the first NaN step in the step log; check grad norm and KL just before it.",
             "Resume from the last good checkpoint; with bf16/fp16 check loss scaling, lower the learning rate, "
@@ -139,18 +160,39 @@ def rules(config: Config) -> list[RuleGroup]:
     )
     nonfinite_step = Alert(
         name="VerlNonFiniteStep",
-        severity=Severity.WARNING,
+        severity=Severity.INFO,
         expr=f"max_over_time({STREAK}[{seen}]) == 1",
         summary="One step logged a NaN or infinite grad norm, KL or entropy; verl skipped its update.",
         description=f"Run {RUN_NAME}: a single step had non-finite update statistics; the next one was finite.",
         meaning="An isolated overflow: verl does not apply an update whose grad norm is not finite, so training "
-                "goes on unharmed. Worth a look if it recurs; VerlNaNMetrics pages if it happens twice in a row.",
+                "goes on unharmed; routine with bf16 and large batches. VerlNonFiniteSteps warns when they "
+                "become frequent, VerlNaNMetrics pages when two come in a row.",
         next_steps=(
-            "Check how often it happens on the dashboard's grad norm panel (gaps are NaN steps).",
-            "If it recurs, lower the learning rate or check the batch for degenerate (empty) responses.",
+            "Nothing, unless it recurs: check how often on the dashboard's grad norm panel (gaps are NaN steps).",
         ),
     )
-    return [RuleGroup("verl-stability", (divergence, kl_spike, entropy_collapse, nan, nonfinite_step))]
+    rate_window, rate_max = tunables.nonfinite_rate_window, tunables.nonfinite_rate_max
+    nonfinite_steps = Alert(
+        name="VerlNonFiniteSteps",
+        severity=Severity.WARNING,
+        # Each skipped step raises the streak to 1 and the next finite step sets it back: two changes.
+        # Consecutive NaN steps are VerlNaNMetrics' to page, not skips to count.
+        expr=(f"ceil(changes({STREAK}[{rate_window}]) / 2) > {rate_max:g}\n"
+              f"unless on({ON_RUN})\n"
+              f"max_over_time({STREAK}[{rate_window}]) >= 2"),
+        keep_firing_for=config.warning_keep_firing_for,
+        summary="verl keeps skipping updates with a NaN or infinite grad norm.",
+        description=(f"Run {RUN_NAME}: {VALUE} steps with non-finite update statistics in the last "
+                     f"{rate_window} (more than {rate_max:g}); each was skipped."),
+        meaning="Isolated overflows that have become frequent: each one is a wasted step, and a rising rate "
+                "often comes before consecutive NaNs (VerlNaNMetrics).",
+        next_steps=(
+            "Look at the grad norm and the loss scale around the skipped steps (gaps on the grad norm panel).",
+            "Lower the learning rate, check bf16/fp16 settings, and look for degenerate (empty) responses.",
+        ),
+    )
+    return [RuleGroup("verl-stability", (divergence, kl_spike, entropy_collapse, nan, nonfinite_step,
+                                         nonfinite_steps))]
 
 
 def inhibitions(config: Config) -> tuple[Inhibition, ...]:

@@ -1,7 +1,9 @@
 """A recorded verl run -> Prometheus TSDB blocks, made by `promtool tsdb create-blocks-from openmetrics`.
 
 verl's step log has step numbers but no clock. Each step's time is rebuilt from the
-cumulative `timing_s/step` (a step is logged when it ends), anchored at a start time that
+cumulative `timing_s/step` (a step is logged when it ends; a line of a log that holds every
+Nth step also stands for the N-1 steps before it, each taking the run's median step time),
+anchored at a start time that
 defaults to the file's modification time minus the run's length, so the last step lands
 when the file was last written. A run that would reach past now is moved back to end now:
 Prometheus drops samples of blocks that reach into the future.
@@ -25,6 +27,7 @@ from __future__ import annotations
 import bisect
 import math
 import os
+import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +50,8 @@ RUN_ENDS = ("finished", "crashed", "hung")
 # After a finished or crashed run's grace period, how long the exporter is shown gone (up 0).
 GONE_SECONDS = 1800.0
 CRASH_EXIT_CODE = 1
+# The largest step interval a log written every N steps is taken to have (see _steps_advanced).
+MAX_LOGGING_INTERVAL_STEPS = 1000
 # Scrapes written per run (a 15 s interval: 174 days); more would take gigabytes.
 MAX_SCRAPES_PER_RUN = 1_000_000
 
@@ -132,6 +137,7 @@ def read_run(path: Path, labels: dict[str, str], timing: Timing, export_unknown:
     mapper = StepMapper(catalog, export_unknown=export_unknown)
     streak = NonFiniteStreak()
     durations: list[float] = []
+    steps_left_out: list[int] = []  # per line: steps the log left out before it (a log of every Nth step)
     lines = 0
     try:
         with open(path, "rb") as handle:
@@ -161,6 +167,7 @@ def read_run(path: Path, labels: dict[str, str], timing: Timing, export_unknown:
                     run.validation.append(validation)
                 else:  # held from the previous test step, unless the run restarted
                     run.validation.append({} if number < run.steps[-1] else run.validation[-1])
+                steps_left_out.append(_steps_advanced(run.steps[-1] if run.steps else None, number) - 1)
                 run.steps.append(number)
                 run.values.append(values if keep is None else
                                   {name: value for name, value in values.items() if name in keep})
@@ -185,6 +192,11 @@ def read_run(path: Path, labels: dict[str, str], timing: Timing, export_unknown:
                          f"{timing.default_step_seconds:g} s after the previous one")
     for note in mapper.counts.notes:
         run.notes.append(note)
+    if any(steps_left_out):
+        # A left-out step takes the run's median step time, not the next line's, which may hold
+        # a validation or a checkpoint.
+        typical = statistics.median(durations)
+        durations = [seconds + left_out * typical for seconds, left_out in zip(durations, steps_left_out)]
     _place_on_clock(run, durations, timing, modified, time.time() if now is None else now)
     return run
 
@@ -201,6 +213,15 @@ def _bounded_lines(handle) -> Iterator[bytes | None]:
             yield None
         else:
             yield line
+
+
+def _steps_advanced(previous: int | None, number: int) -> int:
+    """Steps a line stands for: a log that holds every Nth step advances N steps per line. A step
+    that goes back (a resumed run) or a forward jump beyond MAX_LOGGING_INTERVAL_STEPS (not a
+    logging interval: another run's log) counts as one."""
+    if previous is None or not previous < number <= previous + MAX_LOGGING_INTERVAL_STEPS:
+        return 1
+    return number - previous
 
 
 def _has_timing(values: dict[str, float]) -> bool:

@@ -129,10 +129,12 @@ class ConditionCompiler:
             raise BuildError(f"baseline of {series.expr}: min_history {baseline.min_history!r} must be a duration "
                              f"longer than 0s and shorter than the window ({window})")
         if key not in self._rolling:
-            taken = sum(1 for other in self._rolling if other[0] == series.stem)
-            # The first baseline of a signal has the plain name; another says how it differs.
-            suffix = "" if not taken else "_" + "_".join(filter(None, (window, ending, baseline.min_history)))
-            name = f"{series.stem}:baseline_median{suffix}"
+            # baseline_median, or baseline_median_early10m for one that exists after 10m of history;
+            # a second baseline of the same kind on other windows says them.
+            early = f"_early{baseline.min_history}" if baseline.min_history else ""
+            name = f"{series.stem}:baseline_median{early}"
+            if name in self._rolling.values():
+                name += f"_{window}_{ending}"
             self._rolling[key] = name
             if baseline.min_history:
                 expr = early_baseline_median(series.expr, window, ending, baseline.min_history)
@@ -151,9 +153,9 @@ class ConditionCompiler:
         if key not in self._held:
             extreme, word = ("min", "low") if fault_raises else ("max", "high")
             step, window = self.defaults.hold_step, self.defaults.hold_window
-            base = rolling.rsplit(":", 1)[0]
-            suffix = rolling.rsplit(":", 1)[1][len("baseline_median"):]
-            step_name, held_name = f"{base}:baseline_{word}{suffix}", f"{base}:baseline_held{suffix}"
+            base, operation = rolling.rsplit(":", 1)
+            step_name = f"{base}:{operation.replace('baseline_median', f'baseline_{word}')}"
+            held_name = f"{base}:{operation.replace('baseline_median', 'baseline_held')}"
             if any(k[0] == rolling for k in self._held):  # the same baseline held both ways
                 step_name, held_name = step_name + f"_{word}", held_name + f"_{word}"
             self._held[key] = held_name
@@ -203,8 +205,10 @@ class ConditionCompiler:
                              f"compare {condition.signal.ref!r} with a Baseline(...) first; it holds that baseline "
                              f"(or name the baseline to hold: Baseline.held(of=Baseline('1h')))")
         onset_series = resolve_signal(compared[0].signal.ref, self.catalog, where)
-        rolling = self.rolling_baseline(onset_series, compared[0].baseline)
-        return self.held_baseline(rolling, compared[0].raises)
+        # The level before a fault is one of full windows: the median of a young run's first few
+        # steps (min_history) is no level to hold a fault against for a day.
+        complete = replace(compared[0].baseline, min_history="")
+        return self.held_baseline(self.rolling_baseline(onset_series, complete), compared[0].raises)
 
 
 def expand_group(group: RuleGroup, compiler: ConditionCompiler, expand_alert: Callable) -> list[RuleGroup]:

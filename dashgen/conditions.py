@@ -40,7 +40,7 @@ class Baseline:
     `Baseline.held()` is the level from before a fault: the lowest rolling baseline of the last
     `baseline_hold_window` for a signal a fault raises (`above`), the highest for one it lowers
     (`below`). Bare, in `keep_firing_while`, it holds the baseline the alert's condition compares the
-    same signal with; `Baseline.held(of=Baseline("1h"))` holds that one, anywhere: a fall relative
+    same signal with (over full windows only, whatever its min_history); `Baseline.held(of=Baseline("1h"))` holds that one, anywhere: a fall relative
     to the run's own best level (entropy collapsing) rather than to a fixed number."""
 
     window: str = ""

@@ -10,7 +10,7 @@ import difflib
 import re
 from typing import Iterable, Mapping
 
-from dashgen.conditions import Compare
+from dashgen.conditions import AnyOf, Compare
 from dashgen.errors import BuildError
 from dashgen.model import Alert, Dashboard, Stat, Threshold, TimeSeries
 
@@ -40,9 +40,12 @@ def check_alertname_matchers(expr: str, known: Iterable[str], where: str) -> Non
 
 
 def alert_threshold(alert: Alert, where: str) -> float:
-    """The number an alert compares its one signal with, for a panel threshold that names only it."""
-    if isinstance(alert.condition, Compare) and alert.condition.baseline is None:
-        return alert.condition.value
+    """The number an alert compares its one signal with, for a panel threshold that names only it:
+    its condition, or the one branch of an any_of that compares with a number."""
+    branches = alert.condition.conditions if isinstance(alert.condition, AnyOf) else (alert.condition,)
+    fixed = [c for c in branches if isinstance(c, Compare) and c.baseline is None]
+    if len(fixed) == 1:
+        return fixed[0].value
     raise BuildError(f"{where}: {alert.name} has no single threshold to draw (its condition is not one signal "
                      f"compared with a number); give the threshold a value: Threshold(VALUE, {alert.name!r})")
 

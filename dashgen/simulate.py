@@ -5,7 +5,10 @@ single-step spikes, a slow natural KL drift and entropy decline, a rising reward
 plateaus (optionally a signed reward that sits near 0), validation and checkpoint steps
 that take longer, and sometimes a restart from a checkpoint (the step goes back). Faults
 are laid over it from a step on, until a step or the run's end (`Fault.until`), and each
-names the alerts that must catch it and those it may also raise (`FAULT_ALERTS`).
+names the alerts that must catch it and those it may also raise (`FAULT_ALERTS`), and the
+step from which it is measurable (`Fault.measurable_from`). Runs can also have the shapes
+that defeat alerts tuned on one model: an entropy level far from the usual (low and flat, or
+high), a warm-up with high KL or noisy first steps, and a log that holds only every Nth step.
 
 Everything is drawn from `random.Random(seed)`: the same spec writes the same file.
 """
@@ -20,6 +23,7 @@ from pathlib import Path
 
 from dashgen.catalog import CATALOG
 
+# The one place that names the alerts each fault is judged on; rename an alert here.
 # fault kind -> (alerts that must fire, alerts it may also raise)
 FAULT_ALERTS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "divergence": (frozenset({"VerlTrainingDivergence"}),
@@ -37,10 +41,23 @@ FAULT_ALERTS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "memory_pressure": (frozenset({"VerlGPUMemoryPressure"}), frozenset()),
     "token_runaway": (frozenset({"VerlBatchTokenRunaway"}), frozenset({"VerlResponseTruncation"})),
     "rollout_aborts": (frozenset({"VerlRolloutAborts"}), frozenset()),
+    # Entropy falling 10x per `speed` steps: a collapse seen as a fall, not as a level.
+    "entropy_decay": (frozenset({"VerlEntropyCollapse"}), frozenset({"VerlRewardStagnation"})),
+    # Responses shrink to a few tokens while the reward stays up (hacked by minimal answers).
+    "length_collapse": (frozenset({"VerlResponseLengthCollapse"}),
+                        frozenset({"VerlEntropyCollapse", "VerlRewardStagnation", "VerlNoLearningSignal"})),
+    # Every GRPO group's rewards are identical: no advantage, grad norm and policy loss exactly 0.
+    "no_learning_signal": (frozenset({"VerlNoLearningSignal"}), frozenset({"VerlRewardStagnation"})),
+    # Skipped updates (non-finite grad norm) every REPEATED_SKIP_EVERY steps, never two in a row.
+    "repeated_skips": (frozenset({"VerlNonFiniteSteps"}), frozenset({"VerlNonFiniteStep"})),
+    # Reserved memory near the card's capacity with little of it unallocated (no fragmentation).
+    "memory_near_capacity": (frozenset({"VerlGPUMemoryPressure"}), frozenset()),
     # Not faults: events of a healthy run that an alert may or should report.
     "plateau": (frozenset({"VerlRewardStagnation"}), frozenset()),
     "nan_skip": (frozenset(), frozenset({"VerlNonFiniteStep"})),
 }
+# Alerts FAULT_ALERTS expects that the rules do not define yet, with the severity they are to have.
+PLANNED_ALERTS: dict[str, str] = {}
 # Faults that end the log: the trainer hangs or dies at `at`.
 TERMINAL = {"stall": "hung", "crash": "crashed"}
 
@@ -50,7 +67,12 @@ class Fault:
     kind: str
     at: int  # first step showing it
     until: int | None = None  # first step without it; None: to the end of the run
-    speed: int = 5  # steps it takes to develop fully
+    speed: int = 5  # steps it takes to develop fully (entropy_decay: steps per 10x fall)
+    measurable: int | None = None  # first step from which it can be told from noise; None: `at`
+
+    @property
+    def measurable_from(self) -> int:
+        return self.at if self.measurable is None else self.measurable
 
 
 @dataclass(frozen=True)
@@ -65,6 +87,11 @@ class RunSpec:
     restart_at: int | None = None  # the run resumes here from `restart_from`
     restart_from: int = 0
     isolated_nan_steps: tuple[int, ...] = ()  # verl skips these steps' updates
+    entropy_level: float = 0.9  # healthy entropy at the start
+    entropy_decline: float = 0.5  # share of its level the healthy entropy loses by the run's end
+    warmup_kl: float = 0.0  # extra KL at step 1, fading over WARMUP_KL_STEPS (GRPO with small groups)
+    noisy_first_steps: int = 0  # steps at the start with much noisier KL, grad norm and entropy
+    log_every: int = 1  # the log holds only the steps that are multiples of this
 
     @property
     def end(self) -> str:
@@ -131,6 +158,11 @@ def neutral_value(key: str) -> float:
 _BASE = {metric.verl_keys[0]: neutral_value(metric.verl_keys[0]) for metric in CATALOG.values() if metric.verl_keys}
 VALIDATION_EVERY = 50
 CHECKPOINT_EVERY = 100
+WARMUP_KL_STEPS = 10.0  # e-folding of the warm-up's extra KL
+REPEATED_SKIP_EVERY = 12
+COLLAPSED_LENGTH_SHARE = 0.05  # length collapse: 53 -> 2.6 tokens in a public GRPO run
+ENTROPY_DECAY_FLOOR = 0.02  # entropy_decay stops at this share of the healthy level
+NEAR_CAPACITY_RESERVED_GB, NEAR_CAPACITY_ALLOCATED_GB = 79.0, 74.0
 
 
 @dataclass
@@ -150,6 +182,19 @@ class _Reward:
             self.levels[step] = level
 
 
+def healthy_entropy(spec: RunSpec, step: int) -> float:
+    """The run's entropy at `step` without noise or faults."""
+    return spec.entropy_level - spec.entropy_level * spec.entropy_decline * (step / spec.steps)
+
+
+def noise_free_entropy(spec: RunSpec, fault: Fault, step: int) -> float:
+    """Entropy at `step` under `fault` (an entropy fault: it only touches entropy), without noise."""
+    data = {"actor/entropy": healthy_entropy(spec, step)}
+    if step >= fault.at and (fault.until is None or step < fault.until):
+        _apply(fault, step, data, spec)
+    return data["actor/entropy"]
+
+
 def step_data(spec: RunSpec, step: int, rng: random.Random, reward: _Reward) -> dict:
     noise = _Noise(rng)
     progress = step / spec.steps
@@ -161,7 +206,13 @@ def step_data(spec: RunSpec, step: int, rng: random.Random, reward: _Reward) -> 
         kl *= rng.uniform(3, 6)
     if rng.random() < 0.01:
         grad_norm *= rng.uniform(2, 4)
-    entropy = (0.9 - 0.45 * progress) * (1 + noise.heavy(0.02))
+    if spec.warmup_kl:
+        kl += spec.warmup_kl * math.exp(-(step - 1) / WARMUP_KL_STEPS)
+    entropy = healthy_entropy(spec, step) * (1 + noise.heavy(0.02))
+    if step <= spec.noisy_first_steps:
+        kl *= noise.lognormal(0.8)
+        grad_norm *= noise.lognormal(0.6)
+        entropy *= 1 + noise.heavy(0.15)
     score_noise = 0.05 if spec.signed_reward else 0.025
     score = reward.levels[step] + noise.heavy(score_noise)
     length = (350 + 250 * progress) * (1 + noise.heavy(0.03))
@@ -241,10 +292,30 @@ def _apply(fault: Fault, step: int, data: dict, spec: RunSpec) -> None:
         data["perf/max_memory_allocated_gb"] = 50.0 + (54.0 - 50.0) * ramp
     elif kind == "rollout_aborts":
         data["response/aborted_ratio"] = 0.12 * ramp
+    elif kind == "entropy_decay":
+        data["actor/entropy"] *= max(10 ** (-(step - fault.at) / fault.speed), ENTROPY_DECAY_FLOOR)
+    elif kind == "length_collapse":
+        share = COLLAPSED_LENGTH_SHARE ** ramp  # a geometric fall
+        data["response_length/mean"] *= share
+        data["response_length/max"] *= share
+        data["response_length/clip_ratio"] = 0.0
+        data["perf/total_num_tokens"] = 512 * (200 + data["response_length/mean"])
+        data["timing_s/step"] *= 1 - 0.6 * ramp
+        data["critic/score/mean"] += 0.05 * ramp
+    elif kind == "no_learning_signal":
+        for key in ("actor/grad_norm", "actor/pg_loss", "actor/ppo_kl", "actor/pg_clipfrac"):
+            data[key] = 0.0
+    elif kind == "repeated_skips":
+        if (step - fault.at) % REPEATED_SKIP_EVERY == 0:
+            data["actor/grad_norm"] = None
+    elif kind == "memory_near_capacity":
+        data["perf/max_memory_reserved_gb"] = 62.0 + (NEAR_CAPACITY_RESERVED_GB - 62.0) * ramp
+        data["perf/max_memory_allocated_gb"] = 50.0 + (NEAR_CAPACITY_ALLOCATED_GB - 50.0) * ramp
 
 
 def write_run(spec: RunSpec, path: Path) -> Path:
-    """Write the run's step log as verl's file logger does (JSON lines, NaN as null)."""
+    """Write the run's step log as verl's file logger does (JSON lines, NaN as null); every step
+    is simulated, so a run logged every Nth step is the every-step run with lines left out."""
     rng = random.Random(spec.seed)
     reward = _Reward(spec)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -255,5 +326,7 @@ def write_run(spec: RunSpec, path: Path) -> Path:
     with open(path, "w") as handle:
         for step in order:
             data = step_data(spec, step, rng, reward)
+            if step % spec.log_every:
+                continue
             handle.write(json.dumps({"step": step, "data": data}, allow_nan=True) + "\n")
     return path

@@ -9,6 +9,7 @@ Every verl key of the catalog is on a panel here or in LEFT_OUT with the reason
 
 from dashgen_alerts.memory import MemoryConfig
 from dashgen_alerts.progress import ProgressConfig
+from dashgen_alerts.stability import StabilityConfig
 
 from dashgen.catalog import CATALOG
 from dashgen.config import Config, duration_seconds
@@ -114,14 +115,21 @@ kl = TimeSeries(
     width=6,
     thresholds=(Threshold(alert="VerlKLSpike"),),
 )
-entropy = TimeSeries(
-    "Policy entropy",
-    (Query("verl_actor_entropy{run}", "{{experiment}}"),),
-    unit=NATS,
-    description="Mean token entropy. A slow decline is normal; a drop towards zero is mode collapse.",
-    width=6,
-    thresholds=(Threshold(alert="VerlEntropyCollapse"),),
-)
+
+
+def _entropy(config: Config) -> TimeSeries:
+    collapse = config.area(StabilityConfig).entropy_collapse_fraction
+    return TimeSeries(
+        "Policy entropy",
+        (Query("verl_actor_entropy{run}", "{{experiment}}"),
+         Query(f"{collapse:g} * verl:actor_entropy:baseline_held{{run}}", "collapse below {{experiment}}")),
+        description="Mean token entropy. A slow decline is normal, and so is a level low from the start; a fall "
+                    "below the dashed line (a fraction of the run's own best hourly level) is mode collapse "
+                    "(VerlEntropyCollapse).",
+        width=6,
+    )
+
+
 grad_norm = TimeSeries(
     "Actor grad norm",
     (Query("verl_actor_grad_norm{run}", "{{experiment}}"),),
@@ -488,7 +496,7 @@ def dashboard(config: Config) -> Dashboard:
         rows=(
             Row("At a glance", (current_step, _seconds_since_step(config), firing_alerts, latest_validation,
                                 validation_score, validation_aux)),
-            Row("Training stability", (reward, kl, entropy, grad_norm,
+            Row("Training stability", (reward, kl, _entropy(config), grad_norm,
                                        clip_fraction, response_length, response_clip_ratio, aborted_ratio)),
             Row("Rewards, advantages and values", (rewards, advantages, returns, values)),
             Row("Losses", (policy_loss, kl_loss, value_loss, explained_variance,

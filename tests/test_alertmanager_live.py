@@ -44,6 +44,8 @@ def chain_config(ports: dict, token_file) -> dict:
             "divergence_baseline_window": "30s",
             "divergence_recent_window": "5s",
             "divergence_for": "3s",
+            "divergence_min_history": "10s",
+            "divergence_hold_min_history": "20s",
             # The symptoms fire one evaluation after the divergence, as with the default windows.
             "kl_spike_for": "6s",
             "entropy_collapse_threshold": 0.3,  # the synthetic divergence takes entropy to ~0.17

@@ -95,6 +95,18 @@ def test_step_times_come_from_timing_and_a_default_spacing(tmp_path: Path):
     assert anchored_at_mtime.times[-1] == pytest.approx(log.stat().st_mtime)
 
 
+def test_a_log_of_every_tenth_step_advances_ten_step_times_per_line(tmp_path: Path):
+    # Logged every 10 steps, a restart back to step 10, then a jump no logging interval explains.
+    # Step 30 validated (200 s): the 9 steps left out before it take the median step time.
+    log = tmp_path / "p" / "e.jsonl"
+    log.parent.mkdir()
+    lines = ((10, 60.0), (20, 60.0), (30, 200.0), (10, 60.0), (20, 60.0), (5000, 60.0))
+    log.write_text("".join(json.dumps({"step": n, "data": {"timing_s/step": seconds}}) + "\n"
+                           for n, seconds in lines))
+    recorded = read_run(log, run_labels(log, "verl"), Timing(start=0.0), now=10**6)
+    assert recorded.times == [60.0, 660.0, 1400.0, 1460.0, 2060.0, 2120.0]
+
+
 def test_a_run_reaching_into_the_future_is_moved_back_to_now(tmp_path: Path):
     log = write_run(tmp_path / "p" / "e.jsonl", "healthy", steps=3)
     recorded = read_run(log, run_labels(log, "verl"), Timing(start=1_000_000.0, end="hung", hold_seconds=60),

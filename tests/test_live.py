@@ -25,7 +25,8 @@ from dashgen.synthetic_runs import step_line
 SHORT_WINDOWS = {
     "scrape_interval": "1s",
     "rule_interval": "1s",
-    "stability": {"divergence_baseline_window": "30s", "divergence_recent_window": "5s", "divergence_for": "3s"},
+    "stability": {"divergence_baseline_window": "30s", "divergence_recent_window": "5s", "divergence_for": "3s",
+                  "divergence_min_history": "10s", "divergence_hold_min_history": "20s"},
     "rewards": {"reward_cliff_baseline_window": "30s", "reward_cliff_recent_window": "5s", "reward_cliff_for": "3s"},
     "progress": {"stall_min_silence": "20s", "stall_step_time_window": "1m", "stall_for": "2s"},
 }
