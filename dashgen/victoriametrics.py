@@ -105,6 +105,9 @@ class VictoriaMetricsServer(PrometheusServer):
     binary = "victoria-metrics"
     ready_path = "/health"
 
+    def __init__(self, storage_dir: Path, ready_timeout: float = 60.0):
+        super().__init__(Path("/dev/null"), storage_dir, ready_timeout=ready_timeout)  # it reads no config file
+
     def arguments(self) -> list[str]:
         return [f"-httpListenAddr=127.0.0.1:{self.port}", f"-storageDataPath={self.storage_dir}",
                 "-retentionPeriod=100y", "-search.latencyOffset=0s", "-search.disableCache", "-loggerLevel=ERROR"]

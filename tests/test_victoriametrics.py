@@ -68,7 +68,7 @@ def test_a_replay_through_victoria_metrics_starts_the_alerts_prometheus_backtest
                 for result in backtest([SAMPLE_RUN], REPO, Config(), timing)
                 for outcome in result.alerts if outcome.firing}
     assert set(expected) >= {"VerlTrainingDivergence"}, expected
-    with VictoriaMetricsServer(tmp_path / "unused.yml", tmp_path / "victoria-metrics") as server:
+    with VictoriaMetricsServer(tmp_path / "victoria-metrics") as server:
         server.import_prometheus_text(prometheus_text([recorded], timing.scrape_interval))
         # GPU rules read Ray's series, which the step log does not hold: nothing to replay there.
         replay(server, [f for f in RULE_FILES if f.stem != "gpu"], recorded.times[0], recorded.end, "1m",
