@@ -79,3 +79,26 @@ def test_a_replay_through_victoria_metrics_starts_the_alerts_prometheus_backtest
         # Without keep_firing_for (the dialect) an alert may resolve and fire again where Prometheus
         # holds it: compare when each first fires, to within one evaluation interval.
         assert abs(got[name][0] - starts[0]) <= 60, (name, got[name], starts)
+
+
+@needs_victoria_metrics
+def test_a_nan_loss_pages_on_victoria_metrics_which_drops_the_nan_samples(tmp_path: Path):
+    import json
+
+    log = tmp_path / "gsm8k" / "nan-loss.jsonl"
+    log.parent.mkdir()
+    steps = [{"step": n, "data": {"actor/pg_loss": None if n >= 20 else 0.1, "actor/grad_norm": 1.0}}
+             for n in range(1, 31)]
+    log.write_text("".join(json.dumps(step) + "\n" for step in steps))
+    timing = Timing(start=float((int(time.time()) // 86400 - 2) * 86400), default_step_seconds=60.0)
+    recorded = read_run(log, run_labels(log, "verl"), timing)
+    expected = {outcome.alertname: outcome.firing[0].start
+                for result in backtest([log], REPO, Config(), timing) for outcome in result.alerts if outcome.firing}
+    with VictoriaMetricsServer(tmp_path / "victoria-metrics") as server:
+        server.import_prometheus_text(prometheus_text([recorded], timing.scrape_interval))
+        # VictoriaMetrics (1.79) dropped the NaN samples: only the finite loss is stored.
+        assert set(server.export('verl_actor_pg_loss{experiment="nan-loss"}')[0]["values"]) == {0.1}
+        replay(server, [REPO / "rendered/rules/stability.yaml"], recorded.times[0], recorded.end, "1m", tmp_path)
+        got = firing_starts(server, gap_seconds=60)
+    assert "VerlNaNMetrics" in expected and "VerlNaNMetrics" in got, (expected, got)
+    assert abs(got["VerlNaNMetrics"][0] - expected["VerlNaNMetrics"]) <= 60
