@@ -1,12 +1,12 @@
 # make build: set up a virtualenv, install dashgen, render rendered/.
-# make test:  the same set-up plus Prometheus' and Alertmanager's tools, then the whole suite.
+# make test:  the same set-up plus Prometheus', Alertmanager's and VictoriaMetrics' tools, then the whole suite.
 PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 # Debian's package; apt needs root, so use sudo when not root and it exists.
 SUDO   := $(shell [ "$$(id -u)" -ne 0 ] && command -v sudo >/dev/null && echo sudo)
 
-.PHONY: build check lint test rules-test prometheus alertmanager bench clean
+.PHONY: build check lint test rules-test prometheus alertmanager victoria-metrics bench clean
 
 $(BIN)/dashgen: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,13 +36,22 @@ alertmanager:
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus-alertmanager >/dev/null; \
 	fi
 
-lint: $(BIN)/dashgen prometheus alertmanager
+# VictoriaMetrics and vmalert from the Debian package (1.79 on bookworm), when missing: lint's
+# `vmalert -dryRun` and the replay test (tests/test_victoriametrics.py).
+victoria-metrics:
+	@if ! command -v vmalert >/dev/null 2>&1 || ! command -v victoria-metrics >/dev/null 2>&1; then \
+		echo "installing VictoriaMetrics (Debian package victoria-metrics)"; \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends victoria-metrics >/dev/null; \
+	fi
+
+lint: $(BIN)/dashgen prometheus alertmanager victoria-metrics
 	$(BIN)/dashgen lint
 
-rules-test: $(BIN)/dashgen prometheus alertmanager
+rules-test: $(BIN)/dashgen prometheus alertmanager victoria-metrics
 	$(BIN)/dashgen test
 
-test: $(BIN)/dashgen prometheus alertmanager
+test: $(BIN)/dashgen prometheus alertmanager victoria-metrics
 	$(BIN)/dashgen check
 	$(BIN)/python -m pytest -q
 

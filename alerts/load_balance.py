@@ -4,14 +4,14 @@ from dataclasses import dataclass
 
 from dashgen.conditions import RUN_NAME, VALUE, Baseline, Signal
 from dashgen.config import AreaConfig, Config, Duration, Factor, Fraction, Interval, Percent
-from dashgen.gpu import RUN_SESSION_LINK, SESSION_LABEL, gpu_source, run_join
-from dashgen.model import Alert, RuleGroup, Severity
+from dashgen.gpu import RUN_SESSION_LINK, SESSION_LABEL, SHARED_SESSIONS, gpu_source, run_join
+from dashgen.model import Alert, Recording, RuleGroup, Severity
 
 
 @dataclass(frozen=True)
 class LoadBalanceConfig(AreaConfig, area="load_balance"):
-    # VerlGPUStraggler: a node's least busy GPU below this fraction of the median over its
-    # Ray session's nodes...
+    # VerlGPUStraggler: a node's least busy GPU below this fraction of the median GPU of its node,
+    # or of the median node of its Ray session...
     straggler_factor: Fraction = 0.5
     # ... while that median is at least this busy (a validation phase idles every GPU).
     straggler_min_median_percent: Percent = 30.0
@@ -29,23 +29,42 @@ class LoadBalanceConfig(AreaConfig, area="load_balance"):
 def rules(config: Config) -> list[RuleGroup]:
     tunables = config.area(LoadBalanceConfig)
     gpu = gpu_source(config)
-    factor = tunables.straggler_factor
-    # Each node's least busy GPU (recorded by alerts/gpu.py) against the median of that value
-    # over the nodes of its Ray session: like with like (one run, one phase at a time), one
-    # series per node, and 128 recorded series read instead of 1024 raw ones.
+    factor, busy = tunables.straggler_factor, tunables.straggler_min_median_percent
+    # Each node's least busy GPU (recorded by alerts/gpu.py) is compared with two peers, both
+    # in the same phase as it: the median GPU of its own node (a GPU lagging on a single-node
+    # run too), and the median of the least busy GPUs over its Ray session's nodes (a node
+    # lagging as a whole). One series per node; 128 recorded series read, not 1024 raw ones.
     least_busy = f"{gpu.node(gpu.utilisation, 'min')}{{gpu}}"
+    node_median = f"{gpu.node(gpu.utilisation, 'median')}{{gpu}}"
+    within_node = f"{least_busy} < on({gpu.node_labels}) {factor:g} * ({node_median} >= {busy:g})"
     peers = f"quantile by ({gpu.cluster_labels}) (0.5, {least_busy})"
-    lagging = (f"{least_busy} < on({gpu.cluster_labels}) group_left() "
-               f"{factor:g} * ({peers} >= {tunables.straggler_min_median_percent:g})")
+    across_nodes = f"{least_busy} < on({gpu.cluster_labels}) group_left() {factor:g} * ({peers} >= {busy:g})"
+    lagging = f"{gpu.node(gpu.utilisation, 'min_lagging')}{{gpu}}"
     if gpu.linked_to_runs:
-        # Named by the run whose Ray session it serves; nodes of a session no run claims still alert.
-        expr = (f"({lagging}){run_join('verl')}\n"
+        # Several runs in one Ray session are in different phases, and nothing says which node
+        # serves which run: there a node is compared within itself only.
+        across_nodes = f"({across_nodes})\nunless on({SESSION_LABEL}) {SHARED_SESSIONS}{{verl}}"
+        # Named by the run whose Ray session it serves; a shared session's nodes say so; nodes of a
+        # session no run claims alert without run labels.
+        expr = (f"{lagging}{run_join('verl')}\n"
                 f"or\n"
-                f"({lagging} unless on({SESSION_LABEL}) {RUN_SESSION_LINK}{{verl}})")
-        where = "{{ if $labels.project }}run {{ $labels.project }}/{{ $labels.experiment }}: {{ end }}"
-        peer_name = "its Ray session's nodes"
+                f'label_replace({lagging} and on({SESSION_LABEL}) {SHARED_SESSIONS}{{verl}}, '
+                f'"shared_session", "true", "", "")\n'
+                f"or\n"
+                f"({lagging} unless on({SESSION_LABEL}) {RUN_SESSION_LINK}{{verl}} "
+                f"unless on({SESSION_LABEL}) {SHARED_SESSIONS}{{verl}})")
+        where = ("{{ if $labels.project }}run {{ $labels.project }}/{{ $labels.experiment }}: "
+                 "{{ else if $labels.shared_session }}Ray session {{ $labels.SessionName }}, shared by several runs "
+                 "(its nodes compared within themselves only): {{ end }}")
+        peer_name = ("the median GPU of its node{{ if not $labels.shared_session }}, or its node is below that "
+                     "of the median node of its Ray session{{ end }}")
     else:
-        expr, where, peer_name = lagging, "", "the job's nodes"
+        expr, where = lagging, ""
+        peer_name = "the median GPU of its node, or its node is below that of the median node of the job"
+    lagging_nodes = Recording(
+        gpu.node(gpu.utilisation, "min_lagging"), f"{within_node}\nor\n{across_nodes}",
+        "Least busy GPU of each node that lags its node's other GPUs or (in a session of one run) the "
+        "session's other nodes, percent")
     straggler = Alert(
         name="VerlGPUStraggler",
         severity=Severity.WARNING,
@@ -54,13 +73,16 @@ def rules(config: Config) -> list[RuleGroup]:
         # A validation phase idles the whole session and pauses the comparison; the alert
         # holds through it instead of resolving and paging again after it.
         keep_firing_for=config.warning_keep_firing_for,
-        summary="A GPU works far less than the GPUs of the other nodes of its run.",
+        summary="A GPU works far less than the other GPUs of its node, or a node less than the other nodes of its run.",
         description=(f"{where}the least busy GPU of node {{{{ $labels.{gpu.node_label} }}}} is at {VALUE}% "
-                     f"utilisation, below {factor:g}x the median of that value over {peer_name} (which is at "
-                     f"least {tunables.straggler_min_median_percent:g}%)."),
+                     f"utilisation, below {factor:g}x {peer_name} (peers at least {busy:g}% busy)."),
         meaning="In synchronous RL training every rank waits for the slowest: a GPU that idles while the "
                 "others are busy is either hung, throttled (thermal, power, a bad NVLink), or given less "
-                "work than the rest.",
+                "work than the rest. A GPU is compared with the other GPUs of its node (so a single-node run "
+                "is covered) and, in a Ray session of one run, its node with the session's other nodes. In a "
+                "session several runs share, their phases differ and nothing tells which node serves which "
+                "run, so a node is compared only within itself there: a node lagging as a whole goes "
+                "unflagged, and the alert names the session, not a run.",
         next_steps=(
             "Pick the node in the dashboard's Node variable: its per-GPU heatmap shows which GPU lags and "
             "whether it idles at every step or drifted (a whole node idling is a hung or slow worker).",
@@ -89,4 +111,4 @@ def rules(config: Config) -> list[RuleGroup]:
             "max_response_length.",
         ),
     )
-    return RuleGroup("verl-load-balance", (straggler, runaway))
+    return RuleGroup("verl-load-balance", (lagging_nodes, straggler, runaway))

@@ -2,10 +2,9 @@
 
 from dataclasses import dataclass
 
-from dashgen.catalog import NONFINITE_STREAK_METRIC
+from dashgen.catalog import NONFINITE_LOSS_STREAK_METRIC, NONFINITE_STREAK_METRIC
 from dashgen.conditions import RUN_NAME, VALUE, Baseline, Signal, all_of, any_of
 from dashgen.config import AreaConfig, Config, Duration, Factor, Fraction, Interval, NonNegative, duration_seconds
-from dashgen.lifecycle import NONFINITE_FATAL
 from dashgen.model import ON_RUN, Alert, Inhibition, RuleGroup, Severity
 
 STREAK = f"{NONFINITE_STREAK_METRIC}{{verl}}"
@@ -135,9 +134,10 @@ def rules(config: Config) -> list[RuleGroup]:
     # Every sample of the last evaluation interval (plus one scrape): a step shorter than the
     # interval is still seen, whatever the step length.
     seen = f"{duration_seconds(config.rule_interval) + duration_seconds(config.scrape_interval):g}s"
-    fatal_losses = "\nor\n".join(
-        f'label_replace(sum_over_time({name}{{verl}}[{seen}]) != sum_over_time({name}{{verl}}[{seen}]), '
-        f'"metric", "{name}", "", "")' for name in NONFINITE_FATAL)
+    # A non-finite loss is read from the exporter's loss streak, a number, not as `loss != loss`:
+    # VictoriaMetrics drops NaN samples at ingestion, so a NaN comparison could never fire there.
+    fatal_losses = (f'label_replace(max_over_time({NONFINITE_LOSS_STREAK_METRIC}{{verl}}[{seen}]) >= 1, '
+                    f'"metric", "{NONFINITE_LOSS_STREAK_METRIC}", "", "")')
     nan = Alert(
         name="VerlNaNMetrics",
         severity=Severity.CRITICAL,

@@ -3,9 +3,12 @@
 Run from the repository root: .venv/bin/python bench/scale_1024.py [--before REF]
 
 1. Generates, streaming, 24 h of Ray node metrics at a 15 s scrape (per-GPU utilisation and
-   memory, per-node host memory) for 8 runs of 16 nodes, each run on its own Ray session, with
-   three GPUs that start to lag in the last hours and one that lagged for 30 min and
-   recovered; plus the 8 runs' verl step logs (dashgen.simulate), exported as
+   memory, per-node host memory; per-GPU series with Ray's full label set, 10 labels) for 15
+   runs on 128 nodes, every shape of run: five runs of 16 nodes on Ray sessions of their own,
+   two runs of 20 nodes sharing one Ray session (one of them hangs, its GPUs idle, for the last
+   3 h), and eight single-node runs; with four GPUs that start to lag in the last hours (on a
+   16-node run, in the shared session and on a single node) and one that lagged for 30 min and
+   recovered; plus the 15 runs' verl step logs (dashgen.simulate), exported as
    `dashgen export` would, with each run's `verl_run_ray_session_info`. The data ends 10 min
    before now and is backfilled with promtool; from then on a loopback endpoint serves the
    same GPUs and runs live, so rules read the head block, as in a running Prometheus.
@@ -59,7 +62,13 @@ from dashgen.simulate import RunSpec, write_run
 REPO = Path(__file__).resolve().parent.parent
 DASHBOARD = "dashboards/verl-training.json"
 
-NODES_PER_RUN, RUNS, GPUS_PER_NODE = 16, 8, 8
+# Nodes of each run: five runs of 16 nodes, two of 20 that share a Ray session, eight single-node runs.
+RUN_NODES = (16, 16, 16, 16, 16, 20, 20, 1, 1, 1, 1, 1, 1, 1, 1)
+RUNS, GPUS_PER_NODE = len(RUN_NODES), 8
+# run -> the run whose Ray session it shares (several runs on one Ray cluster).
+SHARES_SESSION_OF = {6: 5}
+# run -> hours before the data's end from which it hangs: every GPU of it idles.
+HUNG = {5: 3.0}
 HOURS = 24
 SCRAPE_SECONDS = 15
 STEP_SECONDS = 60.0
@@ -67,8 +76,9 @@ PANEL_WIDTH_PX = 1000
 SCRAPE_INTERVAL_FLOOR = 15.0  # the data source's timeInterval: Grafana's smallest step
 EVALUATION_SECONDS = 10
 LIVE_GAP_SECONDS = 600
-# (node, GPU, hours before the data's end from which it lags) -- still lagging now.
-STRAGGLERS = ((5, 3, 4.0), (70, 0, 2.0), (101, 6, 1.0))
+# (node, GPU, hours before the data's end from which it lags) -- still lagging now: on 16-node
+# runs (nodes 5 and 70), in the shared session (node 101, run 6) and on a single node (122).
+STRAGGLERS = ((5, 3, 4.0), (70, 0, 2.0), (101, 6, 1.0), (122, 5, 1.5))
 # (node, GPU, from hour, to hour): lagged, then recovered; must not be active now.
 RECOVERED = ((40, 2, 6.0, 6.5),)
 # main's last commit before GPU scale (issue 11): its rules and dashboard are "before".
@@ -89,14 +99,25 @@ class Node:
 
     @property
     def labels(self) -> dict[str, str]:
-        return {"job": "ray", "instance": f"{self.ip}:8080", "ip": self.ip, "SessionName": session_name(self.run)}
+        """A Ray 2.x node's labels: Prometheus' job and instance, Ray's ip and SessionName, and four
+        more of realistic length (Ray's per-GPU series add GpuIndex and GpuDeviceName: 10 labels).
+        What costs is their number and length, not their names."""
+        return {"job": "ray", "instance": f"{self.ip}:8080", "ip": self.ip,
+                "SessionName": session_name(session_of(self.run)), "Version": "2.49.1",
+                "Component": "reporter_agent", "NodeAddress": self.ip,
+                "NodeId": f"{zlib.crc32(self.ip.encode()):08x}" * 7}
+
+
+def session_of(run: int) -> int:
+    return SHARES_SESSION_OF.get(run, run)
 
 
 def session_name(run: int) -> str:
     return f"session_2026-11-22_00-{run:02d}-00_{123456 + run}_{4000 + run}"
 
 
-NODES = [Node(index, index // NODES_PER_RUN) for index in range(NODES_PER_RUN * RUNS)]
+NODES = [Node(index, run) for index, run in enumerate(run for run, count in enumerate(RUN_NODES)
+                                                      for _ in range(count))]
 
 
 def _noise(*key: int) -> float:
@@ -122,17 +143,23 @@ _UTILISATION = {"generation": 72.0, "training": 95.0, "validation": 4.0}
 _MEMORY_MIB = {"generation": 70_000.0, "training": 62_000.0, "validation": 20_000.0}
 
 
-def _sample(run: int, phase: str, noise: float, lagging: bool) -> tuple[float, float]:
+def _hung(run: int, t: float, start: float) -> bool:
+    return run in HUNG and (t - start) / 3600 >= HOURS - HUNG[run]
+
+
+def _sample(run: int, phase: str, noise: float, lagging: bool, hung: bool = False) -> tuple[float, float]:
     """(utilisation %, memory used MiB) of one GPU of `run` in `phase`."""
     utilisation = _UTILISATION[phase] + 5 * noise
     if lagging:
         utilisation *= 0.3
+    if hung:
+        utilisation = 0.0
     return min(max(utilisation, 0.0), 100.0), _MEMORY_MIB[phase] + run * 800 + 400 * noise
 
 
 def gpu_values(node: Node, gpu: int, t: float, start: float) -> tuple[float, float]:
     return _sample(node.run, run_phase(node.run, t), _noise(node.index, gpu, int(t)),
-                   _lagging(node.index, gpu, t, start))
+                   _lagging(node.index, gpu, t, start), _hung(node.run, t, start))
 
 
 def host_memory_used(node: Node, t: float) -> float:
@@ -159,8 +186,8 @@ def write_cluster(out: TextIO, times: range, start: float, spill: Path) -> int:
                 noise = random.Random(node.index * GPUS_PER_NODE + gpu)
                 lagging = ([_lagging(node.index, gpu, t, start) for t in times] if (node.index, gpu) in odd
                            else [False] * len(times))
-                samples = [_sample(node.run, phase, 2 * noise.random() - 1, lag)
-                           for phase, lag in zip(phases[node.run], lagging)]
+                samples = [_sample(node.run, phase, 2 * noise.random() - 1, lag, _hung(node.run, t, start))
+                           for phase, lag, t in zip(phases[node.run], lagging, times)]
                 out.writelines([f"ray_node_gpus_utilization{labels} {u:.1f} {t}\n"
                                 for (u, _), t in zip(samples, times)])
                 memory_out.writelines([f"ray_node_gram_used{labels} {m:.0f} {t}\n"
@@ -181,7 +208,7 @@ def write_cluster(out: TextIO, times: range, start: float, spill: Path) -> int:
 
 
 def session_info_labels(run: RecordedRun, index: int) -> dict[str, str]:
-    return {**run.labels, "SessionName": session_name(index)}
+    return {**run.labels, "SessionName": session_name(session_of(index))}
 
 
 def write_session_info(out: TextIO, runs: list[RecordedRun], times: range) -> int:

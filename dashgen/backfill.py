@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator, TextIO
 
-from dashgen.catalog import (CATALOG, NONFINITE_STREAK_METRIC, RUN_STATE_METRIC, VALIDATION_FAMILIES, VALIDATION_LABELS,
-                             Catalog, verl_metric_name)
+from dashgen.catalog import (CATALOG, NONFINITE_LOSS_STREAK_METRIC, NONFINITE_STREAK_METRIC, RUN_STATE_METRIC,
+                             VALIDATION_FAMILIES, VALIDATION_LABELS, Catalog, verl_metric_name)
 from dashgen.errors import BuildError
 from dashgen.exporter import MAX_LINE_BYTES, run_from_path
 from dashgen.lifecycle import NonFiniteStreak, RunPhase
@@ -155,6 +155,7 @@ def read_run(path: Path, labels: dict[str, str], timing: Timing, export_unknown:
                     continue
                 values = mapper.map(data)
                 values[NONFINITE_STREAK_METRIC] = float(streak.observe(data))
+                values[NONFINITE_LOSS_STREAK_METRIC] = float(streak.loss_steps)
                 if run.steps and number < run.steps[-1]:
                     run.notes.append(f"step went back from {run.steps[-1]} to {number} "
                                      f"(a resumed run); its steps are placed after the earlier ones")

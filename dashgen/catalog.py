@@ -50,6 +50,8 @@ HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
 RUN_STATE_METRIC = "verl_run_state"
 EXIT_CODE_METRIC = "verl_run_exit_code"
 NONFINITE_STREAK_METRIC = "verl_nonfinite_streak_steps"
+# The loss alone, as a number: VictoriaMetrics drops NaN samples, so `loss != loss` can never fire there.
+NONFINITE_LOSS_STREAK_METRIC = "verl_nonfinite_loss_streak_steps"
 LAST_STEP_METRIC = "verl_exporter_last_step_timestamp_seconds"
 STEPS_METRIC = "verl_exporter_steps_total"
 PARSE_ERRORS_METRIC = "verl_exporter_parse_errors_total"
@@ -205,6 +207,9 @@ def _verl_metrics() -> Iterable[Metric]:
                  VERL_LABELS | {"SessionName"}, Source.VERL)
     yield Metric(NONFINITE_STREAK_METRIC, MetricType.GAUGE, "short",
                  "Consecutive steps, up to the newest, that logged a NaN or infinite loss, grad norm, KL or entropy",
+                 VERL_LABELS, Source.VERL)
+    yield Metric(NONFINITE_LOSS_STREAK_METRIC, MetricType.GAUGE, "short",
+                 "Consecutive steps, up to the newest, that logged a NaN or infinite policy or value loss",
                  VERL_LABELS, Source.VERL)
     yield Metric(VALIDATION_FAMILIES["val-core"], MetricType.GAUGE, "none",
                  "verl's core validation results (val-core/<data_source>/<variable>/<metric>) of the latest test step",

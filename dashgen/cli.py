@@ -167,7 +167,8 @@ def _list_unused(rendered, config: Config, root: Path) -> None:
 @cli.command()
 @_root_option
 def lint(root: Path) -> None:
-    """Run `promtool check rules` on rendered/rules/*.yaml and `amtool check-config` on Alertmanager's file."""
+    """Run `promtool check rules` on rendered/rules/*.yaml and `amtool check-config` on Alertmanager's file;
+    also `vmalert -dryRun` on the rule files when vmalert (VictoriaMetrics) is installed."""
     from dashgen.alertmanager import ALERTMANAGER_FILE
     from dashgen.promtool import run_tool
     from dashgen.tree_writer import project_lock
@@ -184,7 +185,22 @@ def lint(root: Path) -> None:
     _show(rules.stdout, rules.stderr)
     routing = run_tool("amtool", ["check-config", str(alertmanager)])
     _show(routing.stdout, routing.stderr)
-    sys.exit(rules.returncode or routing.returncode)
+    vmalert = _vmalert_dry_run([Path(f) for f in files])
+    sys.exit(rules.returncode or routing.returncode or vmalert)
+
+
+def _vmalert_dry_run(files: list[Path]) -> int:
+    """`vmalert -dryRun` on the rule files if vmalert is installed; says so if it is not."""
+    from dashgen.victoriametrics import dry_run, vmalert_installed
+
+    if not vmalert_installed():
+        click.echo("vmalert not found: skipped `vmalert -dryRun` (VictoriaMetrics' rule check; Debian package "
+                   "victoria-metrics)")
+        return 0
+    result, note = dry_run(files)
+    _show(result.stdout, result.stderr)
+    click.echo(note if result.returncode == 0 else f"{note}: FAILED")
+    return result.returncode
 
 
 @cli.command()

@@ -158,6 +158,12 @@ JobName = Annotated[str, Matches(r"[A-Za-z_][A-Za-z0-9_.:/-]*", "verl (letters, 
 GrafanaUid = Annotated[str, Matches(r"[A-Za-z0-9_-]{1,40}", "dashgen-prometheus (1-40 of A-Z a-z 0-9 _ -)")]
 GrafanaTime = Annotated[str, Matches(r"now(-\d+[smhdwMy])*(/[smhdwMy])?", "now-6h")]
 Address = Annotated[str, HostPort()]
+# Kubernetes names and labels (DNS-1123 label; label key and value syntax of the API reference).
+DnsLabel = Annotated[str, Matches(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", "monitoring (a DNS-1123 label: up to 63 of "
+                                                                        "a-z 0-9 -, starting and ending alphanumeric)")]
+LabelKey = Annotated[str, Matches(r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                                  r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?", "app.kubernetes.io/name")]
+LabelValue = Annotated[str, Matches(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?", "kube-prometheus-stack")]
 
 
 @dataclass(frozen=True)
@@ -279,6 +285,48 @@ class Config:
     # Ray's temp dir on the trainer's node (`ray start --temp-dir`): `dashgen export` reads the
     # run's Ray session from its session_latest link, to tie the run to its GPUs' series.
     ray_temp_dir: str = "/tmp/ray"
+
+    # --- Kubernetes --------------------------------------------------------------------
+    # Also render rendered/kubernetes/ for the Prometheus Operator and Grafana's dashboard sidecar:
+    # a PrometheusRule per rule file, a ConfigMap per dashboard, monitors for the exporter and Ray,
+    # an AlertmanagerConfig. Off: nothing is rendered there.
+    kubernetes: bool = False
+    # Namespace of every rendered object (the alerts also carry it as their `namespace` label, which
+    # the Operator's AlertmanagerConfig routes match on).
+    kubernetes_namespace: DnsLabel = "monitoring"
+    # Labels on every rendered object, e.g. the `release` label kube-prometheus-stack's Prometheus
+    # selects PrometheusRules and monitors by (its Helm release name).
+    kubernetes_labels: dict[LabelKey, LabelValue] = field(
+        default_factory=lambda: {"release": "kube-prometheus-stack"})
+    # Start of every object's name (dashgen-verl-training, dashgen-stability, ...).
+    kubernetes_name_prefix: DnsLabel = "dashgen"
+    # The label Grafana's dashboard sidecar looks for on ConfigMaps (kube-prometheus-stack:
+    # grafana_dashboard "1"), and the annotation its folderAnnotation reads the folder from.
+    kubernetes_dashboard_label: LabelKey = "grafana_dashboard"
+    kubernetes_dashboard_label_value: LabelValue = "1"
+    kubernetes_dashboard_folder_annotation: LabelKey = "grafana_folder"
+    # How the Operator finds `dashgen export`: a PodMonitor on pods with these labels, or a
+    # ServiceMonitor on services with them; either scrapes the port of this name. The target's job
+    # label is set to verl_job, so the rules and dashboards match as with a static config.
+    kubernetes_exporter_monitor: Literal["PodMonitor", "ServiceMonitor"] = "PodMonitor"
+    kubernetes_exporter_selector: dict[LabelKey, LabelValue] = field(
+        default_factory=lambda: {"app.kubernetes.io/name": "dashgen-exporter"})
+    kubernetes_exporter_port: DnsLabel = "metrics"
+    # A PodMonitor for KubeRay's head and worker pods (label ray.io/is-ray-node: "yes", port
+    # `metrics`), their job label set to ray_job. Off: Ray's metrics come from monitors of your own,
+    # and ray_job must then be the job label those give them.
+    kubernetes_ray_monitor: bool = True
+    kubernetes_ray_port: DnsLabel = "metrics"
+    # The `page` and `channel` receivers of the AlertmanagerConfig, in the Operator's syntax, secrets
+    # as Secret references: {"slackConfigs": [{"apiURL": {"name": "slack", "key": "url"},
+    # "channel": "#verl"}]}. Empty: a receiver that delivers nothing.
+    kubernetes_alertmanager_page: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    kubernetes_alertmanager_channel: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # Where Alertmanager reaches `dashgen act` in the cluster (http://dashgen-act.monitoring:9095/alerts)
+    # and the Secret (name, key) holding the bearer token. Empty URL: no act receiver.
+    kubernetes_act_url: Annotated[str, Matches(r"(https?://\S+)?", "http://dashgen-act.monitoring:9095/alerts")] = ""
+    kubernetes_act_token_secret: tuple[DnsLabel, Annotated[str, Matches(r"[-._a-zA-Z0-9]+", "token")]] = \
+        ("dashgen-act-token", "token")
 
     def __post_init__(self) -> None:
         _check_fields(self)

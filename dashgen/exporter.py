@@ -22,7 +22,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from dashgen.catalog import (CATALOG, NONFINITE_STREAK_METRIC, RUN_STATE_METRIC, VALIDATION_FAMILIES,
+from dashgen.catalog import (CATALOG, NONFINITE_LOSS_STREAK_METRIC, NONFINITE_STREAK_METRIC, RUN_STATE_METRIC, VALIDATION_FAMILIES,
                              VALIDATION_LABELS, Catalog)
 from dashgen.lifecycle import NonFiniteStreak, RunPhase
 from dashgen.verl_log import LineError, StepMapper, ValidationSeries, parse_line
@@ -110,6 +110,7 @@ class RunState:
             values = dict(self._values)
             last_time, steps, errors = self.last_step_time, self.steps_total, self.parse_errors_total
             phase, exit_code, streak = self.phase, self.exit_code, self._streak.steps
+            loss_streak = self._streak.loss_steps
             validation = self._validation
             dropped = (("verl_exporter_dropped_lines", self.dropped_lines_total),
                        ("verl_exporter_dropped_keys", self._mapper.counts.dropped_keys),
@@ -136,9 +137,10 @@ class RunState:
             family = GaugeMetricFamily("verl_run_exit_code", self._help["verl_run_exit_code"], labels=LABELS)
             family.add_metric(self.labels, exit_code)
             yield family
-        family = GaugeMetricFamily(NONFINITE_STREAK_METRIC, self._help[NONFINITE_STREAK_METRIC], labels=LABELS)
-        family.add_metric(self.labels, streak)
-        yield family
+        for name, value in ((NONFINITE_STREAK_METRIC, streak), (NONFINITE_LOSS_STREAK_METRIC, loss_streak)):
+            family = GaugeMetricFamily(name, self._help[name], labels=LABELS)
+            family.add_metric(self.labels, value)
+            yield family
         yield from validation_families(validation, self.labels, self._help)
 
 

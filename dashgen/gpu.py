@@ -5,7 +5,9 @@ through recording rules (alerts/gpu.py) that keep one series per node and one pe
 session, named by Prometheus' `level:metric:operations` convention; only a drill-down into
 one node reads the raw per-GPU series. A run is linked to its Ray session by the exporter's
 `verl_run_ray_session_info` series (dashgen/ray_link.py); DCGM's series carry no session,
-so with `gpu_source: dcgm` GPU panels and alerts cannot be scoped to a run.
+so with `gpu_source: dcgm` GPU panels and alerts cannot be scoped to a run. Several runs on
+one Ray cluster share its session: they are told apart from single-run sessions
+(`SHARED_SESSIONS`), not from each other.
 """
 
 from __future__ import annotations
@@ -19,6 +21,10 @@ SESSION_LABEL = "SessionName"
 # The exporter's info series, kept only for sessions linked to exactly one run: a join
 # `* on(SessionName) group_left(project, experiment)` on it can never match two runs.
 RUN_SESSION_LINK = "session:verl_run_ray_session_info:unique"
+# Sessions that several runs claim (one Ray cluster shared by several runs): nothing in Ray's
+# series says which of its nodes serves which run, so their nodes are compared only within
+# themselves, and their alerts name no run.
+SHARED_SESSIONS = "session:verl_run_ray_session_info:shared"
 # Host memory of a Ray session's fullest node (Ray's node metrics, whatever the GPU source).
 HOST_MEMORY_FULLEST = "session:ray_node_mem_used:max"
 

@@ -9,7 +9,8 @@ for a recorded run, so backtests judge a run's end the way Prometheus would.
 It also counts consecutive steps whose loss or update statistics are not finite: verl skips
 the optimizer step when the grad norm is not finite, so one such step is survivable, while a
 streak (or a non-finite loss) means the weights are going bad. Counting steps, not seconds,
-makes the NaN alerts independent of how long a step takes.
+makes the NaN alerts independent of how long a step takes. A non-finite loss has a streak of
+its own, so alerts see it as a number: VictoriaMetrics drops NaN samples at ingestion.
 """
 
 from __future__ import annotations
@@ -64,8 +65,11 @@ class NonFiniteStreak:
 
     def __init__(self, catalog: Catalog = CATALOG):
         self._keys = watched_keys(catalog)
+        self._loss_keys = tuple(key for name in NONFINITE_FATAL for key in catalog[name].verl_keys)
         self.steps = 0
+        self.loss_steps = 0  # the same for the losses alone (NONFINITE_LOSS_STREAK_METRIC)
 
     def observe(self, data: dict) -> int:
         self.steps = self.steps + 1 if step_is_nonfinite(data, self._keys) else 0
+        self.loss_steps = self.loss_steps + 1 if step_is_nonfinite(data, self._loss_keys) else 0
         return self.steps

@@ -40,6 +40,7 @@ def stop_process(process: subprocess.Popen | None, timeout: float = 15) -> None:
 
 class PrometheusServer:
     binary = "prometheus"
+    ready_path = "/-/ready"  # answers 200 once the server serves queries
 
     def __init__(self, config_file: Path, storage_dir: Path, extra_args: Sequence[str] = (),
                  ready_timeout: float = 60.0, port: int | None = None):
@@ -91,7 +92,7 @@ class PrometheusServer:
                 raise BuildError(f"{self.binary} exited with status {self.process.returncode} at start-up:\n"
                                  f"{self.log_tail()}")
             try:
-                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=2) as response:
+                with urllib.request.urlopen(f"{self.url}{self.ready_path}", timeout=2) as response:
                     if response.status == 200:
                         return
             except (urllib.error.URLError, ConnectionError, TimeoutError):

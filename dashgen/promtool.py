@@ -12,7 +12,8 @@ from typing import Sequence
 from dashgen.errors import BuildError
 
 # The Debian package of each binary; Debian installs Alertmanager's server as prometheus-alertmanager.
-_PACKAGE = {"amtool": "prometheus-alertmanager", "alertmanager": "prometheus-alertmanager"}
+_PACKAGE = {"amtool": "prometheus-alertmanager", "alertmanager": "prometheus-alertmanager",
+            "victoria-metrics": "victoria-metrics", "vmalert": "victoria-metrics"}
 _ALSO_CALLED = {"alertmanager": ("prometheus-alertmanager",)}
 
 
@@ -24,11 +25,13 @@ INSTALL_HINT = install_hint("prometheus")
 
 
 def find_binary(name: str) -> str:
-    """Path of `promtool`, `prometheus`, `amtool` or `alertmanager`: $PROMTOOL etc. if set, else PATH."""
-    override = os.environ.get(name.upper())
+    """Path of `promtool`, `prometheus`, `amtool`, `alertmanager`, `vmalert` or `victoria-metrics`:
+    $PROMTOOL, ..., $VICTORIA_METRICS if set, else PATH."""
+    variable = name.upper().replace("-", "_")
+    override = os.environ.get(variable)
     if override:
         if not (os.path.isfile(override) and os.access(override, os.X_OK)):
-            raise BuildError(f"${name.upper()} is set to {override!r}, which is not an executable file")
+            raise BuildError(f"${variable} is set to {override!r}, which is not an executable file")
         return override
     for candidate in (name, *_ALSO_CALLED.get(name, ())):
         found = shutil.which(candidate)
@@ -36,7 +39,7 @@ def find_binary(name: str) -> str:
             return found
     package = _PACKAGE.get(name, "prometheus")
     raise BuildError(f"{name} not found on PATH. Install it (Debian package {package}) with:\n  "
-                     f"{install_hint(package)}\nor point ${name.upper()} at the binary.")
+                     f"{install_hint(package)}\nor point ${variable} at the binary.")
 
 
 def run_promtool(args: Sequence[str], cwd: str | None = None, timeout: float = 300) -> subprocess.CompletedProcess:

@@ -147,7 +147,7 @@ def render_rules(root: Path, config: Config, catalog: Catalog,
                                      f"not an Alert or Recording")
             rendered_groups.append({"name": group.name, "interval": interval, "rules": rendered_rules})
         header = f"# Rendered by `dashgen build` from {definition.path.as_posix()}; do not edit.\n"
-        out.files[f"{RULES_DIR}/{definition.path.stem}.yaml"] = header + _to_yaml({"groups": rendered_groups})
+        out.files[f"{RULES_DIR}/{definition.path.stem}.yaml"] = header + rule_yaml({"groups": rendered_groups})
     if out.alerts:
         out.files[DOCS_FILE] = _render_docs(out.alerts, config)
     return out
@@ -252,7 +252,7 @@ def _represent_str(dumper: yaml.SafeDumper, value: str):
 _RuleDumper.add_representer(str, _represent_str)
 
 
-def _to_yaml(data: dict) -> str:
+def rule_yaml(data: dict) -> str:
     return yaml.dump(data, Dumper=_RuleDumper, sort_keys=False, default_flow_style=False, width=1000,
                      allow_unicode=True)
 

@@ -12,12 +12,13 @@ import math
 from dataclasses import dataclass, field
 
 from dashgen.catalog import (CATALOG, DROPPED_KEYS_METRIC, DROPPED_LINES_METRIC, EXIT_CODE_METRIC,
-                             KEY_COLLISIONS_METRIC, LAST_STEP_METRIC, NONFINITE_STREAK_METRIC, PARSE_ERRORS_METRIC,
+                             KEY_COLLISIONS_METRIC, LAST_STEP_METRIC, NONFINITE_LOSS_STREAK_METRIC,
+                             NONFINITE_STREAK_METRIC, PARSE_ERRORS_METRIC,
                              RUN_STATE_METRIC, STEPS_METRIC, VALIDATION_FAMILIES, Catalog, verl_metric_name)
 
 # Names the exporter uses for itself; a logged key that maps onto one of them is dropped.
 EXPORTER_METRICS = frozenset({LAST_STEP_METRIC, STEPS_METRIC, PARSE_ERRORS_METRIC, RUN_STATE_METRIC, EXIT_CODE_METRIC,
-                              NONFINITE_STREAK_METRIC, DROPPED_LINES_METRIC, DROPPED_KEYS_METRIC,
+                              NONFINITE_STREAK_METRIC, NONFINITE_LOSS_STREAK_METRIC, DROPPED_LINES_METRIC, DROPPED_KEYS_METRIC,
                               KEY_COLLISIONS_METRIC})
 # Bounds that keep a run's held state flat whatever it logs: distinct names exported for keys
 # the catalog does not know, keys whose mapping is remembered, collision messages kept.

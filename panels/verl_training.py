@@ -413,7 +413,10 @@ def _gpu_panels(config: Config) -> tuple[tuple[Panel, ...], TimeSeries, tuple[Va
         max=100,
         height=12,
         description="One row per node: the utilisation of its least busy GPU. A dark row among bright ones holds "
-                    "a straggler or a hung worker; pick that node in the Node variable to see its GPUs below.",
+                    "a straggler or a hung worker; pick that node in the Node variable to see its GPUs below."
+                    + (" Only Ray sessions that one picked run claims are shown: runs sharing a Ray session cannot "
+                       "be told apart, so that session's nodes are left out (its straggler alerts name the session, "
+                       "not a run)." if gpu.linked_to_runs else ""),
     )
     node_memory = Heatmap(
         "Fullest GPU's memory per node",

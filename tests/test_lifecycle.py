@@ -145,5 +145,23 @@ def test_the_non_finite_streak_counts_every_step_even_when_catching_up(tmp_path:
     LogFollower(log, state).poll()  # one poll: only the last step's values are mapped
     exposed = {s.name: s.value for family in state.collect() for s in family.samples}
     assert exposed["verl_nonfinite_streak_steps"] == streak
+    assert exposed["verl_nonfinite_loss_streak_steps"] == 0  # the grad norm is not a loss
     assert math.isfinite(exposed["verl_actor_grad_norm"]) == (grad_norms[-1] is not None
                                                              and math.isfinite(grad_norms[-1]))
+
+
+@pytest.mark.parametrize("losses, streak", [([0.1, None, None], 2), ([None, float("inf"), 0.1], 0)])
+def test_a_non_finite_loss_has_a_streak_of_its_own(tmp_path: Path, losses, streak):
+    log = _log(tmp_path / "p" / "e.jsonl", [{"actor/pg_loss": loss} for loss in losses])
+    state = RunState("p", "e")
+    LogFollower(log, state).poll()
+    exposed = {s.name: s.value for family in state.collect() for s in family.samples}
+    assert exposed["verl_nonfinite_loss_streak_steps"] == streak
+
+
+def test_backfill_records_the_loss_streak_as_the_exporter_serves_it(tmp_path: Path):
+    from dashgen.backfill import Timing, read_run, run_labels
+
+    log = _log(tmp_path / "p" / "e.jsonl", [{"critic/vf_loss": loss} for loss in (0.1, None, None, 0.2)])
+    recorded = read_run(log, run_labels(log, "verl"), Timing(start=1_000_000.0, default_step_seconds=60.0))
+    assert [values["verl_nonfinite_loss_streak_steps"] for values in recorded.values] == [0, 1, 2, 0]

@@ -1,0 +1,193 @@
+"""rendered/kubernetes/: the same rules, dashboards and routing as objects of the Prometheus Operator.
+
+Rendered only when the config says `kubernetes: true`, from the files the build has already
+rendered (so the objects hold exactly what rendered/rules/ and rendered/dashboards/ hold):
+
+- prometheus-rules/<module>.yaml: a PrometheusRule per rule file;
+- dashboards/<uid>.yaml: a ConfigMap per dashboard, labelled for Grafana's dashboard sidecar;
+- monitors/verl-exporter.yaml (PodMonitor or ServiceMonitor) and monitors/ray.yaml (PodMonitor
+  for KubeRay's pods), each setting the target's `job` to the config's job name;
+- alertmanager-config.yaml: an AlertmanagerConfig with the routes, receivers and inhibitions.
+
+Every object is checked against the vendored schemas (dashgen/kubernetes_schemas.py).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from dashgen.alertmanager import ACT, CHANNEL, NOWHERE, PAGE
+from dashgen.config import Config
+from dashgen.errors import BuildError
+from dashgen.kubernetes_schemas import check_object, object_name
+from dashgen.model import Dashboard
+from dashgen.rules import RULES_DIR, rule_yaml
+
+KUBERNETES_DIR = "kubernetes"
+MONITORING_API = "monitoring.coreos.com/v1"
+ALERTMANAGER_CONFIG_API = "monitoring.coreos.com/v1alpha1"
+# KubeRay labels every Ray pod it creates with this (head and workers alike).
+KUBERAY_POD_LABELS = {"ray.io/is-ray-node": "yes"}
+_MATCHER = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)(=~|!~|!=|=)"(.*)"')
+
+
+@dataclass(frozen=True)
+class KubernetesObject:
+    """One object, the file it is written to under rendered/, and what it was made from."""
+
+    path: str
+    source: str
+    body: dict[str, Any]
+
+    def text(self) -> str:
+        header = f"# Rendered by `dashgen build` from {self.source}; do not edit.\n"
+        return header + rule_yaml(self.body)
+
+
+def render_kubernetes(config: Config, files: dict[str, str], dashboards: list[tuple[str, Dashboard]],
+                      alertmanager: dict[str, Any]) -> dict[str, str]:
+    """The files of rendered/kubernetes/ (path under rendered/ -> text); none unless config.kubernetes."""
+    if not config.kubernetes:
+        return {}
+    objects = [*_prometheus_rules(config, files), *_dashboard_config_maps(config, files, dashboards),
+               _exporter_monitor(config), *([_ray_monitor(config)] if config.kubernetes_ray_monitor else []),
+               _alertmanager_config(config, alertmanager)]
+    names: dict[tuple[str, str], str] = {}
+    rendered = {}
+    for obj in objects:
+        where = f"rendered/{obj.path}"
+        key = (obj.body["kind"], obj.body["metadata"]["name"])
+        if key in names:
+            raise BuildError(f"{obj.source}: the {key[0]} name {key[1]!r} is also {names[key]}'s; "
+                             f"rename one of them")
+        names[key] = obj.source
+        check_object(obj.body, where)
+        rendered[obj.path] = obj.text()
+    return rendered
+
+
+def _metadata(config: Config, name: str, labels: dict[str, str] | None = None,
+              annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name, "namespace": config.kubernetes_namespace}
+    all_labels = {**config.kubernetes_labels, **(labels or {})}
+    if all_labels:
+        metadata["labels"] = dict(sorted(all_labels.items()))
+    if annotations:
+        metadata["annotations"] = annotations
+    return metadata
+
+
+def _name(config: Config, suffix: str, source: str) -> str:
+    return object_name(f"{config.kubernetes_name_prefix}-{suffix}", source)
+
+
+def _prometheus_rules(config: Config, files: dict[str, str]) -> list[KubernetesObject]:
+    objects = []
+    for rel in sorted(rel for rel in files if rel.startswith(f"{RULES_DIR}/")):
+        stem = rel[len(RULES_DIR) + 1:].rsplit(".", 1)[0]
+        source = f"alerts/{stem}.py"
+        groups = yaml.safe_load(files[rel])["groups"]
+        for group in groups:
+            for rule in group["rules"]:
+                if "alert" in rule:
+                    # The Operator's AlertmanagerConfig routes only alerts of its own namespace.
+                    rule["labels"] = {**rule.get("labels", {}), "namespace": config.kubernetes_namespace}
+        objects.append(KubernetesObject(
+            f"{KUBERNETES_DIR}/prometheus-rules/{stem}.yaml", f"{source} (rendered/{rel})",
+            {"apiVersion": MONITORING_API, "kind": "PrometheusRule",
+             "metadata": _metadata(config, _name(config, stem, source)), "spec": {"groups": groups}}))
+    return objects
+
+
+def _dashboard_config_maps(config: Config, files: dict[str, str],
+                           dashboards: list[tuple[str, Dashboard]]) -> list[KubernetesObject]:
+    objects = []
+    for module, dashboard in sorted(dashboards, key=lambda item: item[1].uid):
+        source = f"{module}: dashboard uid {dashboard.uid!r}"
+        rel = f"dashboards/{dashboard.uid}.json"
+        objects.append(KubernetesObject(
+            f"{KUBERNETES_DIR}/dashboards/{dashboard.uid}.yaml", f"{module} (rendered/{rel})",
+            {"apiVersion": "v1", "kind": "ConfigMap",
+             "metadata": _metadata(config, _name(config, f"dashboard-{dashboard.uid}", source),
+                                   {config.kubernetes_dashboard_label: config.kubernetes_dashboard_label_value},
+                                   {config.kubernetes_dashboard_folder_annotation: config.grafana_folder}),
+             "data": {f"{dashboard.uid}.json": files[rel]}}))
+    return objects
+
+
+def _endpoint(port: str, interval: str, job: str) -> dict[str, Any]:
+    """A scrape endpoint whose targets get `job` as their job label (the Operator's default job
+    is the monitor's or service's name, which the rules' selectors would not match)."""
+    return {"port": port, "path": "/metrics", "interval": interval,
+            "relabelings": [{"action": "replace", "targetLabel": "job", "replacement": job}]}
+
+
+def _exporter_monitor(config: Config) -> KubernetesObject:
+    kind = config.kubernetes_exporter_monitor
+    endpoints = "podMetricsEndpoints" if kind == "PodMonitor" else "endpoints"
+    return KubernetesObject(
+        f"{KUBERNETES_DIR}/monitors/verl-exporter.yaml", "dashgen/config.py (kubernetes_exporter_*)",
+        {"apiVersion": MONITORING_API, "kind": kind,
+         "metadata": _metadata(config, _name(config, "verl-exporter", "config: kubernetes_name_prefix")),
+         "spec": {"selector": {"matchLabels": dict(sorted(config.kubernetes_exporter_selector.items()))},
+                  "namespaceSelector": {"any": True},
+                  endpoints: [_endpoint(config.kubernetes_exporter_port, config.scrape_interval, config.verl_job)]}})
+
+
+def _ray_monitor(config: Config) -> KubernetesObject:
+    return KubernetesObject(
+        f"{KUBERNETES_DIR}/monitors/ray.yaml", "dashgen/config.py (kubernetes_ray_*)",
+        {"apiVersion": MONITORING_API, "kind": "PodMonitor",
+         "metadata": _metadata(config, _name(config, "ray", "config: kubernetes_name_prefix")),
+         "spec": {"selector": {"matchLabels": KUBERAY_POD_LABELS},
+                  "namespaceSelector": {"any": True},
+                  "podMetricsEndpoints": [_endpoint(config.kubernetes_ray_port, config.scrape_interval,
+                                                    config.ray_job)]}})
+
+
+def _matcher(text: str) -> dict[str, str]:
+    match = _MATCHER.fullmatch(text)
+    if not match:
+        raise BuildError(f"rendered/alertmanager/alertmanager.yml: matcher {text!r} has no AlertmanagerConfig "
+                         f"form (name, matchType, value)")
+    name, match_type, value = match.groups()
+    return {"name": name, "matchType": match_type, "value": value}
+
+
+def _alertmanager_config(config: Config, alertmanager: dict[str, Any]) -> KubernetesObject:
+    """The native Alertmanager config's routing and inhibition, in the Operator's schema; the
+    receivers from the kubernetes_* fields (the native ones read secrets from files, which an
+    AlertmanagerConfig takes as Secret references instead)."""
+    native = alertmanager["route"]
+    act = bool(config.kubernetes_act_url)
+    routes = [{"receiver": route["receiver"], "matchers": [_matcher(m) for m in route["matchers"]],
+               **({"continue": True} if route.get("continue") else {})}
+              for route in native["routes"] if route["receiver"] != ACT or act]
+    if act and config.act_actions and not any(route["receiver"] == ACT for route in native["routes"]):
+        raise BuildError("config: kubernetes_act_url is set but act_address is empty, so no alert is routed to "
+                         "dashgen act; set act_address too, or leave kubernetes_act_url empty")
+    receivers: list[dict[str, Any]] = [{"name": NOWHERE}, {"name": PAGE, **config.kubernetes_alertmanager_page},
+                                       {"name": CHANNEL, **config.kubernetes_alertmanager_channel}]
+    if act:
+        secret, key = config.kubernetes_act_token_secret
+        receivers.append({"name": ACT, "webhookConfigs": [{
+            "url": config.kubernetes_act_url, "sendResolved": True,
+            "httpConfig": {"authorization": {"type": "Bearer", "credentials": {"name": secret, "key": key}}}}]})
+    spec = {
+        "route": {"receiver": native["receiver"], "groupBy": native["group_by"], "groupWait": native["group_wait"],
+                  "groupInterval": native["group_interval"], "repeatInterval": native["repeat_interval"],
+                  "routes": routes},
+        "receivers": receivers,
+        "inhibitRules": [{"sourceMatch": [_matcher(m) for m in rule["source_matchers"]],
+                          "targetMatch": [_matcher(m) for m in rule["target_matchers"]],
+                          "equal": rule["equal"]} for rule in alertmanager["inhibit_rules"]],
+    }
+    return KubernetesObject(
+        f"{KUBERNETES_DIR}/alertmanager-config.yaml",
+        "dashgen/config.py and the inhibitions in alerts/*.py (as rendered/alertmanager/alertmanager.yml)",
+        {"apiVersion": ALERTMANAGER_CONFIG_API, "kind": "AlertmanagerConfig",
+         "metadata": _metadata(config, _name(config, "routing", "config: kubernetes_name_prefix")), "spec": spec})

@@ -1,0 +1,109 @@
+"""rendered/kubernetes/: off by default; when on, every object fits the vendored Operator and
+Kubernetes schemas, holds what rendered/ holds, and bad names or sizes are refused or converted."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dashgen.build import render_project
+from dashgen.config import ConfigError, config_from
+from dashgen.errors import BuildError
+from dashgen.kubernetes_schemas import LAST_APPLIED_ANNOTATION_MAX, check_object, object_name, schema_problems
+
+from conftest import REPO, run
+
+ON = {"kubernetes": True, "kubernetes_act_url": "http://dashgen-act.monitoring:9095/alerts",
+      "kubernetes_alertmanager_page": {"pagerdutyConfigs": [{"routingKey": {"name": "pagerduty", "key": "key"}}]}}
+
+
+@pytest.fixture(scope="module")
+def kubernetes_files() -> dict[str, str]:
+    files = render_project(REPO, config_from(ON)).files
+    return {rel: text for rel, text in files.items() if rel.startswith("kubernetes/")}
+
+
+def test_the_default_config_renders_nothing_for_kubernetes():
+    assert not [rel for rel in render_project(REPO, config_from({})).files if rel.startswith("kubernetes/")]
+
+
+def test_every_rendered_object_fits_its_schema(kubernetes_files):
+    kinds = {}
+    for rel, text in kubernetes_files.items():
+        obj = yaml.safe_load(text)
+        assert schema_problems(obj) == [], rel
+        kinds.setdefault(obj["kind"], []).append(rel)
+    rule_files = sorted(p.stem for p in (REPO / "rendered" / "rules").glob("*.yaml"))
+    assert sorted(Path(rel).stem for rel in kinds["PrometheusRule"]) == rule_files
+    assert kinds["ConfigMap"] == ["kubernetes/dashboards/verl-training.yaml"]
+    assert sorted(kinds["PodMonitor"]) == ["kubernetes/monitors/ray.yaml", "kubernetes/monitors/verl-exporter.yaml"]
+    assert kinds["AlertmanagerConfig"] == ["kubernetes/alertmanager-config.yaml"]
+
+
+def test_objects_hold_what_rendered_holds(kubernetes_files):
+    config_map = yaml.safe_load(kubernetes_files["kubernetes/dashboards/verl-training.yaml"])
+    assert config_map["data"]["verl-training.json"] == (REPO / "rendered/dashboards/verl-training.json").read_text()
+    assert config_map["metadata"]["labels"] == {"grafana_dashboard": "1", "release": "kube-prometheus-stack"}
+    assert config_map["metadata"]["annotations"] == {"grafana_folder": "verl"}
+    rule = yaml.safe_load(kubernetes_files["kubernetes/prometheus-rules/stability.yaml"])
+    native = yaml.safe_load((REPO / "rendered/rules/stability.yaml").read_text())["groups"]
+    for group in rule["spec"]["groups"]:
+        for item in group["rules"]:
+            if "alert" in item:
+                assert item["labels"].pop("namespace") == "monitoring"
+    assert rule["spec"]["groups"] == native
+    monitor = yaml.safe_load(kubernetes_files["kubernetes/monitors/verl-exporter.yaml"])
+    assert monitor["spec"]["podMetricsEndpoints"][0]["relabelings"] == [
+        {"action": "replace", "targetLabel": "job", "replacement": "verl"}]
+
+
+def test_the_service_monitor_variant_fits_its_schema():
+    files = render_project(REPO, config_from({"kubernetes": True, "kubernetes_exporter_monitor": "ServiceMonitor"})).files
+    monitor = yaml.safe_load(files["kubernetes/monitors/verl-exporter.yaml"])
+    assert monitor["kind"] == "ServiceMonitor" and schema_problems(monitor) == []
+
+
+def test_a_schema_violation_names_the_file_and_the_path():
+    obj = {"apiVersion": "monitoring.coreos.com/v1alpha1", "kind": "AlertmanagerConfig",
+           "metadata": {"name": "x", "namespace": "monitoring"},
+           "spec": {"route": {"receiver": "r", "routes": [{"matchers": [{"name": "a", "matchType": "=="}]}]}}}
+    with pytest.raises(BuildError, match=r"(?s)rendered/kubernetes/x.yaml: .*spec\.route\.routes\[0\]\.matchers\.0"
+                                         r"\.matchType: '==' is not one of"):
+        check_object(obj, "rendered/kubernetes/x.yaml")
+
+
+def test_a_config_map_too_large_for_client_side_apply_suggests_server_side_apply():
+    obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "big", "namespace": "monitoring"},
+           "data": {"big.json": "x" * LAST_APPLIED_ANNOTATION_MAX}}
+    with pytest.raises(BuildError, match=r"rendered/kubernetes/dashboards/big.yaml: .* --server-side"):
+        check_object(obj, "rendered/kubernetes/dashboards/big.yaml")
+
+
+def test_names_are_converted_to_dns_1123_or_refused_naming_the_source():
+    assert object_name("dashgen-dashboard-Verl_Training Board", "x") == "dashgen-dashboard-verl-training-board"
+    with pytest.raises(BuildError, match=r"panels/x.py: dashboard uid '__': '__' cannot be made a Kubernetes name"):
+        object_name("__", "panels/x.py: dashboard uid '__'")
+    with pytest.raises(ConfigError, match=r"^kubernetes_namespace: 'Monitoring' is not valid here"):
+        config_from({"kubernetes_namespace": "Monitoring"})
+    with pytest.raises(ConfigError, match=r"^kubernetes_labels key: 'bad key' is not valid here"):
+        config_from({"kubernetes_labels": {"bad key": "x"}})
+
+
+def test_dashgen_check_covers_the_kubernetes_files(project, tmp_path):
+    config = tmp_path / "k8s.yaml"
+    config.write_text(yaml.safe_dump(ON))
+    assert run("build", "--root", str(project), "--config", str(config)).exit_code == 0
+    assert (project / "rendered/kubernetes/alertmanager-config.yaml").is_file()
+    assert run("check", "--root", str(project), "--config", str(config)).exit_code == 0
+    (project / "rendered/kubernetes/monitors/ray.yaml").write_text("edited\n")
+    result = run("check", "--root", str(project), "--config", str(config))
+    assert result.exit_code == 1 and "rendered/kubernetes/monitors/ray.yaml: differs from its sources" in result.output
+
+
+def test_the_readme_example_config_renders_valid_objects():
+    import re
+
+    block = re.search(r"```yaml\n# dashgen.yaml\n(.*?)```", (REPO / "README.md").read_text(), re.S).group(1)
+    files = render_project(REPO, config_from(yaml.safe_load(block))).files
+    objects = [yaml.safe_load(text) for rel, text in files.items() if rel.startswith("kubernetes/")]
+    assert len(objects) == 11 and all(schema_problems(obj) == [] for obj in objects)
