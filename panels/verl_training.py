@@ -123,6 +123,7 @@ def _entropy(config: Config) -> TimeSeries:
         "Policy entropy",
         (Query("verl_actor_entropy{run}", "{{experiment}}"),
          Query(f"{collapse:g} * verl:actor_entropy:baseline_held{{run}}", "collapse below {{experiment}}")),
+        unit=NATS,
         description="Mean token entropy. A slow decline is normal, and so is a level low from the start; a fall "
                     "below the dashed line (a fraction of the run's own best hourly level) is mode collapse "
                     "(VerlEntropyCollapse).",

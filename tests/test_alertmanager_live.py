@@ -48,7 +48,7 @@ def chain_config(ports: dict, token_file) -> dict:
             "divergence_hold_min_history": "20s",
             # The symptoms fire one evaluation after the divergence, as with the default windows.
             "kl_spike_for": "6s",
-            "entropy_collapse_threshold": 0.3,  # the synthetic divergence takes entropy to ~0.17
+            "entropy_collapse_fraction": 0.5,  # the synthetic divergence takes entropy to ~0.17
             "entropy_collapse_for": "6s",
         },
         "baseline_hold_step": "5s",  # the held baseline must exist while the divergence fires

@@ -96,9 +96,9 @@ def test_a_wrong_threshold_fails_a_generated_test(team):
 def test_a_ratio_threshold_out_of_range_fails_its_generated_test(project, tmp_path):
     """10 meant as 10%: a share of responses can never exceed it, so the 'fires' case fails."""
     rollout = project / "alerts" / "rollout.py"
-    rollout.write_text(rollout.read_text().replace(
-        'Signal("response_length/clip_ratio").above(tunables.truncation_threshold)',
-        'Signal("response_length/clip_ratio").above(10)'))
+    text = rollout.read_text()
+    assert "clip_ratio.above(tunables.truncation_threshold)," in text
+    rollout.write_text(text.replace("clip_ratio.above(tunables.truncation_threshold),", "clip_ratio.above(10),"))
     assert run("build", "--root", str(project)).exit_code == 0
     result = run("test", "--root", str(project))
     assert result.exit_code == 1 and "VerlResponseTruncation-fires" in result.output

@@ -35,7 +35,8 @@ def test_every_rendered_object_fits_its_schema(kubernetes_files):
         kinds.setdefault(obj["kind"], []).append(rel)
     rule_files = sorted(p.stem for p in (REPO / "rendered" / "rules").glob("*.yaml"))
     assert sorted(Path(rel).stem for rel in kinds["PrometheusRule"]) == rule_files
-    assert kinds["ConfigMap"] == ["kubernetes/dashboards/verl-training.yaml"]
+    dashboards = sorted(f"kubernetes/dashboards/{p.stem}.yaml" for p in (REPO / "rendered" / "dashboards").glob("*.json"))
+    assert sorted(kinds["ConfigMap"]) == dashboards
     assert sorted(kinds["PodMonitor"]) == ["kubernetes/monitors/ray.yaml", "kubernetes/monitors/verl-exporter.yaml"]
     assert kinds["AlertmanagerConfig"] == ["kubernetes/alertmanager-config.yaml"]
 
@@ -106,4 +107,8 @@ def test_the_readme_example_config_renders_valid_objects():
     block = re.search(r"```yaml\n# dashgen.yaml\n(.*?)```", (REPO / "README.md").read_text(), re.S).group(1)
     files = render_project(REPO, config_from(yaml.safe_load(block))).files
     objects = [yaml.safe_load(text) for rel, text in files.items() if rel.startswith("kubernetes/")]
-    assert len(objects) == 11 and all(schema_problems(obj) == [] for obj in objects)
+    # A rule per rule file, a ConfigMap per dashboard, two monitors, the AlertmanagerConfig.
+    rendered = {rel.split("/")[0] for rel in files}
+    expected = sum(1 for rel in files if rel.startswith(("rules/", "dashboards/"))) + 3
+    assert "kubernetes" in rendered and len(objects) == expected
+    assert all(schema_problems(obj) == [] for obj in objects)

@@ -4,6 +4,8 @@ from pathlib import Path
 
 import pytest
 
+from dashgen import scoring
+
 from dashgen.backfill import RecordedRun
 from dashgen.backtest import AlertOutcome, Firing, RunOutcome
 from dashgen.scoring import entropy_fifth_step, issue_20_checks, score, unknown_expected_alerts
@@ -91,7 +93,8 @@ def test_on_a_log_of_every_tenth_step_an_onset_between_lines_is_placed_between_t
     assert entry.measurable_latencies == [10 * STEP]
 
 
-def test_an_expected_alert_no_rule_defines_yet_is_missed_at_its_planned_severity():
+def test_an_expected_alert_no_rule_defines_yet_is_missed_at_its_planned_severity(monkeypatch):
+    monkeypatch.setattr(scoring, "PLANNED_ALERTS", {"VerlResponseLengthCollapse": "warning"})
     spec = RunSpec("len", 400, 1, faults=(Fault("length_collapse", 100),))
     result = score([_outcome(spec, {"VerlEntropyCollapse": ("warning", []), "VerlRewardStagnation": ("info", [])})],
                    [spec])
@@ -101,7 +104,8 @@ def test_an_expected_alert_no_rule_defines_yet_is_missed_at_its_planned_severity
     assert "VerlResponseLengthCollapse" in _check(result, "critical+warning recall").detail
 
 
-def test_an_expected_alert_neither_defined_nor_planned_is_reported_as_unknown():
+def test_an_expected_alert_neither_defined_nor_planned_is_reported_as_unknown(monkeypatch):
+    monkeypatch.setattr(scoring, "PLANNED_ALERTS", {"VerlNoLearningSignal": "warning"})
     spec = RunSpec("kl", 400, 1)
     unknown = unknown_expected_alerts([_outcome(spec, {"VerlKLSpike": ("warning", [])})])
     assert "VerlTrainingDivergence" in unknown
