@@ -158,9 +158,9 @@ def _list_unused(rendered, config: Config, root: Path) -> None:
     from dashgen.project_metrics import project_catalog
 
     signals = unused_signals(rendered.dashboards, config, project_catalog(root))
-    for signal in signals:
-        click.echo(f"{signal.verl_key}  ({signal.metric})  "
-                   + (f"left out: {signal.reason}" if signal.reason else "no panel, and no reason given"))
+    for unused in signals:
+        click.echo(f"{unused.verl_key}  ({unused.metric})  "
+                   + (f"left out: {unused.reason}" if unused.reason else "no panel, and no reason given"))
     click.echo(f"{len(signals)} catalogued verl key(s) without a panel", err=True)
 
 

@@ -10,7 +10,6 @@ import sys
 import threading
 import time
 
-import pytest
 
 from act_support import ActProcess
 from conftest import wait_until
