@@ -38,9 +38,6 @@ class BaselineRecordings:
     held: list[Recording] = field(default_factory=list)
     steps: list[Recording] = field(default_factory=list)  # the held baselines' per-step extremes
 
-    def names(self) -> set[str]:
-        return {r.record for r in (*self.rolling, *self.held, *self.steps)}
-
 
 # Which scrape job's selector a signal's metric takes, by where the metric comes from.
 _SELECTOR_BY_SOURCE = {Source.VERL: "verl", Source.PROJECT: "verl", Source.RAY: "node", Source.DCGM: "gpu",

@@ -108,7 +108,12 @@ def render_rules(root: Path, config: Config, catalog: Catalog,
     modules = [(definition, [expanded for group in groups for expanded in expand_group(
         group, compiler, lambda rule, compiler, d=definition: _compiled_alert(rule, compiler, d))])
         for definition, groups in stated]
-    out = RulesOutput(catalog=_with_recordings(catalog, modules, selectors))
+    # Only what the first pass could not add: the compiled baselines, and hand-written recordings
+    # that read them.
+    missing = [rule for _, groups in modules for group in groups for rule in group.rules
+               if isinstance(rule, Recording) and rule.record not in stated_catalog]
+    out = RulesOutput(catalog=_with_recordings(stated_catalog, [(None, [RuleGroup("", tuple(missing))])],
+                                               selectors))
     seen: dict[str, Path] = {}
     for definition, groups in modules:
         rendered_groups = []
