@@ -12,7 +12,10 @@ from conftest import REPO, run
 from dashgen.backtest import engine as backtest_engine
 from dashgen.backtest import evaluation as backtest_evaluation
 from dashgen.backtest import firing_intervals, query_spans
+from dashgen.config import duration_seconds
 from dashgen.promtool import find_binary
+from dashgen_alerts.rewards import RewardsConfig
+from dashgen_alerts.rollout import RolloutConfig
 
 DIVERGES_AT = 100  # after the 1h baseline of VerlTrainingDivergence is complete (steps are about 60 s)
 STEPS = 150
@@ -186,8 +189,9 @@ def test_queries_are_split_at_gaps_and_at_the_point_limit(monkeypatch):
 
 
 @pytest.mark.parametrize("kind, alertname, for_steps", [
-    ("reward_cliff", "VerlRewardCliff", 5),       # for: 5m
-    ("truncation", "VerlResponseTruncation", 15),  # for: 15m
+    # One step a minute: `for` in steps is the area's `for` in minutes.
+    ("reward_cliff", "VerlRewardCliff", duration_seconds(RewardsConfig().reward_cliff_for) / 60),
+    ("truncation", "VerlResponseTruncation", duration_seconds(RolloutConfig().truncation_for) / 60),
 ])
 def test_a_reward_cliff_and_truncation_fire_after_their_for_and_nothing_critical_else(runs, kind, alertname,
                                                                                      for_steps):
