@@ -317,7 +317,9 @@ def _listen_address(listen: str) -> tuple[str, int]:
 @click.option("--unknown-keys/--no-unknown-keys", default=True, show_default=True,
               help="Also export keys the catalog does not know, named by the same rule.")
 @click.option("--poll-interval", default=0.5, show_default=True, type=click.FloatRange(0.01, 60),
-              callback=lambda _ctx, param, value: _finite(param, value), help="Seconds between looks at the log.")
+              callback=lambda _ctx, param, value: _finite(param, value),
+              help="Seconds between looks at the log besides those its changes prompt (inotify, Linux; elsewhere "
+                   "it is looked at every 0.05 s). A network filesystem reports no change made on another machine.")
 @click.option("--total-steps", default=None, type=click.IntRange(1), metavar="N",
               help="The run is finished once step N is logged (sidecar mode: how the end is known).")
 @click.option("--grace", default=DEFAULT_GRACE, show_default=True,
@@ -351,6 +353,7 @@ def export(jsonl: str, listen: str | None, project: str | None, experiment: str 
     from prometheus_client import CollectorRegistry
 
     from dashgen.exporter import LogFollower, RunState, follow_forever, run_from_path, serve_metrics
+    from dashgen.log_watch import LogChanges
     from dashgen.project_metrics import project_catalog
     from dashgen.supervisor import Supervisor
 
@@ -379,7 +382,8 @@ def export(jsonl: str, listen: str | None, project: str | None, experiment: str 
     except OSError:
         follower.close()  # follow_forever retries and says why
     try:
-        port = serve_metrics(registry, host, port).server_port  # the real port when 0 was asked
+        port = serve_metrics(registry, host, port,  # the real port when 0 was asked
+                             version=lambda: (state.version, ray_link.current_session())).server_port
     except (OSError, OverflowError, ValueError) as exc:
         raise BuildError(f"cannot listen on {host}:{port}: {getattr(exc, 'strerror', None) or exc}") from None
     shown_host = f"[{host}]" if ":" in host else host
@@ -388,16 +392,20 @@ def export(jsonl: str, listen: str | None, project: str | None, experiment: str 
     if ray_temp_dir is not None and ray_link.current_session() is None:
         click.echo(f"dashgen export: no Ray session in {ray_temp_dir} yet ({ray_temp_dir}/session_latest); the run "
                    f"is linked to its GPUs once Ray starts there (or give --ray-session)", err=True)
-    if command:
-        supervisor = Supervisor(list(command), follower, poll_interval, grace_seconds, kill_seconds, pid_file,
-                                say=lambda message: click.echo(message, err=True))
-        sys.exit(supervisor.run())
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    try:
-        follow_forever(follower, poll_interval, stop)
-    except KeyboardInterrupt:
-        pass
+    with LogChanges(path) as changes:
+        try:
+            if command:
+                supervisor = Supervisor(list(command), follower, poll_interval, grace_seconds, kill_seconds, pid_file,
+                                        say=lambda message: click.echo(message, err=True), changes=changes)
+                sys.exit(supervisor.run())
+            stop = threading.Event()
+            signal.signal(signal.SIGTERM, lambda *_: (stop.set(), changes.wake()))
+            try:
+                follow_forever(follower, changes, poll_interval, stop)
+            except KeyboardInterrupt:
+                pass
+        finally:
+            follower.stop()
 
 
 def _ray_link(labels: tuple[str, str], session: str | None, temp_dir: Path):

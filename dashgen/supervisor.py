@@ -24,6 +24,7 @@ from typing import Callable, TextIO
 
 from dashgen.errors import BuildError
 from dashgen.exporter import LogFollower
+from dashgen.log_watch import LogChanges
 from dashgen.lifecycle import phase_after_exit, shell_exit_status
 from dashgen.process_group import end_group, has_exited, signal_group, start_group
 
@@ -32,7 +33,8 @@ FORWARDED = (signal.SIGINT, signal.SIGTERM)
 
 class Supervisor:
     def __init__(self, command: list[str], follower: LogFollower, poll_interval: float, grace_seconds: float,
-                 kill_timeout: float, pid_file: Path | None = None, say: Callable[[str], None] = print):
+                 kill_timeout: float, pid_file: Path | None = None, say: Callable[[str], None] = print,
+                 changes: LogChanges | None = None):
         self.command = command
         self.follower = follower
         self.poll_interval = poll_interval
@@ -45,6 +47,7 @@ class Supervisor:
         self._killed = False
         self._child: subprocess.Popen | None = None
         self._wake = threading.Event()
+        self._changes = changes  # wakes the follow loop when the log changes
 
     def _on_signal(self, signum: int, _frame) -> None:
         child = self._child
@@ -59,6 +62,8 @@ class Supervisor:
             if child is not None:
                 signal_group(child, signum)
         self._wake.set()
+        if self._changes is not None:
+            self._changes.wake()
 
     def run(self) -> int:
         """Run the trainer to its end and through the grace period; returns its shell exit status."""
@@ -106,7 +111,10 @@ class Supervisor:
             wait = self.poll_interval
             if self._kill_at is not None and not self._killed:
                 wait = max(0.0, min(wait, self._kill_at - time.monotonic()))
-            self._wake.wait(wait)
+            if self._changes is not None:
+                self._changes.wait(wait)
+            else:
+                self._wake.wait(wait)
             self._wake.clear()
         if self.stop_requested:  # what the trainer left in its group goes with it
             signal_group(child, signal.SIGKILL)
