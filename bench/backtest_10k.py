@@ -1,12 +1,15 @@
 """Benchmark: backtest every alert on a 10,000-step run (about a week at 60 s a step).
 
 Run from the repository root: .venv/bin/python bench/backtest_10k.py
-The goal is under 30 s on a 2-core machine; the wall time of the whole backtest (backfill,
-recording rules, alert evaluation, server start-ups) is printed at the end.
+The goal (issue 19) is at most 10 s on a 2-core machine: the wall time of the whole backtest
+(backfill, recording rules, alert evaluation, server start-ups) is printed against it, with the
+processor time it took here and in its children (promtool, prometheus): on a machine others are
+using, wall time grows with their load, processor time far less.
 """
 
 from __future__ import annotations
 
+import resource
 import sys
 import tempfile
 import time
@@ -21,19 +24,26 @@ REPO = Path(__file__).resolve().parent.parent
 
 STEPS = 10_000
 DIVERGES_AT = 5_000
-GOAL_SECONDS = 30.0
+GOAL_SECONDS = 10.0
 
 
 def main() -> int:
     with tempfile.TemporaryDirectory(prefix="dashgen-bench-") as tmp:
         log = write_run(Path(tmp) / "bench" / "diverging-10k.jsonl", "diverging", STEPS, event_at=DIVERGES_AT)
-        began = time.perf_counter()
+        began, cpu_began = time.perf_counter(), _cpu_seconds()
         outcomes = backtest([log], REPO, Config(), Timing())
-        seconds = time.perf_counter() - began
+        seconds, cpu = time.perf_counter() - began, _cpu_seconds() - cpu_began
     table = format_table(outcomes)
     print("\n".join(line for line in table.splitlines() if "VerlTrainingDivergence" in line or "ALERT" in line))
-    print(f"backtest of {STEPS} steps: {seconds:.1f} s (goal: under {GOAL_SECONDS:.0f} s)")
-    return 0 if seconds < GOAL_SECONDS else 1
+    print(f"backtest of {STEPS} steps: {seconds:.1f} s (goal: at most {GOAL_SECONDS:.0f} s); "
+          f"processor time {cpu:.1f} s (this process and its children)")
+    return 0 if seconds <= GOAL_SECONDS else 1
+
+
+def _cpu_seconds() -> float:
+    """User and system time of this process and of its children that have ended."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 if __name__ == "__main__":

@@ -264,12 +264,12 @@ def _place_on_clock(run: RecordedRun, durations: list[float], timing: Timing, mo
 
 # --- OpenMetrics ---------------------------------------------------------------------------
 
+_NONFINITE_TEXT = {"nan": "NaN", "inf": "+Inf", "-inf": "-Inf"}  # repr() of a float -> OpenMetrics
+
+
 def openmetrics_value(value: float) -> str:
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    return repr(value)
+    text = repr(value)
+    return _NONFINITE_TEXT.get(text, text)
 
 
 def label_text(labels: dict[str, str]) -> str:
@@ -319,51 +319,71 @@ def write_openmetrics(runs: list[RecordedRun], out: TextIO, scrape_interval: flo
     """Write the runs' scrapes as OpenMetrics text (families grouped, samples in time order).
 
     `only` limits the output to these sample names; returns the number of samples written.
+    A series' lines are joined a step at a time (`_repeated`): a step is shown by several
+    scrapes, whose lines differ only in their timestamp.
     """
-    scrapes = [run.scrapes(scrape_interval) for run in runs]
-    stamps = [[(index, _stamp(at)) for at, index in run_scrapes] for run_scrapes in scrapes]
+    scrapes = [_Scrapes(run, run.scrapes(scrape_interval)) for run in runs]
     written = 0
     for family in _families(runs, only):
         out.write(f"# TYPE {family.name} {family.type}\n")
-        for run, run_stamps, per_step in zip(runs, stamps, family.values):
+        for run, run_scrapes, per_step in zip(runs, scrapes, family.values):
             prefix = family.sample + label_text(run.labels) + " "
-            lines = [prefix + per_step[index] + stamp for index, stamp in run_stamps if per_step[index] is not None]
-            out.writelines(lines)
-            written += len(lines)
-    written += _write_validation(runs, stamps, out, only)
+            chunks = [_repeated(prefix + per_step[index], stamps) for index, stamps in run_scrapes.by_step
+                      if per_step[index] is not None]
+            out.write("".join(chunks))
+            written += sum(len(stamps) for index, stamps in run_scrapes.by_step if per_step[index] is not None)
+    written += _write_validation(runs, scrapes, out, only)
     if only is None or RUN_STATE_METRIC in only:
         out.write(f"# TYPE {RUN_STATE_METRIC} gauge\n")
         for run, run_scrapes in zip(runs, scrapes):
             final = _final_phase(run)
-            last_step_ms = round(run.times[-1] * 1000)
             for phase in RunPhase:
                 prefix = RUN_STATE_METRIC + label_text({**run.labels, "state": phase.value}) + " "
                 while_running, after = (str(float(phase is RunPhase.RUNNING)), str(float(phase is final)))
-                out.writelines(f"{prefix}{after if at > last_step_ms else while_running}{_stamp(at)}"
-                               for at, _ in run_scrapes)
-                written += len(run_scrapes)
+                out.write(_repeated(prefix + while_running, run_scrapes.running)
+                          + _repeated(prefix + after, run_scrapes.ended))
+                written += len(run_scrapes.stamps)
     if only is None or "verl_run_exit_code" in only:
         out.write("# TYPE verl_run_exit_code gauge\n")
         for run, run_scrapes in zip(runs, scrapes):
             if run.end_kind != "hung":
                 code = CRASH_EXIT_CODE if run.end_kind == "crashed" else 0
-                ended = [at for at, _ in run_scrapes if at > round(run.times[-1] * 1000)]
-                out.writelines(f"verl_run_exit_code{label_text(run.labels)} {code}{_stamp(at)}" for at in ended)
-                written += len(ended)
+                out.write(_repeated(f"verl_run_exit_code{label_text(run.labels)} {code}", run_scrapes.ended))
+                written += len(run_scrapes.ended)
     if only is None or "up" in only:
         out.write("# TYPE up gauge\n")
-        for run, run_stamps in zip(runs, stamps):
+        for run, run_scrapes in zip(runs, scrapes):
             prefix = "up" + label_text({"job": run.labels["job"], "instance": run.labels["instance"]})
-            out.writelines(prefix + " 1" + stamp for _, stamp in run_stamps)
-            gone = _gone_scrapes(run, scrape_interval)
-            out.writelines(prefix + " 0" + _stamp(at) for at in gone)
-            written += len(run_stamps) + len(gone)
+            gone = [_stamp(at) for at in _gone_scrapes(run, scrape_interval)]
+            out.write(_repeated(prefix + " 1", run_scrapes.stamps) + _repeated(prefix + " 0", gone))
+            written += len(run_scrapes.stamps) + len(gone)
     out.write("# EOF\n")
     return written
 
 
-def _write_validation(runs: list[RecordedRun], stamps: list[list[tuple[int, str]]], out: TextIO,
-                      only: set[str] | None) -> int:
+class _Scrapes:
+    """A run's scrapes as timestamp texts: all, grouped by the step shown, and before and after the last step."""
+
+    def __init__(self, run: RecordedRun, scrapes: list[tuple[int, int]]):
+        self.stamps = [_stamp(at) for at, _ in scrapes]
+        self.by_step: list[tuple[int, list[str]]] = []  # (index of the step shown, its scrapes' stamps)
+        first = 0
+        for position in range(1, len(scrapes) + 1):
+            if position == len(scrapes) or scrapes[position][1] != scrapes[first][1]:
+                self.by_step.append((scrapes[first][1], self.stamps[first:position]))
+                first = position
+        # The scrape at the last step's own time still shows the run running.
+        last_step_ms = round(run.times[-1] * 1000)
+        after = bisect.bisect_right([at for at, _ in scrapes], last_step_ms)
+        self.running, self.ended = self.stamps[:after], self.stamps[after:]
+
+
+def _repeated(head: str, stamps: list[str]) -> str:
+    """One line per stamp: head, then the stamp (which starts with a space and ends the line)."""
+    return head + head.join(stamps) if stamps else ""
+
+
+def _write_validation(runs: list[RecordedRun], scrapes: list[_Scrapes], out: TextIO, only: set[str] | None) -> int:
     """The validation families, each series at every scrape that holds a value for it."""
     written = 0
     for name in VALIDATION_FAMILIES.values():
@@ -374,13 +394,13 @@ def _write_validation(runs: list[RecordedRun], stamps: list[list[tuple[int, str]
         if not any(per_run):
             continue
         out.write(f"# TYPE {name} gauge\n")
-        for run, run_stamps, all_series in zip(runs, stamps, per_run):
+        for run, run_scrapes, all_series in zip(runs, scrapes, per_run):
             for series in all_series:
                 prefix = name + label_text({**run.labels, **dict(zip(VALIDATION_LABELS, series[1:]))}) + " "
-                lines = [prefix + openmetrics_value(run.validation[index][series]) + stamp
-                         for index, stamp in run_stamps if series in run.validation[index]]
-                out.writelines(lines)
-                written += len(lines)
+                held = [(run.validation[index][series], stamps) for index, stamps in run_scrapes.by_step
+                        if series in run.validation[index]]
+                out.write("".join(_repeated(prefix + openmetrics_value(value), stamps) for value, stamps in held))
+                written += sum(len(stamps) for _, stamps in held)
     return written
 
 

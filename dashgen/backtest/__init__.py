@@ -1,7 +1,10 @@
 """Backtest the alerts on recorded runs with Prometheus' own query engine.
 
 engine.py      backfill the runs, fill the recording rules, evaluate every alert: `backtest()`
-evaluation.py  one alert over one run, as Prometheus' rule manager would; the outcome types
+blocks.py      OpenMetrics into TSDB blocks, part by part, by promtools in the background
+server.py      the query-only Prometheus, and the threads that query it
+recordings.py  the recording rules' results, by Prometheus or (a window over a recording) here
+evaluation.py  one alert over the runs, as Prometheus' rule manager would; the outcome types
 rule_files.py  rules from Prometheus rule files (`--rules`), and the fill order of recordings
 report.py      the outcome as a table or JSON
 plot.py        the outcome as a picture (`--plot`, needs matplotlib)

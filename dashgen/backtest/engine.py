@@ -1,67 +1,42 @@
 """The backtest itself: backfill the runs, fill the recording rules, evaluate every alert.
 
 1. The runs are backfilled (only the series the rules select) into a temporary TSDB with
-   promtool, as `dashgen backfill` does.
-2. A real `prometheus` is started on loopback over it.
+   promtool, part by part while the rest is written (dashgen/backtest/blocks.py).
+2. A real `prometheus` is started on loopback over it (dashgen/backtest/server.py).
 3. Recording rules are filled by evaluating each one with `query_range` at its group's
    interval, on the same timestamps the group's alerts are evaluated at, and writing the
-   result back as blocks with promtool; then Prometheus is restarted to load them.
-   `promtool tsdb create-blocks-from rules` does the same queries, but picks its own
-   timestamps (newer versions shift them by the group's hash offset), so an alert at t could
-   read the recording of the evaluation before t, one interval late, whereas Prometheus
-   evaluates a group's recordings and alerts at one timestamp. It also cannot fill a
-   recording that reads another; here such recordings are filled level by level.
-4. Each alert is evaluated over the run (dashgen/backtest/evaluation.py).
+   result back as blocks with promtool; then Prometheus is restarted to load them
+   (dashgen/backtest/recordings.py). `promtool tsdb create-blocks-from rules` does the same
+   queries, but picks its own timestamps (newer versions shift them by the group's hash
+   offset), so an alert at t could read the recording of the evaluation before t, one
+   interval late, whereas Prometheus evaluates a group's recordings and alerts at one
+   timestamp. It also cannot fill a recording that reads another.
+4. Each alert is evaluated over the runs (dashgen/backtest/evaluation.py).
+
+The queries of a round, and the alerts, run one per processor (each Prometheus query uses one
+core); results are taken in the rules' order, so the outcome is that of one query after another.
 """
 
 from __future__ import annotations
 
 import tempfile
-from contextlib import contextmanager
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
-from dashgen.backfill import (RecordedRun, Timing, check_unique_runs, create_blocks, label_text, read_run,
-                              run_labels, series_names, write_openmetrics)
-from dashgen.backtest.evaluation import (RunOutcome, series_key, evaluate_alert, evaluation_times, query_range,
-                                        query_spans)
-from dashgen.backtest.rule_files import read_rule_files, recording_levels
+from dashgen.backfill import Timing, check_unique_runs, read_run, run_labels, series_names, write_openmetrics
+from dashgen.backtest.blocks import BlockParts
+from dashgen.backtest.evaluation import RunOutcome, evaluate_alert
+from dashgen.backtest.recordings import fill_recordings, recorded_openmetrics
+from dashgen.backtest.rule_files import read_rule_files
+from dashgen.backtest.server import SERVER_ARGS, query_pool, serve_tsdb
 from dashgen.config import Config
-from dashgen.prometheus_server import PrometheusServer
 from dashgen.promql import metrics_in
+from dashgen.prometheus_server import PrometheusServer
 from dashgen.promtool import find_binary
-from dashgen.rules import RecordingRule
+from dashgen.rules import AlertRule
 
-# Backfilled runs may be years old; the default 15 d retention would delete them at start-up.
-SERVER_ARGS = ("--storage.tsdb.retention.time=100y", "--log.level=warn")
-
-
-def recorded_openmetrics(server: PrometheusServer, rules: list[RecordingRule], runs: list[RecordedRun]) -> str:
-    """The rules' results over every run, as OpenMetrics text ('' if they produced nothing)."""
-    out: list[str] = []
-    for rule in rules:
-        times = sorted({at for run in runs for at in evaluation_times(run, rule.interval_ms)})
-        samples: dict[tuple, list[str]] = {}
-        for span in query_spans(times, rule.interval_ms):
-            for series in query_range(server, rule.expr, span, rule.interval_ms, f"recording rule {rule.record}"):
-                key = tuple(sorted({**dict(series_key(series["metric"])), **dict(rule.labels)}.items()))
-                samples.setdefault(key, []).extend(f" {value} {at}\n" for at, value in series["values"])
-        if samples:
-            out.append(f"# TYPE {rule.record} gauge\n")
-            for key, lines in samples.items():
-                prefix = rule.record + label_text(dict(key))
-                out.extend(prefix + line for line in lines)
-    return "".join(out) + "# EOF\n" if out else ""
-
-
-@contextmanager
-def serve_tsdb(workdir: Path, extra_args: tuple[str, ...] = ()) -> Iterator[PrometheusServer]:
-    """A Prometheus over workdir/tsdb that scrapes nothing and evaluates no rule: queries only."""
-    config_file = workdir / "prometheus.yml"
-    if not config_file.exists():
-        config_file.write_text("# dashgen backtest: no scrapes, no rules; queries only.\nglobal: {}\n")
-    with PrometheusServer(config_file, workdir / "tsdb", (*SERVER_ARGS, *extra_args)) as server:
-        yield server
+__all__ = ["SERVER_ARGS", "backtest", "recorded_openmetrics", "serve_tsdb"]
 
 
 def backtest(paths: list[Path], root: Path, config: Config, timing: Timing,
@@ -90,32 +65,40 @@ def backtest(paths: list[Path], root: Path, config: Config, timing: Timing,
     for run in runs:
         for note in run.notes:
             say(f"{run.path}: {note}")
-    span = max(run.end for run in runs) - min(run.times[0] for run in runs)
     with tempfile.TemporaryDirectory(prefix="dashgen-backtest-") as tmp:
         workdir = Path(tmp)
-        scraped = workdir / "runs.om"
-        with open(scraped, "w") as handle:
-            write_openmetrics(runs, handle, timing.scrape_interval, only=selected)
-        create_blocks(scraped, workdir / "tsdb", span)
-        recorded_names: set[str] = set()  # recordings that produced samples (GPU ones cannot: no GPU series)
-        for level, rules in enumerate(recording_levels(recordings)):
-            with serve_tsdb(workdir) as server:
-                text = recorded_openmetrics(server, rules, runs)
-            if text:
-                recorded = workdir / f"recorded-{level}.om"
-                recorded.write_text(text)
-                create_blocks(recorded, workdir / "tsdb", span)
-                recorded_names |= {line.split()[2] for line in text.splitlines() if line.startswith("# TYPE ")}
+        tsdb, parts = workdir / "tsdb", workdir / "parts"
+        with BlockParts(parts, tsdb, "runs") as blocks:
+            write_openmetrics(runs, blocks, timing.scrape_interval, only=selected)
+        # Alerts that read no recording are evaluated on the first Prometheus, beside the recordings.
+        recorded = {rule.record for rule in recordings}
+        early = [index for index, alert in enumerate(alerts) if not _reads(alert) & recorded]
+        evaluations: dict[int, Future] = {}  # alert's index -> its outcomes on each run
+
+        def evaluate_early(server: PrometheusServer, pool: ThreadPoolExecutor) -> None:
+            evaluations.update({index: pool.submit(evaluate_alert, server, alerts[index], runs) for index in early})
+
+        # Recordings that produced samples (GPU ones cannot: no GPU series).
+        recorded_names = fill_recordings(workdir, parts, recordings, runs, evaluate_early)
+        late = [index for index in range(len(alerts)) if index not in evaluations]
+        if late:
+            with serve_tsdb(workdir) as server, query_pool() as pool:
+                evaluations.update({index: pool.submit(evaluate_alert, server, alerts[index], runs) for index in late})
+        per_alert = [evaluations[index].result() for index in range(len(alerts))]
         available = series_names(runs) | recorded_names
-        with serve_tsdb(workdir) as server:
-            outcomes = []
-            for run in runs:
-                results = []
-                for alert in alerts:
-                    alert_outcomes = evaluate_alert(server, alert, run)
-                    if not metrics_in(alert.expr) & available:
-                        alert_outcomes[0].note = (f"needs {', '.join(sorted(metrics_in(alert.expr)))}, which "
-                                                  f"verl's step log does not hold: it cannot fire in a backtest")
-                    results.extend(alert_outcomes)
-                outcomes.append(RunOutcome(run, results))
+    outcomes = []
+    for index, run in enumerate(runs):
+        results = []
+        for alert, per_run in zip(alerts, per_alert):
+            alert_outcomes = per_run[index]
+            if not metrics_in(alert.expr) & available:
+                alert_outcomes[0].note = (f"needs {', '.join(sorted(metrics_in(alert.expr)))}, which "
+                                          f"verl's step log does not hold: it cannot fire in a backtest")
+            results.extend(alert_outcomes)
+        outcomes.append(RunOutcome(run, results))
     return outcomes
+
+
+def _reads(alert: AlertRule) -> set[str]:
+    """The series an alert's queries select (its condition and sustain, or its expression)."""
+    return set().union(*(metrics_in(expr) for expr in (alert.expr, alert.condition, alert.sustain) if expr))

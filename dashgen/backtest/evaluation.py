@@ -20,8 +20,8 @@ from dashgen.errors import BuildError
 from dashgen.prometheus_server import PrometheusServer
 from dashgen.rules import AlertRule
 
-# Prometheus refuses range queries of more than 11,000 points.
-MAX_POINTS_PER_QUERY = 10_000
+# Prometheus refuses range queries of more than 11,000 steps (11,001 points).
+MAX_POINTS_PER_QUERY = 11_000
 SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
 
 
@@ -130,26 +130,37 @@ def _belongs_to(labels: dict[str, str], run: RecordedRun) -> bool:
     return True
 
 
-def _held_times(server: PrometheusServer, expr: str, times: list[int], interval_ms: int, run: RecordedRun,
+def _held_times(server: PrometheusServer, expr: str, times: list[int], interval_ms: int,
                 where: str) -> dict[tuple, set[int]]:
-    """For each of the run's result series: the evaluation times (ms) at which `expr` returned it."""
+    """For each result series: the evaluation times (ms) at which `expr` returned it."""
     held: dict[tuple, set[int]] = {}
     for span in query_spans(times, interval_ms):
         for series in query_range(server, expr, span, interval_ms, where):
-            key = series_key(series["metric"])
-            if _belongs_to(dict(key), run):
-                held.setdefault(key, set()).update(round(at * 1000) for at, _ in series["values"])
+            held.setdefault(series_key(series["metric"]), set()).update(round(at * 1000) for at, _ in series["values"])
     return held
 
 
-def evaluate_alert(server: PrometheusServer, alert: AlertRule, run: RecordedRun) -> list[AlertOutcome]:
-    times = evaluation_times(run, alert.interval_ms)
-    held = _held_times(server, alert.condition or alert.expr, times, alert.interval_ms, run, f"alert {alert.name}")
-    sustained = {} if alert.sustain is None else _held_times(server, alert.sustain, times, alert.interval_ms, run,
+def evaluate_alert(server: PrometheusServer, alert: AlertRule, runs: list[RecordedRun]) -> list[list[AlertOutcome]]:
+    """The alert's outcomes on each run, from one set of queries over every run's evaluation times.
+
+    An instant of a range query does not depend on the range's other instants, so a series
+    holds at t as it would in a query over its run's times alone; each run reads its own series
+    (`_belongs_to`) at its own times."""
+    times = [evaluation_times(run, alert.interval_ms) for run in runs]
+    every_time = sorted(set().union(*times))
+    held = _held_times(server, alert.condition or alert.expr, every_time, alert.interval_ms, f"alert {alert.name}")
+    sustained = {} if alert.sustain is None else _held_times(server, alert.sustain, every_time, alert.interval_ms,
                                                              f"alert {alert.name} (sustain)")
+    return [_run_outcomes(alert, run, run_times, held, sustained) for run, run_times in zip(runs, times)]
+
+
+def _run_outcomes(alert: AlertRule, run: RecordedRun, times: list[int], held: dict[tuple, set[int]],
+                  sustained: dict[tuple, set[int]]) -> list[AlertOutcome]:
     outcomes = []
     extra_labels = {name: value for name, value in alert.labels if name != "severity"}
     for key, held_times in sorted(held.items()):
+        if not _belongs_to(dict(key), run):
+            continue
         intervals = firing_intervals(times, held_times, alert.for_ms, alert.keep_firing_ms,
                                      sustained.get(key, frozenset()))
         if intervals:
