@@ -47,7 +47,6 @@ class Rendered:
 
 def render_project(root: Path, config: Config) -> Rendered:
     from dashgen.alertmanager import alertmanager_config, render_alerting
-    from dashgen.kubernetes import render_kubernetes
     from dashgen.rules import DOCS_FILE, load_rule_modules, render_rules  # alerts and recording rules
 
     out = Rendered()
@@ -94,8 +93,11 @@ def render_project(root: Path, config: Config) -> Rendered:
                 f"- [{markdown_text(d.title)}]({config.grafana_base_url}/d/{d.uid})\n" for _, d in out.dashboards)
     out.files["prometheus/prometheus.yml"] = env.get_template("prometheus.yml.j2").render(
         config=config, alerting=alerting.prometheus_alerting)
-    out.files.update(render_kubernetes(config, out.files, out.dashboards,
-                                       alertmanager_config(config, alerting.inhibitions)))
+    alertmanager = alertmanager_config(config, alerting.inhibitions)
+    if config.kubernetes:  # the objects' schemas only then
+        from dashgen.kubernetes import render_kubernetes
+
+        out.files.update(render_kubernetes(config, out.files, out.dashboards, alertmanager))
     return out
 
 

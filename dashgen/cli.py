@@ -88,10 +88,11 @@ def _rendered_dir(root: Path) -> Path:
 def build(root: Path, config_path: Path | None, reload_url: str | None) -> None:
     """Render panels/ and alerts/ into rendered/ (untouched if anything fails)."""
     from dashgen.build import render_project, write_rendered
-    from dashgen.prometheus_server import check_reload_url, reload_prometheus
     from dashgen.tree_writer import project_lock
 
-    if reload_url is not None:
+    if reload_url is not None:  # urllib.request, only then
+        from dashgen.prometheus_server import check_reload_url, reload_prometheus
+
         check_reload_url(reload_url)
     rendered = render_project(root, load_config(config_path, root))
     with project_lock(root):

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import difflib
 import inspect
 import io
 import math
@@ -28,7 +27,7 @@ from typing import Annotated, Any, ClassVar, Literal
 import yaml
 
 from dashgen.bounded_read import TooLarge, read_bounded
-from dashgen.errors import BuildError
+from dashgen.errors import BuildError, get_close_matches
 
 GIB = 2**30
 CONFIG_FILE_NAME = "dashgen.yaml"
@@ -358,7 +357,7 @@ class Config:
             known = [f.name for f in dataclasses.fields(tunables)]
             for key in values:
                 if key not in known:
-                    close = difflib.get_close_matches(str(key), known, n=1)
+                    close = get_close_matches(str(key), known, n=1)
                     hint = f"; did you mean {close[0]!r}?" if close else f"; its fields: {', '.join(known)}"
                     raise ConfigError(f"{where}{tunables.area}: unknown field {key!r}{hint}")
             try:
@@ -379,7 +378,7 @@ class Config:
             if home:
                 raise ConfigError(f"{where}{name} is a field of the {home[0]!r} alert area: write it under "
                                   f"`{home[0]}:` (e.g. `{home[0]}: {{{name}: ...}}`)")
-            close = difflib.get_close_matches(name, [*_core_field_names(), *by_name], n=1)
+            close = get_close_matches(name, [*_core_field_names(), *by_name], n=1)
             hint = f"; did you mean {close[0]!r}?" if close else "; `dashgen config --describe` lists the fields"
             raise ConfigError(f"{where}unknown config field or area {name!r}{hint}")
 
@@ -607,7 +606,7 @@ def read_overrides(path: Path) -> dict[str, Any]:
         if home:
             raise ConfigError(f"{path}: {key} is a field of the {home[0]!r} alert area now: write it under "
                               f"`{home[0]}:` (e.g. `{home[0]}: {{{key}: {data[key]!r}}}`)")
-        close = difflib.get_close_matches(key, known, n=1)
+        close = get_close_matches(key, known, n=1)
         hint = f"; did you mean {close[0]!r}?" if close else "; `dashgen config --describe` lists the fields"
         raise ConfigError(f"{path}: unknown config field {key!r}{hint}")
     return data

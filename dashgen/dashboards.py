@@ -461,9 +461,14 @@ def dashboard_to_text(model: dict[str, Any]) -> str:
     return _json_text(model, 0) + "\n"
 
 
+# json.dumps' encoders for these options, made once (json.dumps makes one a call).
+_FLAT = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(", ", ": "))
+_KEY = json.JSONEncoder(ensure_ascii=False)
+
+
 def _json_text(value: Any, indent: int, start: int | None = None) -> str:
     """`value` at `indent`, its first line starting at column `start` (after its key)."""
-    flat = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(", ", ": "))
+    flat = _FLAT.encode(value)
     fits = (indent if start is None else start) + len(flat) + 1 <= LINE_WIDTH  # +1: the comma after it
     if not isinstance(value, (dict, list)) or not value or fits:
         return flat
@@ -471,7 +476,7 @@ def _json_text(value: Any, indent: int, start: int | None = None) -> str:
     if isinstance(value, dict):
         items = []
         for key, item in sorted(value.items()):
-            head = f"{inner}{json.dumps(key, ensure_ascii=False)}: "
+            head = f"{inner}{_KEY.encode(key)}: "
             items.append(head + _json_text(item, indent + 2, len(head)))
         return "{\n" + ",\n".join(items) + "\n" + " " * indent + "}"
     return "[\n" + ",\n".join(inner + _json_text(v, indent + 2) for v in value) + "\n" + " " * indent + "]"

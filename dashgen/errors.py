@@ -8,3 +8,10 @@ import click
 
 class BuildError(click.ClickException):
     """The message names the place (file, dashboard, panel or alert) and what is wrong."""
+
+
+def get_close_matches(word: str, possibilities, n: int = 1, cutoff: float = 0.6) -> list[str]:
+    """difflib's, for a "did you mean" hint; difflib is imported only when a message needs one."""
+    import difflib
+
+    return difflib.get_close_matches(word, possibilities, n=n, cutoff=cutoff)

@@ -11,11 +11,13 @@ import json
 import re
 from functools import lru_cache
 from importlib import resources
-from typing import Any
-
-import jsonschema
+from typing import TYPE_CHECKING, Any
 
 from dashgen.errors import BuildError
+from dashgen.schema_check import Schema
+
+if TYPE_CHECKING:
+    import jsonschema
 
 # metadata.name of every kind dashgen renders: a DNS-1123 subdomain.
 DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
@@ -39,13 +41,18 @@ def object_name(wanted: str, source: str) -> str:
 
 
 @lru_cache(maxsize=None)
-def _validator(kind: str) -> jsonschema.Draft7Validator:
+def _validator(kind: str) -> Schema:
     text = resources.files("dashgen").joinpath(f"schemas/kubernetes/{kind}.schema.json").read_text()
-    return jsonschema.Draft7Validator(json.loads(text))
+    return Schema(json.loads(text))
 
 
 def _route_schema() -> dict[str, Any]:
     return _validator("AlertmanagerConfig").schema["properties"]["spec"]["properties"]["route"]
+
+
+@lru_cache(maxsize=None)
+def _route_validator() -> Schema:
+    return Schema(_route_schema())
 
 
 def schema_problems(obj: dict[str, Any]) -> list[str]:
@@ -56,7 +63,7 @@ def schema_problems(obj: dict[str, Any]) -> list[str]:
     if kind == "AlertmanagerConfig":
         # The CRD leaves nested routes open (x-kubernetes-preserve-unknown-fields); the Operator
         # checks them as routes when it reads the object, so they are checked here the same way.
-        route_validator = jsonschema.Draft7Validator(_route_schema())
+        route_validator = _route_validator()
         for path, route in _nested_routes(obj.get("spec", {}).get("route", {}), "spec.route"):
             problems += [_describe(error, path) for error in route_validator.iter_errors(route)]
     return problems

@@ -15,6 +15,7 @@ from typing import Mapping
 import promql_parser as pp
 
 from dashgen.catalog import Catalog, Metric, MetricType
+from dashgen.errors import get_close_matches
 
 # Grafana's built-in interval variables, replaced by a representative duration.
 _GRAFANA_DURATIONS = {"__rate_interval": "1m", "__interval": "1m", "__range": "1h", "__interval_ms": "60000",
@@ -29,6 +30,21 @@ _LABEL_FREE_FUNCTIONS = {"time", "vector", "scalar", "pi", "minute", "hour", "da
 
 class QueryError(ValueError):
     """What is wrong with one expression."""
+
+
+class UnknownMetric(QueryError):
+    """A metric the catalog does not know. The "did you mean" hint is looked up only when the
+    message is read: a recording that reads another is checked again once that one is known."""
+
+    def __init__(self, name: str, catalog: Catalog):
+        super().__init__(name)
+        self.name = name
+        self.catalog = catalog
+
+    def __str__(self) -> str:
+        hint = _closest(self.name, self.catalog)
+        return (f"unknown metric {self.name!r}" + (f" (did you mean {hint!r}?)" if hint else "")
+                + "; if it is real, declare it in the project's metrics.yaml")
 
 
 @dataclass(frozen=True)
@@ -123,9 +139,7 @@ class _Checker:
             name = named[0].value
         resolved = self.catalog.resolve(name)
         if resolved is None:
-            hint = _closest(name, self.catalog)
-            raise QueryError(f"unknown metric {name!r}" + (f" (did you mean {hint!r}?)" if hint else "")
-                             + "; if it is real, declare it in the project's metrics.yaml")
+            raise UnknownMetric(name, self.catalog)
         metric, suffix = resolved
         labels = set(metric.labels)
         if suffix == "_bucket":
@@ -225,7 +239,5 @@ class _Checker:
 
 
 def _closest(name: str, catalog: Catalog) -> str | None:
-    import difflib
-
-    matches = difflib.get_close_matches(name, list(catalog), n=1, cutoff=0.75)
+    matches = get_close_matches(name, list(catalog), cutoff=0.75)
     return matches[0] if matches else None

@@ -6,12 +6,11 @@ broken runbook link or a matcher that never matches."""
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import re
 from typing import Iterable, Mapping
 
 from dashgen.conditions import AnyOf, Compare
-from dashgen.errors import BuildError
+from dashgen.errors import BuildError, get_close_matches
 from dashgen.model import Alert, Dashboard, Stat, Threshold, TimeSeries
 
 # alertname="X" or alertname=~"X|Y" (a plain alternation of names) in a PromQL selector.
@@ -23,7 +22,7 @@ def check_alert_name(name: str, known: Iterable[str], where: str) -> None:
     known = sorted(known)
     if name in known:
         return
-    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    close = get_close_matches(name, known, n=1, cutoff=0.6)
     hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(known)}"
     raise BuildError(f"{where}: {name!r} is not an alert defined in alerts/; {hint}")
 

@@ -4,15 +4,78 @@ scaffold) import it rather than each other."""
 
 from __future__ import annotations
 
+import os
+import pickle
 import re
+import sys
+import tempfile
+import zlib
+from pathlib import Path
 
 import jinja2
 import yaml
 
+# How dashgen's templates are compiled: part of the name of their compiled files.
+_TEMPLATE_OPTIONS = {"keep_trailing_newline": True, "trim_blocks": True, "lstrip_blocks": True, "autoescape": False}
+
+
+class _CompiledTemplates(jinja2.BytecodeCache):
+    """Compiled templates kept beside them in templates/__pycache__, as Python keeps a module's
+    .pyc: read when there (Jinja checks the template's checksum and its own version), written
+    unless Python writes no bytecode (PYTHONDONTWRITEBYTECODE); `make compile` writes them."""
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+        self.suffix = f"{sys.implementation.cache_tag}-{zlib.crc32(repr(sorted(_TEMPLATE_OPTIONS.items())).encode()):08x}"
+
+    def _path(self, bucket: jinja2.bccache.Bucket) -> Path:
+        return self.directory / f"{bucket.key}.{self.suffix}.jinja"
+
+    def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        try:
+            with open(self._path(bucket), "rb") as handle:
+                bucket.load_bytecode(handle)
+        except (OSError, EOFError, ValueError, pickle.UnpicklingError):  # none, or cut short: compiled anew
+            bucket.reset()
+
+    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        if sys.dont_write_bytecode:
+            return
+        try:
+            self.directory.mkdir(exist_ok=True)
+            handle = tempfile.NamedTemporaryFile("wb", dir=self.directory, prefix=".writing-", delete=False)
+        except OSError:  # a read-only install: compiled again next time
+            return
+        try:
+            with handle:
+                bucket.write_bytecode(handle)
+            os.chmod(handle.name, 0o644)
+            os.replace(handle.name, self._path(bucket))
+        except OSError:
+            pass
+        finally:
+            Path(handle.name).unlink(missing_ok=True)  # left only if it was not moved into place
+
+
+def compile_templates() -> None:
+    """Write every template's compiled file (`make compile`), whatever PYTHONDONTWRITEBYTECODE says."""
+    writes = sys.dont_write_bytecode
+    sys.dont_write_bytecode = False
+    try:
+        env = templates()
+        for name in env.list_templates(filter_func=lambda name: name.endswith(".j2")):
+            env.get_template(name)
+    finally:
+        sys.dont_write_bytecode = writes
+
+
+def _template_cache() -> _CompiledTemplates:
+    return _CompiledTemplates(Path(__file__).with_name("templates") / "__pycache__")
+
 
 def templates() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.PackageLoader("dashgen", "templates"), undefined=jinja2.StrictUndefined,
-                             keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, autoescape=False)
+                             bytecode_cache=_template_cache(), **_TEMPLATE_OPTIONS)
     # Values reach YAML and Markdown only through these filters, so no config or definition
     # value can change the structure of a rendered file.
     env.filters["yaml"] = yaml_scalar

@@ -24,8 +24,9 @@ from dashgen.config import DURATION, Config, duration_seconds
 from dashgen.errors import BuildError
 from dashgen.loader import DefinitionModule, call_definition, load_modules
 from dashgen.model import ON_RUN, Alert, Recording, RuleGroup, Severity, Sustain
+from dashgen.promql import QueryError
 from dashgen.rendering import runbook_anchor, templates
-from dashgen.selectors import checked_expression, rule_selectors
+from dashgen.selectors import checked_expression, expression_info, rule_selectors
 
 _ALERT_NAME = re.compile(r"[A-Z][A-Za-z0-9]*")
 _RECORD_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
@@ -168,8 +169,8 @@ def _with_recordings(catalog: Catalog, modules: list, selectors: dict) -> Catalo
         left = []
         for rule in pending:
             try:
-                _, result_info = checked_expression(rule.expr, selectors, catalog, rule.record)
-            except BuildError:
+                _, result_info = expression_info(rule.expr, selectors, catalog)
+            except QueryError:  # its message (and "did you mean" hint) is not made
                 left.append(rule)
                 continue
             catalog = catalog.with_metrics([Metric(

@@ -41,10 +41,15 @@ def checked_expression(text: str, selectors: Mapping[str, str], catalog: Catalog
                        where: str) -> tuple[str, SeriesInfo]:
     """Expand a definition's expression and check it; BuildError naming `where` if it fails."""
     try:
-        expr = expand_selectors(textwrap.dedent(text).strip(), selectors)
-        return expr, check_expression(expr, catalog)
+        return expression_info(text, selectors, catalog)
     except QueryError as exc:
         raise BuildError(f"{where}: {exc}\n  expr: {text.strip()}") from None
+
+
+def expression_info(text: str, selectors: Mapping[str, str], catalog: Catalog) -> tuple[str, SeriesInfo]:
+    """Expand a definition's expression and check it; QueryError, whose message is made only when read, if it fails."""
+    expr = expand_selectors(textwrap.dedent(text).strip(), selectors)
+    return expr, check_expression(expr, catalog)
 
 
 def expand_selectors(expr: str, selectors: Mapping[str, str]) -> str:
