@@ -8,11 +8,16 @@ from dataclasses import dataclass
 
 from dashgen.catalog import LAST_STEP_METRIC, RUN_STATE_METRIC
 from dashgen.conditions import RUN_NAME
-from dashgen.config import AreaConfig, Config, Duration, Factor, Interval, duration_seconds
+from dashgen.config import (AreaConfig, Config, ConfigError, Duration, Factor, Interval, duration_seconds,
+                            format_duration)
 from dashgen.lifecycle import RunPhase
 from dashgen.model import ON_RUN, EXPORTER_LABELS, Alert, Inhibition, Recording, RuleGroup, Severity
 
 LAST_STEP = f"{LAST_STEP_METRIC}{{verl}}"
+STEP_SECONDS, SAVE_SECONDS = "verl_timing_step_seconds{verl}", "verl_timing_save_checkpoint_seconds{verl}"
+# How far the last step moved within one evaluation: the gap between two step-log lines when a
+# new one arrived, 0 otherwise; it never measures the silence going on now.
+LINE_GAP = "verl:step_log:line_gap_seconds"
 ENDED = f'{RUN_STATE_METRIC}{{verl, state!="{RunPhase.RUNNING.value}"}} == 1'
 # The run state once per evaluation: the end alerts look back `run_end_memory` (24h) for the
 # last state an exporter served, and read 4x fewer samples here than in the 15s scrapes.
@@ -22,10 +27,19 @@ RUN_STATE_SAMPLED = "verl:run_state:sampled"
 @dataclass(frozen=True)
 class ProgressConfig(AreaConfig, area="progress"):
     # VerlTrainingStalled: no new step for at least this long...
-    stall_min_silence: Interval = "15m"
-    # ... and for longer than this many median step times of the last stall_step_time_window.
+    stall_min_silence: Interval = "5m"
+    # ... and for longer than this many median step times of the last stall_step_time_window...
     stall_step_time_factor: Factor = 3.0
     stall_step_time_window: Interval = "2h"
+    # ... and than this many times the longest gap between two step-log lines (a validation or a
+    # checkpoint save, or a log written every N steps) of the last stall_longest_gap_window...
+    stall_longest_gap_factor: Factor = 1.5
+    stall_longest_gap_window: Interval = "24h"
+    # ... and, until the run has logged a checkpoint save (timing_s/save_checkpoint) within that
+    # window and has stall_step_time_window of history, for at least this long: a first save may
+    # take far longer than any step before it, and a log written every N steps shows its gaps late.
+    stall_silence_before_first_save: Interval = "15m"
+    # How long all of that must hold before VerlTrainingStalled pages.
     stall_for: Duration = "1m"
     # VerlMetricsAbsent: the exporter of a running run has not been scraped for this long.
     metrics_absent_for: Duration = "5m"
@@ -34,26 +48,45 @@ class ProgressConfig(AreaConfig, area="progress"):
     # and VerlMetricsAbsent fires for a vanished exporter whose run was still running.
     run_end_memory: Interval = "24h"
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if duration_seconds(self.stall_longest_gap_window) <= duration_seconds(self.stall_step_time_window):
+            raise ConfigError(f"stall_longest_gap_window = {self.stall_longest_gap_window!r} must be longer than "
+                              f"stall_step_time_window ({self.stall_step_time_window}): the run's history is "
+                              f"counted within it")
+
 
 def rules(config: Config) -> RuleGroup:
     tunables = config.area(ProgressConfig)
     min_silence = duration_seconds(tunables.stall_min_silence)
+    first_save_silence = duration_seconds(tunables.stall_silence_before_first_save)
     factor, window = tunables.stall_step_time_factor, tunables.stall_step_time_window
+    gap_factor, gap_window = tunables.stall_longest_gap_factor, tunables.stall_longest_gap_window
+    silence = f"time() - {LAST_STEP}"
+    history = format_duration(duration_seconds(gap_window) - duration_seconds(window))
     stalled = Alert(
         name="VerlTrainingStalled",
         severity=Severity.CRITICAL,
-        # Silent longer than the floor, unless still within `factor` typical step times.
-        expr=(f"(time() - {LAST_STEP} > {min_silence:g})\n"
+        # Silent longer than the floor, unless still within what the run's own steps take.
+        expr=(f"({silence} > {min_silence:g})\n"
               f"unless on({ON_RUN})\n"
-              f"(time() - {LAST_STEP}\n"
-              f"   <= {factor:g} * quantile_over_time(0.5, verl_timing_step_seconds{{verl}}[{window}]))\n"
+              f"({silence}\n"
+              f"   <= {factor:g} * quantile_over_time(0.5, {STEP_SECONDS}[{window}]))\n"
+              f"unless on({ON_RUN})\n"
+              f"({silence}\n"
+              f"   <= {gap_factor:g} * max_over_time({LINE_GAP}[{gap_window}]))\n"
+              f"unless on({ON_RUN})\n"
+              f"(({silence} <= {first_save_silence:g})\n"
+              f"   unless on({ON_RUN}) (present_over_time({SAVE_SECONDS}[{gap_window}])\n"
+              f"      and on({ON_RUN}) present_over_time({LAST_STEP}[{history}] offset {window})))\n"
               f"unless on({ON_RUN})\n"
               f"({ENDED})"),
         for_=tunables.stall_for,
         summary="No new training step for much longer than a step usually takes: a worker is probably hung.",
-        description=(f"Run {RUN_NAME}: the last step was read {{{{ $value | humanizeDuration }}}} ago "
-                     f"(more than {tunables.stall_min_silence} and {factor:g}x the median step time of the "
-                     f"last {window})."),
+        description=(f"Run {RUN_NAME}: the last step was read {{{{ $value | humanizeDuration }}}} ago: more than "
+                     f"{tunables.stall_min_silence} ({tunables.stall_silence_before_first_save} before the run's "
+                     f"first checkpoint save and {window} of history), {factor:g}x the median step time of the last {window} and "
+                     f"{gap_factor:g}x the longest gap between two of its log lines in the last {gap_window}."),
         meaning="The exporter is up, the run has not ended (finished, crashed or stopped), but verl wrote no "
                 "step. The usual cause in Ray-based RL is one hung "
                 "worker (an NCCL collective waiting forever, a stuck rollout request, a dead node) that "
@@ -66,6 +99,8 @@ def rules(config: Config) -> RuleGroup:
         ),
     )
     memory = tunables.run_end_memory
+    line_gap = Recording(LINE_GAP, f"{LAST_STEP} - {LAST_STEP} offset {config.rule_interval}",
+                         "Seconds between the newest step-log line and the one before, at the evaluation it arrived")
     sampled_state = Recording(RUN_STATE_SAMPLED, f"{RUN_STATE_METRIC}{{verl}}",
                               "verl_run_state sampled once per rule evaluation, for look-backs of hours")
     absent = Alert(
@@ -106,7 +141,7 @@ def rules(config: Config) -> RuleGroup:
             "Resume from the last checkpoint once the cause is fixed (trainer.resume_mode=auto).",
         ),
     )
-    return RuleGroup("verl-progress", (sampled_state, stalled, absent, crashed))
+    return RuleGroup("verl-progress", (line_gap, sampled_state, stalled, absent, crashed))
 
 
 def inhibitions(config: Config) -> tuple[Inhibition, ...]:

@@ -4,7 +4,8 @@ from dataclasses import dataclass
 
 from dashgen.catalog import NONFINITE_LOSS_STREAK_METRIC, NONFINITE_STREAK_METRIC
 from dashgen.conditions import RUN_NAME, VALUE, Baseline, Signal, all_of, any_of
-from dashgen.config import AreaConfig, Config, Duration, Factor, Fraction, Interval, NonNegative, duration_seconds
+from dashgen.config import (AreaConfig, Config, Duration, Factor, Fraction, Interval, NonNegative, duration_seconds,
+                            format_duration)
 from dashgen.model import ON_RUN, Alert, Inhibition, RuleGroup, Severity
 
 STREAK = f"{NONFINITE_STREAK_METRIC}{{verl}}"
@@ -13,9 +14,9 @@ KL, GRAD_NORM, ENTROPY = Signal("actor/ppo_kl"), Signal("actor/grad_norm"), Sign
 
 @dataclass(frozen=True)
 class StabilityConfig(AreaConfig, area="stability"):
-    # VerlTrainingDivergence compares each signal with its median over this window, ending
-    # `divergence_recent_window` ago; a signal breaks away if it crosses its factor at some
-    # point within the recent window.
+    # VerlTrainingDivergence compares each signal with its quietest level of this window (the
+    # lowest median over signal_smoothing_window for KL and grad norm, the highest for entropy);
+    # a signal breaks away if it crosses its factor at some point within the recent window.
     divergence_baseline_window: Interval = "1h"
     divergence_recent_window: Interval = "10m"
     # PPO KL must rise above this multiple of its baseline.
@@ -35,8 +36,8 @@ class StabilityConfig(AreaConfig, area="stability"):
     # VerlKLSpike: PPO KL (median over signal_smoothing_window) above this, for kl_spike_for.
     kl_spike_threshold: NonNegative = 0.1
     kl_spike_for: Duration = "10m"
-    # A young run is watched from this much history on: its baselines are the median of its own
-    # first steps until the baseline window is full (a divergence in the first hour pages too).
+    # A young run is watched from this much history on, against the quietest level of its own
+    # first steps (a divergence in the first hour pages too).
     divergence_min_history: Interval = "10m"
     # The level a young run's divergence is held against until its baseline window is full: the
     # median of its own history once this much of it exists (the first minutes of warm-up are no
@@ -57,7 +58,9 @@ def rules(config: Config) -> list[RuleGroup]:
     tunables = config.area(StabilityConfig)
     base, recent = tunables.divergence_baseline_window, tunables.divergence_recent_window
     smoothing = config.signal_smoothing_window
-    baseline = Baseline(base, ending=recent, min_history=tunables.divergence_min_history)
+    # The quietest level, not a median: a warm-up's decaying KL (GRPO with small groups) or grad
+    # norm would lift a median of the young run's history above a divergence's own level.
+    baseline = Baseline.quietest(smoothing, over=base, min_history=tunables.divergence_min_history)
     held = Baseline.held(of=Baseline(base, ending=recent, min_history=tunables.divergence_hold_min_history))
     divergence = Alert(
         name="VerlTrainingDivergence",
@@ -67,15 +70,17 @@ def rules(config: Config) -> list[RuleGroup]:
             GRAD_NORM.max_over(recent).above(tunables.divergence_grad_norm_factor, times=baseline),
             ENTROPY.min_over(recent).below(tunables.divergence_entropy_factor, times=baseline)),
         for_=tunables.divergence_for,
+        # Still diverged is judged on the recent median: after a recovery, one noisy step is no reason
+        # to keep paging.
         keep_firing_while=any_of(
-            KL.max_over(recent).above(tunables.divergence_sustain_kl_factor, times=held),
-            GRAD_NORM.max_over(recent).above(tunables.divergence_sustain_grad_norm_factor, times=held),
-            ENTROPY.min_over(recent).below(tunables.divergence_sustain_entropy_factor, times=held)),
+            KL.median_over(recent).above(tunables.divergence_sustain_kl_factor, times=held),
+            GRAD_NORM.median_over(recent).above(tunables.divergence_sustain_grad_norm_factor, times=held),
+            ENTROPY.median_over(recent).below(tunables.divergence_sustain_entropy_factor, times=held)),
         summary="KL, grad norm and entropy broke away from their baselines together: the policy is diverging.",
         description=(f"Run {RUN_NAME}: within the last {recent}, PPO KL rose above "
                      f"{tunables.divergence_kl_factor:g}x and grad norm above {tunables.divergence_grad_norm_factor:g}x "
-                     f"their median of the {base} before, while entropy fell below "
-                     f"{tunables.divergence_entropy_factor:g}x its median. It stays firing while any of them is still "
+                     f"their lowest {smoothing} median of the last {base}, while entropy fell below "
+                     f"{tunables.divergence_entropy_factor:g}x its highest. It stays firing while any of them is still "
                      f"{tunables.divergence_sustain_kl_factor:g}x / {tunables.divergence_sustain_grad_norm_factor:g}x / "
                      f"{tunables.divergence_sustain_entropy_factor:g}x away from its level before the fault."),
         meaning="The three classic symptoms of a policy update that has left the trust region, seen at once: "
@@ -133,7 +138,7 @@ def rules(config: Config) -> list[RuleGroup]:
     )
     # Every sample of the last evaluation interval (plus one scrape): a step shorter than the
     # interval is still seen, whatever the step length.
-    seen = f"{duration_seconds(config.rule_interval) + duration_seconds(config.scrape_interval):g}s"
+    seen = format_duration(duration_seconds(config.rule_interval) + duration_seconds(config.scrape_interval))
     # A non-finite loss is read from the exporter's loss streak, a number, not as `loss != loss`:
     # VictoriaMetrics drops NaN samples at ingestion, so a NaN comparison could never fire there.
     fatal_losses = (f'label_replace(max_over_time({NONFINITE_LOSS_STREAK_METRIC}{{verl}}[{seen}]) >= 1, '

@@ -3,14 +3,13 @@ the conditions compare with: rolling medians, held baselines and the groups that
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from dashgen.catalog import Catalog, Metric, Source
 from dashgen.conditions import AllOf, AnyOf, Baseline, Compare, Comparison, Condition, Shift, Signal, comparisons
-from dashgen.config import duration_seconds
-from dashgen.errors import BuildError
+from dashgen.config import duration_seconds, format_duration
+from dashgen.errors import BuildError, get_close_matches
 from dashgen.model import ON_RUN, Recording, RuleGroup
 
 
@@ -50,7 +49,7 @@ def resolve_signal(ref: str, catalog: Catalog, where: str) -> SignalSeries:
     metric = by_key.get(ref) or catalog.get(ref)
     if metric is None:
         known = [*by_key, *catalog]
-        close = difflib.get_close_matches(ref, known, n=1, cutoff=0.6)
+        close = get_close_matches(ref, known, n=1, cutoff=0.6)
         hint = f"; did you mean {close[0]!r}?" if close else " (a verl step-log key such as 'actor/ppo_kl', or a metric of the catalog)"
         raise BuildError(f"{where}: signal {ref!r} is neither a verl key nor a known metric{hint}")
     name = metric.name
@@ -79,16 +78,6 @@ def early_baseline_median(series: str, window: str, ending: str, min_history: st
             f"  and present_over_time({series}[{back}] offset {offset})")
 
 
-def format_duration(seconds: float) -> str:
-    """A Prometheus duration for a whole number of seconds, largest units first (4200 -> 1h10m)."""
-    seconds, parts = int(seconds), []
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
-        if seconds >= size:
-            parts.append(f"{seconds // size}{unit}")
-            seconds %= size
-    return "".join(parts) or "0s"
-
-
 def smoothed(series: str, window: str) -> str:
     """Median over `window`: one odd step (a spike, a dip) changes nothing."""
     return f"quantile_over_time(0.5, {series}[{window}])"
@@ -109,6 +98,8 @@ class ConditionCompiler:
         self.recordings = BaselineRecordings()
         self._rolling: dict[tuple[str, ...], str] = {}  # (stem, window, ending, min_history) -> recording name
         self._held: dict[tuple[str, bool], str] = {}  # (rolling name, fault raises) -> held name
+        self._medians: set[tuple[str, str]] = set()  # (stem, window) of the rolling medians recorded
+        self._quietest: dict[tuple, str] = {}  # (stem, window, over, min_history, fault raises) -> name
 
     def signal(self, signal: Signal, where: str) -> tuple[str, SignalSeries]:
         series = resolve_signal(signal.ref, self.catalog, where)
@@ -141,6 +132,39 @@ class ConditionCompiler:
             self.recordings.rolling.append(Recording(
                 name, expr, f"Median of {series.expr.split('{')[0]} over {window}, ending {ending} ago, {since}"))
         return self._rolling[key]
+
+    def quietest_baseline(self, series: SignalSeries, baseline: Baseline, fault_raises: bool, where: str) -> str:
+        """The lowest (a fault raises the signal) or highest median over `window` of the last `over`:
+        a recorded rolling median, and its extreme over `over` once `min_history` of it exists."""
+        window, over, min_history = baseline.window or self.defaults.window, baseline.over, baseline.min_history
+        if duration_seconds(window) >= duration_seconds(over):
+            raise BuildError(f"{where}: quietest baseline of {series.expr}: its window {window!r} must be shorter "
+                             f"than over {over!r}")
+        if min_history and not 0 < duration_seconds(min_history) < duration_seconds(over):
+            raise BuildError(f"{where}: quietest baseline of {series.expr}: min_history {min_history!r} must be a "
+                             f"duration longer than 0s and shorter than over ({over})")
+        key = (series.stem, window, over, min_history, fault_raises)
+        if key not in self._quietest:
+            median = f"{series.stem}:median_{window}"
+            if (series.stem, window) not in self._medians:
+                self._medians.add((series.stem, window))
+                self.recordings.rolling.append(Recording(
+                    median, smoothed(series.expr, window), f"Median of {series.expr.split('{')[0]} over {window}"))
+            extreme, word = ("min", "floor") if fault_raises else ("max", "ceiling")
+            name = f"{series.stem}:baseline_{word}"
+            if name in self._quietest.values():
+                name += f"_{over}_{min_history or 'full'}"
+            self._quietest[key] = name
+            expr = f"{extreme}_over_time({median}[{over}])"
+            since = ""
+            if min_history:
+                back = format_duration(duration_seconds(over) - duration_seconds(min_history))
+                expr += f"\n  and present_over_time({series.expr}[{back}] offset {min_history})"
+                since = f", once the run has {min_history} of history in it"
+            adjective = "Lowest" if fault_raises else "Highest"
+            self.recordings.rolling.append(Recording(
+                name, expr, f"{adjective} {median} of the last {over}{since}: the run's quietest level"))
+        return self._quietest[key]
 
     def held_baseline(self, rolling: str, fault_raises: bool) -> str:
         """The pre-fault level of a rolling baseline, read from its extreme of each hold step (a
@@ -189,14 +213,18 @@ class ConditionCompiler:
     def _baseline_series(self, condition: Comparison, series: SignalSeries, where: str,
                          onset: Condition | None) -> str:
         baseline = condition.baseline
+        if baseline.is_quietest:
+            return self.quietest_baseline(series, baseline, condition.raises, where)
         if not baseline.is_held:
             return self.rolling_baseline(series, baseline)
         if baseline.of is not None:
-            if baseline.of.is_held:
-                raise BuildError(f"{where}: Baseline.held(of=...) holds a rolling Baseline(...), not a held one")
+            if baseline.of.is_held or baseline.of.is_quietest:
+                raise BuildError(f"{where}: Baseline.held(of=...) holds a rolling Baseline(...), not a held or "
+                                 f"quietest one")
             return self.held_baseline(self.rolling_baseline(series, baseline.of), condition.raises)
         compared = [c for c in comparisons(onset) if c.signal.ref == condition.signal.ref
-                    and c.baseline is not None and not c.baseline.is_held] if onset is not None else []
+                    and c.baseline is not None and not c.baseline.is_held
+                    and not c.baseline.is_quietest] if onset is not None else []
         if not compared:
             raise BuildError(f"{where}: Baseline.held() of {condition.signal.ref!r} needs the alert's condition to "
                              f"compare {condition.signal.ref!r} with a Baseline(...) first; it holds that baseline "

@@ -41,21 +41,37 @@ class Baseline:
     `baseline_hold_window` for a signal a fault raises (`above`), the highest for one it lowers
     (`below`). Bare, in `keep_firing_while`, it holds the baseline the alert's condition compares the
     same signal with (over full windows only, whatever its min_history); `Baseline.held(of=Baseline("1h"))` holds that one, anywhere: a fall relative
-    to the run's own best level (entropy collapsing) rather than to a fixed number."""
+    to the run's own best level (entropy collapsing) rather than to a fixed number.
+
+    `Baseline.quietest("5m", over="1h")` is the run's quietest level of the last hour: the lowest
+    median over 5m for a signal a fault raises, the highest for one it lowers. A fault cannot move
+    it, so it needs no `ending`, and a signal still settling from a warm-up (GRPO's high first KL)
+    is compared with where it has settled to, not with the median of its decay."""
 
     window: str = ""
     ending: str = ""
     is_held: bool = False
     min_history: str = ""
     of: "Baseline | None" = None  # with is_held: the rolling baseline held
+    over: str = ""  # set: the quietest median over `window` within the last `over`
 
     @classmethod
     def held(cls, of: "Baseline | None" = None) -> "Baseline":
         return cls(is_held=True, of=of)
 
+    @classmethod
+    def quietest(cls, window: str, over: str, min_history: str = "") -> "Baseline":
+        return cls(window=window, over=over, min_history=min_history)
+
+    @property
+    def is_quietest(self) -> bool:
+        return bool(self.over)
+
     def describe(self) -> str:
         if self.is_held:
             return "its level before the fault" if self.of is None else f"the best of {self.of.describe()}"
+        if self.is_quietest:
+            return f"its quietest median over {self.window} of the last {self.over}"
         return (f"its median of the {self.window or 'baseline window'} before "
                 + (f"the last {self.ending}" if self.ending else "the recent window"))
 

@@ -49,6 +49,17 @@ def duration_seconds(text: str) -> float:
     return sum(int(n) * _UNITS[u] for n, u in re.findall(r"(\d+)(ms|s|m|h|d|w|y)", text))
 
 
+def format_duration(seconds: float) -> str:
+    """A Prometheus duration, to the millisecond, largest units first (4200 -> 1h10m, 1.5 -> 1s500ms):
+    the inverse of duration_seconds, for windows derived from the config's."""
+    millis, parts = round(seconds * 1000), []
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000), ("ms", 1)):
+        if millis >= size:
+            parts.append(f"{millis // size}{unit}")
+            millis %= size
+    return "".join(parts) or "0s"
+
+
 @dataclass(frozen=True)
 class PrometheusDuration:
     """A Prometheus duration string (90s, 10m, 1h30m)."""

@@ -19,6 +19,7 @@ run; and a crossing must stay within a ratio's range of 0 to 1, so a ratio thres
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -82,7 +83,10 @@ def _windows(condition: Condition | None, config: Config) -> tuple[float, float]
         if c.signal.window:
             reduce = max(reduce, duration_seconds(c.signal.window))
         rolling = c.baseline.of if c.baseline is not None and c.baseline.is_held else c.baseline
-        if rolling is not None:
+        if rolling is not None and rolling.is_quietest:  # exists once min_history (or window) is covered
+            baseline = max(baseline, duration_seconds(rolling.window or config.baseline_window),
+                           duration_seconds(rolling.min_history or "0s"))
+        elif rolling is not None:
             baseline = max(baseline, duration_seconds(rolling.window or config.baseline_window)
                            + duration_seconds(rolling.ending or config.baseline_recent_window))
     return reduce, baseline
@@ -164,8 +168,8 @@ def _run_selector(series: str, selectors: dict[str, str], experiment: str) -> st
 
 def generated_test_file(rule_files: list[str], module_alerts: list[Alert], catalog: Catalog,
                         config: Config) -> str | None:
-    """A promtool test file for the vocabulary alerts of one module, over all the project's rule
-    files (an alert may read a baseline another module records); None if it has none."""
+    """A promtool test file for the vocabulary alerts of one module, over `rule_files` (its own and
+    those it reads: an alert may read a baseline another module records); None if it has none."""
     selectors = rule_selectors(config)
     tests = []
     for alert in module_alerts:
@@ -199,8 +203,9 @@ def write_generated_tests(folder: Path, rule_files: dict[str, str], alerts: list
     by_module: dict[str, list[Alert]] = {}
     for module, alert, _ in alerts:
         by_module.setdefault(Path(module).stem, []).append(alert)
+    names = {Path(rel).name: content for rel, content in rule_files.items()}
     for stem, module_alerts in sorted(by_module.items()):
-        text = generated_test_file(sorted(Path(rel).name for rel in rule_files), module_alerts, catalog, config)
+        text = generated_test_file(files_read_by(f"{stem}.yaml", names), module_alerts, catalog, config)
         if text is not None:
             path = folder / f"{stem}{GENERATED_SUFFIX}"
             path.write_text(text)
@@ -221,3 +226,31 @@ def alerts_tested_by_fixtures(fixture_files: list[Path]) -> set[str]:
                 if isinstance(case, dict) and isinstance(case.get("alertname"), str):
                     names.add(case["alertname"])
     return names
+
+
+_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+_ALERTNAMES = re.compile(r'alertname=~?"([^"]*)"')
+
+
+def files_read_by(rule_file: str, rule_files: dict[str, str]) -> list[str]:
+    """`rule_file` and the files of `rule_files` (name -> content) that record a series it reads or
+    hold an alert whose ALERTS it reads, directly or through them: all promtool must load to
+    evaluate its rules as Prometheus does. Evaluating only these keeps a generated test short."""
+    defined_in: dict[str, str] = {}
+    reads: dict[str, set[str]] = {}
+    for name, text in rule_files.items():
+        reads[name] = set()
+        for group in (yaml.safe_load(text) or {}).get("groups", []):
+            for rule in group.get("rules", []):
+                defined_in[rule.get("record") or rule.get("alert")] = name
+                expr = str(rule.get("expr", ""))
+                reads[name].update(_NAME.findall(expr))
+                reads[name].update(alert for names in _ALERTNAMES.findall(expr) for alert in names.split("|"))
+    needed, pending = set(), [rule_file]
+    while pending:
+        name = pending.pop()
+        if name in needed or name not in reads:
+            continue
+        needed.add(name)
+        pending += [defined_in[read] for read in reads[name] if read in defined_in]
+    return sorted(needed)

@@ -265,6 +265,12 @@ def rule_yaml(data: dict) -> str:
 
 def _render_docs(alerts: list[tuple[str, Alert, str]], config: Config) -> str:
     ordered = sorted(alerts, key=lambda item: (item[1].severity.rank, item[1].name))
+    held_alerts = [alert.name for _, alert, _ in ordered if _compares_with_held_baseline(alert)]
     return templates().get_template("alerts.md.j2").render(
         alerts=[{"module": module, "alert": alert, "expr": expr, "anchor": runbook_anchor(alert.name)}
-                for module, alert, expr in ordered], config=config)
+                for module, alert, expr in ordered], config=config, held_alerts=held_alerts)
+
+
+def _compares_with_held_baseline(alert: Alert) -> bool:
+    conditions = [c for c in (alert.condition, alert.keep_firing_while) if c is not None]
+    return any(c.baseline is not None and c.baseline.is_held for condition in conditions for c in comparisons(condition))

@@ -8,7 +8,8 @@ import typing
 import pytest
 import yaml
 
-from dashgen.config import CONFIG_FILE_NAME, Config, ConfigError, _schema, default_areas, load_config
+from dashgen.config import (CONFIG_FILE_NAME, Config, ConfigError, _schema, default_areas, duration_seconds,
+                            format_duration, load_config)
 from conftest import run, tree_digest
 
 
@@ -37,6 +38,8 @@ def write_config(project, text: str):
     ("exporter_address: localhost:99999\n", "exporter_address: 'localhost:99999' is not host:port"),
     ("baseline_hold_step: 30s\n", "baseline_hold_step = '30s' must lie between rule_interval (1m)"),
     ("baseline_hold_step: 2d\n", "and baseline_hold_window (24h)"),
+    ("progress: {stall_longest_gap_window: 1h}\n",
+     "progress.stall_longest_gap_window = '1h' must be longer than stall_step_time_window (2h)"),
     ("stability: {kl_spike_treshold: 0.2}\n",
      "stability: unknown field 'kl_spike_treshold'; did you mean 'kl_spike_threshold'?"),
     ("rule_intervall: 1m\n", "unknown config field 'rule_intervall'; did you mean 'rule_interval'?"),
@@ -154,3 +157,10 @@ def test_describe_works_without_a_project(tmp_path):
     """For people with only the installed package: dashgen's default areas."""
     result = run("config", "--root", str(tmp_path), "--describe")
     assert result.exit_code == 0 and "divergence_kl_factor: a number (> 0), default 4.0" in result.output
+
+
+@pytest.mark.parametrize("text", ["75s", "1h10m", "1500ms", "2s250ms", "1d", "0s"])
+def test_a_derived_window_is_written_as_a_duration_prometheus_reads(text):
+    """Sub-second windows (a live test's config) keep their milliseconds, not `0.5s`."""
+    assert duration_seconds(format_duration(duration_seconds(text))) == duration_seconds(text)
+    assert format_duration(1.5) == "1s500ms" and format_duration(4200) == "1h10m"
