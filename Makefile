@@ -1,12 +1,20 @@
-# make build: set up a virtualenv, install dashgen, render rendered/.
-# make test:  the same set-up plus Prometheus', Alertmanager's and VictoriaMetrics' tools, then the whole suite.
+# make build:     set up a virtualenv, install dashgen, compile its modules, render rendered/.
+# make test:      the same set-up plus Prometheus', Alertmanager's and VictoriaMetrics' tools, then
+#                 `dashgen check` and the suite, two workers a core, less the exhaustive `slow` tests (~2 min).
+# make test-fast: the edit loop: no live servers or processes, no heavy tool runs (~30 s).
+# make test-slow: only the exhaustive `slow` tests (every rule replayed on VictoriaMetrics, many killed builds; ~5 min).
+# make test-all:  test, then test-slow: everything, as CI runs it (.ci/run).
+# Markers (pyproject.toml): live, heavy, slow. PYTEST_WORKERS=1 runs the suite in one process.
 PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
+# Twice the cores: many tests wait on servers (replays, live chains) while others compute.
+PYTEST_WORKERS ?= $(shell echo $$(( $$(nproc) * 2 )))
+PYTEST  = $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS)
 # Debian's package; apt needs root, so use sudo when not root and it exists.
 SUDO   := $(shell [ "$$(id -u)" -ne 0 ] && command -v sudo >/dev/null && echo sudo)
 
-.PHONY: build check lint test rules-test prometheus alertmanager victoria-metrics bench clean
+.PHONY: build compile check lint test test-fast test-slow test-all rules-test prometheus alertmanager victoria-metrics bench clean
 
 $(BIN)/dashgen: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -54,17 +62,25 @@ victoria-metrics:
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends victoria-metrics >/dev/null; \
 	fi
 
-lint: $(BIN)/dashgen prometheus alertmanager victoria-metrics
+lint: compile prometheus alertmanager victoria-metrics
 	$(BIN)/dashgen lint
 
-rules-test: $(BIN)/dashgen prometheus alertmanager victoria-metrics
+rules-test: compile prometheus alertmanager victoria-metrics
 	$(BIN)/dashgen test
 
-test: $(BIN)/dashgen prometheus alertmanager victoria-metrics
+test: compile prometheus alertmanager victoria-metrics
 	$(BIN)/dashgen check
-	$(BIN)/python -m pytest -q
+	$(PYTEST) -m "not slow"
 
-bench: $(BIN)/dashgen prometheus
+test-fast: compile prometheus alertmanager victoria-metrics
+	$(PYTEST) -m "not live and not heavy and not slow"
+
+test-slow: compile prometheus alertmanager victoria-metrics
+	$(PYTEST) -m slow
+
+test-all: test test-slow
+
+bench: compile prometheus
 	for script in bench/*.py; do $(BIN)/python $$script || exit 1; done
 
 clean:

@@ -209,9 +209,13 @@ def _vmalert_dry_run(files: list[Path]) -> int:
 @_config_option
 @click.option("--keep-generated", type=click.Path(file_okay=False, path_type=Path), default=None, metavar="DIR",
               help="Also write the generated rule tests (and the rule files they test) into DIR, to read them.")
-def test(root: Path, config_path: Path | None, keep_generated: Path | None) -> None:
+@click.argument("modules", nargs=-1, metavar="[MODULE]...")
+def test(root: Path, config_path: Path | None, keep_generated: Path | None, modules: tuple[str, ...]) -> None:
     """Run the rule tests: tests/rules/*.yaml and the tests generated for every alert written with
     the vocabulary (promtool test rules); then the routing fixtures in tests/alertmanager/.
+
+    With MODULE (an alert module's name, `team` for alerts/team.py), only that module's tests:
+    tests/rules/MODULE-test*.yaml and its alerts' generated ones.
 
     Fails on an alert that no test covers, unless the alert says why (untested="...")."""
     import shutil
@@ -225,25 +229,48 @@ def test(root: Path, config_path: Path | None, keep_generated: Path | None) -> N
     config = load_config(config_path, root)
     rendered = render_project(root, config)
     fixtures = sorted((root / "tests" / "rules").glob("*.yaml"))
+    # An alert is tested if any fixture tests it, whichever module's tests run.
+    tested = alerts_tested_by_fixtures(fixtures)
+    alerts = rendered.alerts
+    if modules:
+        alerts, fixtures = _tests_of_modules(modules, alerts, fixtures)
+    untested = [(module, alert.name) for module, alert, _ in alerts
+                if alert.condition is None and alert.name not in tested and not alert.untested.strip()]
+    failed = False
     with tempfile.TemporaryDirectory(prefix="dashgen-generated-tests-") as tmp:
         rule_files = {rel: content for rel, content in rendered.files.items() if rel.startswith("rules/")}
-        generated = write_generated_tests(Path(tmp), rule_files, rendered.alerts, rendered.catalog, config)
+        generated = write_generated_tests(Path(tmp), rule_files, alerts, rendered.catalog, config)
         if keep_generated is not None:
             shutil.copytree(tmp, keep_generated, dirs_exist_ok=True)
-        if not fixtures and not generated:
+        if fixtures or generated:
+            rules = run_tool("promtool", ["test", "rules", *map(str, fixtures), *map(str, generated)])
+            _show(rules.stdout, rules.stderr)
+            failed = rules.returncode != 0
+        elif modules and not untested:
+            click.echo(f"no rule tests of {', '.join(modules)}: every alert there says why (untested=...)")
+        elif not untested:
             raise BuildError(f"no rule tests: none in {root / 'tests' / 'rules'}, and no alert written with the "
                              f"vocabulary (Alert.when) to generate them for")
-        rules = run_tool("promtool", ["test", "rules", *map(str, fixtures), *map(str, generated)])
-    _show(rules.stdout, rules.stderr)
-    tested = alerts_tested_by_fixtures(fixtures)
-    untested = [(module, alert.name) for module, alert, _ in rendered.alerts
-                if alert.condition is None and alert.name not in tested and not alert.untested.strip()]
     for module, name in untested:
         click.echo(f"{module}: alert {name!r} has no rule test: add a case to tests/rules/, write it with "
                    f"Alert.when(...) so one is generated, or say why not with untested=\"...\"", err=True)
     routes_passed, report = run_route_fixtures(root)
     _show(report, "")
-    sys.exit(rules.returncode or (1 if untested else 0) or (0 if routes_passed else 1))
+    sys.exit(1 if failed or untested or not routes_passed else 0)
+
+
+def _tests_of_modules(modules: tuple[str, ...], alerts: list, fixtures: list[Path]) -> tuple[list, list[Path]]:
+    """The alerts of the named alert modules, and their fixtures (tests/rules/MODULE-test*.yaml)."""
+    from dashgen.errors import get_close_matches
+
+    known = sorted({Path(module).stem for module, _, _ in alerts})
+    wanted = {Path(name).stem for name in modules}  # `team` or `alerts/team.py`
+    for name in sorted(wanted - set(known)):
+        close = get_close_matches(name, known)
+        hint = f"; did you mean {close[0]!r}?" if close else f" (the project's alert modules: {', '.join(known)})"
+        raise BuildError(f"dashgen test {name}: no alert module alerts/{name}.py{hint}")
+    return ([item for item in alerts if Path(item[0]).stem in wanted],
+            [path for path in fixtures if any(path.stem.startswith(f"{name}-test") for name in wanted)])
 
 
 def _show(stdout: str, stderr: str) -> None:

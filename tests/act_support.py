@@ -89,7 +89,9 @@ class ActProcess(PrometheusServer):
     def audit(self) -> list[dict]:
         if not self.audit_log.exists():
             return []
-        return [json.loads(line) for line in self.audit_log.read_text().splitlines()]
+        # A line still being written (no newline yet) is left for the next read.
+        complete = self.audit_log.read_text().rpartition("\n")[0]
+        return [json.loads(line) for line in complete.splitlines()]
 
 
 def alert(alertname: str = "VerlTrainingDivergence", status: str = "firing", project: str | None = "gsm8k",

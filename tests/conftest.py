@@ -1,12 +1,12 @@
 import hashlib
 import shutil
-import time
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from dashgen.cli import cli
+from support import Exporter, start_exporter, wait_until  # noqa: F401  wait_until: tests import it from here
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -36,12 +36,15 @@ def tree_digest(folder: Path) -> dict[str, str]:
             for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def wait_until(condition, timeout: float, what: str, interval: float = 0.05):
-    """Poll `condition` until it returns something true, and return that; fail naming `what`."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = condition()
-        if result:
-            return result
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+@pytest.fixture
+def exporters():
+    """`start_exporter` (support.py) for this test; every exporter it started is killed at the end."""
+    started: list[Exporter] = []
+
+    def start(log: Path, *options: str, **kwargs) -> Exporter:
+        started.append(start_exporter(log, *options, **kwargs))
+        return started[-1]
+
+    yield start
+    for exporter in started:
+        exporter.kill()

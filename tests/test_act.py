@@ -8,11 +8,9 @@ like Alertmanager's; tests/test_alertmanager_live.py gets them from a real Alert
 import http.client
 import json
 import os
-import re
 import sys
 import threading
 import time
-import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -22,6 +20,9 @@ from act_support import TOKEN, ActProcess, alert, notification, start_trainer, s
 from conftest import run, wait_until
 from dashgen.act import ActionFailed, read_pid, stop_pid_file
 from dashgen.prometheus_server import free_port
+from support import export_command, run_state, samples, scrape
+
+pytestmark = pytest.mark.live
 
 STOP_DIVERGENCE = {"act_actions": {"VerlTrainingDivergence": "stop"}}
 
@@ -52,8 +53,7 @@ def test_stop_goes_through_the_supervising_exporter_so_the_run_ends_as_stopped_n
     port = free_port()
     log = tmp_path / "logs" / "gsm8k" / "ppo.jsonl"
     log.parent.mkdir(parents=True)
-    exporter = [sys.executable, "-m", "dashgen", "export", "--jsonl", str(log), "--listen", f"127.0.0.1:{port}",
-                "--poll-interval", "0.2", "--grace", "1m"]
+    exporter = export_command(log, port, "--grace", "1m")
     trainer = start_trainer(tmp_path / "trainer", "--log", str(log), supervisor=exporter)
     try:
         with ActProcess(tmp_path / "act", STOP_DIVERGENCE, "--pid-file", str(trainer.pid_file)) as act:
@@ -63,12 +63,10 @@ def test_stop_goes_through_the_supervising_exporter_so_the_run_ends_as_stopped_n
                                              f"stops its trainer")
         wait_until(trainer.stopped_at, 10, "the supervised trainer to stop")
 
-        def run_state() -> str:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-                text = response.read().decode()
-            return " ".join(re.findall(r'^verl_run_state\{[^}]*state="(\w+)"[^}]*\} 1\.0$', text, flags=re.M))
+        def state() -> str | None:
+            return run_state(samples(scrape(port) or ""))
 
-        assert wait_until(lambda: run_state() != "running" and run_state(), 10, "the run's end") == "stopped"
+        assert wait_until(lambda: state() not in (None, "running") and state(), 10, "the run's end") == "stopped"
         assert trainer.process.poll() is None  # serving the final state for the grace period
     finally:
         stop_process(trainer.process)

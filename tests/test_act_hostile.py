@@ -10,6 +10,8 @@ from conftest import wait_until
 from dashgen.act import ActionFailed, json_depth_exceeds, loggable, read_pid
 from test_supervision import alive
 
+pytestmark = pytest.mark.live
+
 
 def command_fields(script: str, timeout: str = "20s") -> dict:
     return {"act_actions": {"VerlTrainingDivergence": "command"}, "act_command": ["sh", "-c", script],

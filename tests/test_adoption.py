@@ -54,6 +54,7 @@ def dashgen(site: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess:
                           text=True, timeout=300)
 
 
+@pytest.mark.heavy
 def test_installed_wheel_inits_a_project_that_builds_and_checks(installed, tmp_path):
     where = subprocess.run([sys.executable, "-c", "import dashgen, dashgen_panels, dashgen_alerts; "
                             "print(dashgen.__file__, dashgen_panels.__file__, dashgen_alerts.__file__)"],

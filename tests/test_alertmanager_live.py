@@ -1,10 +1,10 @@
 """From alert to action, live: trainer -> exporter -> Prometheus -> Alertmanager -> receivers.
 
 A dummy trainer (tests/dummy_trainer.py, standing in for verl) writes a run that diverges at
-step DIVERGES_AT, one step a second. `dashgen export -- CMD` supervises it (and writes its PID
+step DIVERGES_AT, four steps a second. `dashgen export -- CMD` supervises it (and writes its PID
 file) and serves the log;
 Prometheus and Alertmanager run the files `dashgen build` renders (from a config with
-seconds-long windows, webhook receivers and a stop action); `dashgen act` receives the
+windows a few seconds long, webhook receivers and a stop action); `dashgen act` receives the
 `dashgen-act` route; a small HTTP server in this test receives `page` and `channel`. All on
 127.0.0.1, free ports, temporary storage, every process stopped by PID.
 
@@ -16,7 +16,6 @@ stopped and no crash pages.
 
 import json
 import re
-import sys
 import threading
 import time
 from contextlib import ExitStack
@@ -27,37 +26,42 @@ import pytest
 import yaml
 
 from act_support import TOKEN, ActProcess, start_trainer, stop_process
-from conftest import run, wait_until
+from conftest import run
 from dashgen.prometheus_server import AlertmanagerServer, PrometheusServer, free_port
+from support import export_command, firing, wait_until
 
-EVALUATION_INTERVAL = 5  # seconds; the stop must follow the firing within one
-DIVERGES_AT = 40  # step (= seconds): after the baseline (30s) and recent (5s) windows are covered
+pytestmark = pytest.mark.live
+
+STEP_SECONDS = 0.25
+EVALUATION_INTERVAL = 2  # seconds; the stop must follow the firing within one
+DIVERGES_AT = 40  # step (10 s): after the baseline (8s) and recent (1.5s) windows are covered
+GROUP_WAIT, GROUP_INTERVAL = 0.5, 1.0  # Alertmanager's, in seconds
 SYMPTOMS = ("VerlKLSpike", "VerlEntropyCollapse")
 
 
 def chain_config(ports: dict, token_file) -> dict:
     hooks = f"http://127.0.0.1:{ports['hooks']}"
     return {
-        "scrape_interval": "1s",
+        "scrape_interval": "250ms",  # every step
         "rule_interval": f"{EVALUATION_INTERVAL}s",
         "stability": {
-            "divergence_baseline_window": "30s",
-            "divergence_recent_window": "5s",
-            "divergence_for": "3s",
-            "divergence_min_history": "10s",
-            "divergence_hold_min_history": "20s",
+            "divergence_baseline_window": "8s",
+            "divergence_recent_window": "1500ms",
+            "divergence_for": "1s",
+            "divergence_min_history": "3s",
+            "divergence_hold_min_history": "5s",
             # The symptoms fire one evaluation after the divergence, as with the default windows.
-            "kl_spike_for": "6s",
+            "kl_spike_for": "3s",
             "entropy_collapse_fraction": 0.5,  # the synthetic divergence takes entropy to ~0.17
-            "entropy_collapse_for": "6s",
+            "entropy_collapse_for": "3s",
         },
-        "baseline_hold_step": "5s",  # the held baseline must exist while the divergence fires
-        "signal_smoothing_window": "5s",
+        "baseline_hold_step": f"{EVALUATION_INTERVAL}s",  # the held baseline must exist while the divergence fires
+        "signal_smoothing_window": "1250ms",
         "progress": {"stall_min_silence": "10m"},  # the stopped trainer must not page as stalled during the test
         "exporter_address": f"127.0.0.1:{ports['exporter']}",
         "alertmanager_address": f"127.0.0.1:{ports['alertmanager']}",
-        "alertmanager_group_wait": "1s",
-        "alertmanager_group_interval": "2s",
+        "alertmanager_group_wait": f"{GROUP_WAIT * 1000:.0f}ms",
+        "alertmanager_group_interval": f"{GROUP_INTERVAL * 1000:.0f}ms",
         "alertmanager_repeat_interval": "1h",
         "alertmanager_page": {"webhook_configs": [{"url": f"{hooks}/page"}]},
         "alertmanager_channel": {"webhook_configs": [{"url": f"{hooks}/channel"}]},
@@ -124,25 +128,29 @@ def chain(project, tmp_path):
                                                           tmp_path / "tsdb"))
         log = tmp_path / "logs" / "gsm8k" / "diverging.jsonl"
         log.parent.mkdir(parents=True)
-        exporter = [sys.executable, "-m", "dashgen", "export", "--jsonl", str(log), "--listen",
-                    config["exporter_address"], "--poll-interval", "0.2"]
+        exporter = export_command(log, ports["exporter"])
         trainer = start_trainer(tmp_path / "trainer", "--log", str(log), "--kind", "diverging",
-                                "--event-at", str(DIVERGES_AT), supervisor=exporter)
+                                "--event-at", str(DIVERGES_AT), "--step-seconds", str(STEP_SECONDS),
+                                supervisor=exporter)
         stack.callback(stop_process, trainer.process)
         yield prometheus, alertmanager, act, trainer
 
 
-def firing(prometheus, alertname: str) -> list[dict]:
-    return [a for a in prometheus.api("alerts")["alerts"]
-            if a["labels"]["alertname"] == alertname and a["state"] == "firing"]
+def received() -> list[tuple[str, dict]]:
+    """The notifications the page and channel receivers have had so far, with the path each came to."""
+    with Receivers.lock:
+        return list(Receivers.received)
 
 
 def test_a_divergence_notifies_once_inhibits_its_symptoms_and_stops_the_trainer(chain):
     prometheus, alertmanager, act, trainer = chain
 
     # The trainer is stopped by `dashgen act`, on the notification Alertmanager routed to it.
-    wait_until(trainer.stopped_at, DIVERGES_AT + 60, "dashgen act to stop the trainer", interval=0.5)
-    [acted] = [r for r in act.audit() if r["decision"] == "acted"]
+    wait_until(trainer.stopped_at, DIVERGES_AT * STEP_SECONDS + 60, "dashgen act to stop the trainer",
+               interval=0.1)
+    # act writes its audit line after the signal, so the stop can be seen a moment before the line.
+    [acted] = wait_until(lambda: [r for r in act.audit() if r["decision"] == "acted"], 10,
+                         "dashgen act's audit line of the stop", interval=0.1)
     assert (acted["alertname"], acted["project"], acted["experiment"]) == ("VerlTrainingDivergence", "gsm8k",
                                                                            "diverging")
     # startsAt is when Prometheus' rule evaluation found the alert firing.
@@ -151,11 +159,11 @@ def test_a_divergence_notifies_once_inhibits_its_symptoms_and_stops_the_trainer(
 
     # Its exporter saw it end as stopped, not crashed.
     wait_until(lambda: prometheus.api("query", query='verl_run_state{state="stopped"} == 1')["result"], 10,
-               "the run's state 'stopped' in Prometheus", interval=0.5)
+               "the run's state 'stopped' in Prometheus", interval=0.1)
 
     # The symptoms fire in Prometheus for the same run ...
     for name in SYMPTOMS:
-        alerts = wait_until(lambda: firing(prometheus, name), 30, f"{name} firing in Prometheus", interval=0.5)
+        alerts = wait_until(lambda: firing(prometheus, name), 30, f"{name} firing in Prometheus", interval=0.1)
         assert {a["labels"]["experiment"] for a in alerts} == {"diverging"}
     # ... and Alertmanager holds them back, naming the divergence as the reason.
     divergence = wait_until(lambda: alertmanager.api("alerts", filter='alertname="VerlTrainingDivergence"'), 10,
@@ -165,13 +173,15 @@ def test_a_divergence_notifies_once_inhibits_its_symptoms_and_stops_the_trainer(
                             f"{name} in Alertmanager")
         assert held["status"]["state"] == "suppressed"
         assert held["status"]["inhibitedBy"] == [divergence[0]["fingerprint"]]
-    # Time for any notification still to come: group_wait 1s, group_interval 2s.
-    time.sleep(5)
+    symptoms_held = time.monotonic()
+    wait_until(received, 10, "the page")
+    # Any notification still to come has been sent once the symptoms' group has flushed after they
+    # came: group_wait, then group_interval, and one second more for delivery.
+    time.sleep(max(0.0, symptoms_held + GROUP_WAIT + GROUP_INTERVAL + 1 - time.monotonic()))
 
-    with Receivers.lock:
-        received = list(Receivers.received)
-    assert [path for path, _ in received] == ["/page"], received
-    [(_, page)] = received
+    notifications = received()
+    assert [path for path, _ in notifications] == ["/page"], notifications
+    [(_, page)] = notifications
     assert [(a["labels"]["alertname"], a["status"]) for a in page["alerts"]] == [("VerlTrainingDivergence", "firing")]
     assert page["groupLabels"] == {"project": "gsm8k", "experiment": "diverging"}
     assert [r["alertname"] for r in act.audit()] == ["VerlTrainingDivergence"]

@@ -37,40 +37,50 @@ class Killed(BaseException):
     """Stands for the process dying at this point."""
 
 
+def interrupt_replace_tree(project, new_files, fail_at: int, monkeypatch) -> tuple[bool, int]:
+    """replace_tree towards the new set, the process dying at its `fail_at`-th rename, link or
+    unlink; then what the next command does first. (whether it finished, how many calls it made)."""
+    calls = {"n": 0}
+
+    def dying(real):
+        def wrapper(*args, **kwargs):
+            calls["n"] += 1
+            if calls["n"] == fail_at:
+                raise Killed
+            return real(*args, **kwargs)
+        return wrapper
+
+    with monkeypatch.context() as patch:
+        patch.setattr(tree_writer.os, "replace", dying(os.replace))
+        patch.setattr(tree_writer.os, "link", dying(os.link))
+        patch.setattr(tree_writer.os, "unlink", dying(os.unlink), raising=False)
+        try:
+            replace_tree(project / "rendered", new_files)
+            finished = True
+        except Killed:
+            finished = False
+    recover(project / "rendered")  # what the next command does first
+    return finished, calls["n"]
+
+
 def test_an_interruption_at_every_rename_or_write_leaves_old_or_new(project, tmp_path, monkeypatch):
+    """Every call of the swap, and one past the end (no interruption). In-process and fast: the
+    sets are rendered once, so every point is tried (the kills of a real build are sampled below)."""
     old, new = digests_of_both_sets(project, tmp_path)
     new_files = render_project(project, config_from(yaml.safe_load(NEW_CONFIG))).files
-    out_dir = project / "rendered"
+    old_files = render_project(project, Config()).files
+    _, calls = interrupt_replace_tree(project, new_files, 0, monkeypatch)  # 0: never; counts the calls
+    replace_tree(project / "rendered", old_files)  # back to the old set
     outcomes = set()
-    for fail_at in range(40):
-        calls = {"n": 0}
-
-        def dying(real):
-            def wrapper(*args, **kwargs):
-                calls["n"] += 1
-                if calls["n"] == fail_at:
-                    raise Killed
-                return real(*args, **kwargs)
-            return wrapper
-
-        with monkeypatch.context() as patch:
-            patch.setattr(tree_writer.os, "replace", dying(os.replace))
-            patch.setattr(tree_writer.os, "link", dying(os.link))
-            patch.setattr(tree_writer.os, "unlink", dying(os.unlink), raising=False)
-            try:
-                replace_tree(out_dir, new_files)
-                finished = True
-            except Killed:
-                finished = False
-        recover(out_dir)  # what the next command does first
-        state = tree_digest(out_dir)
-        assert state in (old, new), f"mixed tree after an interruption at call {fail_at}"
+    for fail_at in range(1, calls + 2):
+        finished, _ = interrupt_replace_tree(project, new_files, fail_at, monkeypatch)
+        state = tree_digest(project / "rendered")
+        assert state in (old, new), f"mixed tree after an interruption at call {fail_at} of {calls}"
         assert not (project / STAGING).exists()
+        assert finished == (fail_at > calls)
         outcomes.add("new" if state == new else "old")
-        if finished and fail_at > calls["n"]:
-            break
-        replace_tree(out_dir, render_project(project, Config()).files)  # back to the old set
-        assert tree_digest(out_dir) == old
+        replace_tree(project / "rendered", old_files)  # back to the old set
+        assert tree_digest(project / "rendered") == old
     assert outcomes == {"old", "new"}
 
 
@@ -78,7 +88,7 @@ def _leftovers(project):
     return [p for p in project.rglob("*") if p.name.endswith(".tmp") or STAGING in p.parts]
 
 
-def test_builds_killed_at_random_moments_leave_old_or_new(project, tmp_path):
+def builds_killed_at_random_moments_leave_old_or_new(project, tmp_path, attempts: int) -> None:
     old, new = digests_of_both_sets(project, tmp_path)
     rng = random.Random(9)
     command = [sys.executable, "-m", "dashgen", "build", "--root", str(project)]
@@ -86,7 +96,7 @@ def test_builds_killed_at_random_moments_leave_old_or_new(project, tmp_path):
     subprocess.run([*command, "--config", str(tmp_path / "new.yaml")], check=True, capture_output=True)
     duration = time.monotonic() - started
     seen = []
-    for attempt in range(16):
+    for attempt in range(attempts):
         config = ["--config", str(tmp_path / "new.yaml")] if attempt % 2 == 0 else []
         process = subprocess.Popen([*command, *config], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         if attempt % 4 < 2:  # at a random moment of the whole run
@@ -111,6 +121,19 @@ def test_builds_killed_at_random_moments_leave_old_or_new(project, tmp_path):
     assert tree_digest(project / "rendered") == old
 
 
+@pytest.mark.heavy
+def test_builds_killed_at_random_moments_leave_old_or_new(project, tmp_path):
+    """One kill of each kind: at a random moment or in the write window, after a new or an old config."""
+    builds_killed_at_random_moments_leave_old_or_new(project, tmp_path, attempts=4)
+
+
+@pytest.mark.heavy
+@pytest.mark.slow
+def test_many_builds_killed_at_random_moments_leave_old_or_new(project, tmp_path):
+    builds_killed_at_random_moments_leave_old_or_new(project, tmp_path, attempts=16)
+
+
+@pytest.mark.heavy
 def test_concurrent_builds_with_different_configs_are_serialised(project, tmp_path):
     old, new = digests_of_both_sets(project, tmp_path)
     command = [sys.executable, "-m", "dashgen", "build", "--root", str(project)]

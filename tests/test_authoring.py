@@ -15,6 +15,8 @@ from dashgen.rule_tests import write_generated_tests
 from dashgen.promtool import run_tool
 from dashgen.selectors import expand_selectors, rule_selectors
 
+pytestmark = pytest.mark.heavy
+
 TEAM_ALERT = '''\
 from dashgen.conditions import Baseline, Signal
 from dashgen.model import Alert, RuleGroup, Severity
@@ -63,7 +65,12 @@ def test_a_team_alert_takes_a_dozen_lines_builds_and_its_generated_tests_pass(te
                   'ALERTS{alertname="TeamRewardDrop", alertstate="firing"}', "below 0.5x its median of the 1h before the recent window"):
         assert piece in rules, rules
     assert "record: verl:critic_score_mean:baseline_held" in (team / "rendered/rules/rewards.yaml").read_text()
-    result = run("test", "--root", str(team))
+    # The runbook says when a day-long fault resolves, naming the alerts that hold a baseline.
+    long_faults = re.search(r"\*\*A fault that lasts longer than a day\.\*\*.*\(([^)]*)\) stop holding",
+                            (team / "rendered/docs/alerts.md").read_text())
+    assert long_faults and "TeamRewardDrop" in long_faults.group(1).split(", ")
+    assert "VerlTrainingStalled" not in long_faults.group(1)
+    result = run("test", "--root", str(team), "team")
     assert result.exit_code == 0, result.output
     assert re.search(r"team-generated-test\.yaml\n\s+SUCCESS", result.output), result.output
 
@@ -80,14 +87,14 @@ def test_baselines_of_a_new_signal_are_recorded_with_the_alert(team):
                          "TeamRewardDrop"],
         "team-rewards-hold": ["verl:response_length_mean:baseline_high"]}
     assert [group["interval"] for group in rules["groups"]] == ["1m", "10m"]
-    assert run("test", "--root", str(team)).exit_code == 0
+    assert run("test", "--root", str(team), "team").exit_code == 0
 
 
 def test_a_wrong_threshold_fails_a_generated_test(team):
     """A factor above 1 for a fall fires on a healthy, flat reward: the 'stays quiet' case fails."""
     add_team_alert(team, factor="1.5")
     assert run("build", "--root", str(team)).exit_code == 0
-    result = run("test", "--root", str(team))
+    result = run("test", "--root", str(team), "team")
     assert result.exit_code == 1
     # promtool names the failing case by its expression: the case's run is its experiment label.
     assert "TeamRewardDrop-stays-quiet" in result.output
@@ -100,7 +107,7 @@ def test_a_ratio_threshold_out_of_range_fails_its_generated_test(project, tmp_pa
     assert "clip_ratio.above(tunables.truncation_threshold)," in text
     rollout.write_text(text.replace("clip_ratio.above(tunables.truncation_threshold),", "clip_ratio.above(10),"))
     assert run("build", "--root", str(project)).exit_code == 0
-    result = run("test", "--root", str(project))
+    result = run("test", "--root", str(project), "rollout")
     assert result.exit_code == 1 and "VerlResponseTruncation-fires" in result.output
 
 
@@ -138,12 +145,12 @@ def test_an_alert_without_any_test_fails_dashgen_test_unless_it_says_why(team):
         ''')
     (team / "alerts" / "team.py").write_text(untested.replace("{why}", ""))
     assert run("build", "--root", str(team)).exit_code == 0
-    result = run("test", "--root", str(team))
+    result = run("test", "--root", str(team), "team")
     assert result.exit_code == 1
     assert "alerts/team.py: alert 'TeamQueueDeep' has no rule test" in result.output
     (team / "alerts" / "team.py").write_text(untested.replace("{why}", ', untested="a copy of up == 0"'))
     assert run("build", "--root", str(team)).exit_code == 0
-    assert run("test", "--root", str(team)).exit_code == 0
+    assert run("test", "--root", str(team), "team").exit_code == 0
 
 
 @pytest.mark.parametrize("edit, expected", [
@@ -246,6 +253,87 @@ def test_a_young_run_is_watched_from_its_own_first_steps_and_a_fall_is_relative(
     assert run("build", "--root", str(team)).exit_code == 0
     rules = (team / "rendered" / "rules" / "team.yaml").read_text()
     assert "present_over_time(verl_actor_ppo_kl{job=\"verl\"}[45m] offset 25m)" in rules
-    result = run("test", "--root", str(team))
+    result = run("test", "--root", str(team), "team")
     assert result.exit_code == 0, result.output
     assert re.search(r"team-test\.yaml\n\s+SUCCESS", result.output)
+
+
+WARM_UP_ALERTS = '''\
+from dashgen.conditions import Baseline, Signal
+from dashgen.model import Alert, RuleGroup, Severity
+
+kl = Signal("actor/ppo_kl").max_over("5m")
+
+
+def rules(config):
+    return RuleGroup("team-warm-up", (
+        Alert.when("TeamKLAboveSettled", kl.above(3, times=Baseline.quietest("5m", over="1h", min_history="10m")),
+                   for_="2m", severity=Severity.WARNING, summary="KL rose above 3x its settled level."),
+        Alert.when("TeamKLAboveMedian", kl.above(3, times=Baseline("1h", ending="10m", min_history="10m")),
+                   for_="2m", severity=Severity.WARNING, summary="KL rose above 3x its median."),
+    ))
+'''
+WARM_UP_FIXTURE = '''\
+# The settled KL level is the one alerts/stability.py records (same window, look-back and history).
+rule_files: [../../rendered/rules/team.yaml, ../../rendered/rules/stability.yaml]
+evaluation_interval: 1m
+tests:
+  - name: KL decaying from a warm-up, settled, then 5x its settled level
+    interval: 1m
+    input_series:
+      # 0.3 falling to 0.02 over the first 20 minutes, 0.02 until minute 40, then 0.1.
+      - {series: 'verl_actor_ppo_kl{job="verl",instance="t:9464",project="p",experiment="grpo"}', values: '0.3-0.014x20 0.02x19 0.1x10'}
+    promql_expr_test:
+      - expr: ALERTS{alertstate="firing"}
+        eval_time: 39m
+        exp_samples: []
+      # The median of the young run's history is still inside the decay (about 0.09): only the
+      # settled level sees the rise.
+      - expr: ALERTS{alertstate="firing"}
+        eval_time: 44m
+        exp_samples:
+          - labels: 'ALERTS{alertname="TeamKLAboveSettled",alertstate="firing",severity="warning",job="verl",instance="t:9464",project="p",experiment="grpo"}'
+            value: 1
+      - expr: verl:actor_ppo_kl:baseline_floor
+        eval_time: 44m
+        exp_samples:
+          - labels: 'verl:actor_ppo_kl:baseline_floor{job="verl",instance="t:9464",project="p",experiment="grpo"}'
+            value: 0.02
+'''
+
+
+def test_a_warm_up_is_compared_with_its_settled_level_not_the_median_of_its_decay(team):
+    """Baseline.quietest: the lowest 5m median of the last hour for a rising signal, so a GRPO
+    warm-up's decaying KL does not lift the level a fault is measured from."""
+    (team / "alerts" / "team.py").write_text(WARM_UP_ALERTS)
+    (team / "tests" / "rules" / "team-test.yaml").write_text(WARM_UP_FIXTURE)
+    assert run("build", "--root", str(team)).exit_code == 0
+    rules = (team / "rendered" / "rules" / "team.yaml").read_text()
+    stability = (team / "rendered" / "rules" / "stability.yaml").read_text()
+    # Recorded once per project: the team's alert reads the divergence's recording.
+    assert "> 3 * verl:actor_ppo_kl:baseline_floor" in rules and "record: verl:actor_ppo_kl:baseline_floor" not in rules
+    assert "record: verl:actor_ppo_kl:median_5m" in stability
+    assert "min_over_time(verl:actor_ppo_kl:median_5m[1h])" in stability
+    result = run("test", "--root", str(team), "team")
+    assert result.exit_code == 0, result.output  # the fixture and both alerts' generated cases
+
+
+def test_a_quietest_baseline_longer_than_its_look_back_is_refused(team):
+    (team / "alerts" / "team.py").write_text(WARM_UP_ALERTS.replace('Baseline.quietest("5m", over="1h"',
+                                                                    'Baseline.quietest("2h", over="1h"'))
+    result = run("build", "--root", str(team))
+    assert result.exit_code != 0
+    assert "TeamKLAboveSettled" in result.output and "its window '2h' must be shorter than over '1h'" in result.output, result.output
+
+
+def test_dashgen_test_of_one_module_runs_its_tests_only_and_names_an_unknown_one(team):
+    add_team_alert(team)
+    (team / "tests" / "rules" / "team-test.yaml").write_text(WARM_UP_FIXTURE)  # reads team.yaml and stability.yaml
+    (team / "alerts" / "team.py").write_text(WARM_UP_ALERTS)
+    assert run("build", "--root", str(team)).exit_code == 0
+    result = run("test", "--root", str(team), "alerts/team.py")
+    assert result.exit_code == 0, result.output
+    tested = re.findall(r"Unit Testing:\s+(\S+)", result.output)
+    assert [Path(path).name for path in tested] == ["team-test.yaml", "team-generated-test.yaml"]
+    result = run("test", "--root", str(team), "teams")
+    assert result.exit_code == 1 and "no alert module alerts/teams.py; did you mean 'team'?" in result.output

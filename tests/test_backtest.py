@@ -17,6 +17,8 @@ from dashgen.promtool import find_binary
 from dashgen_alerts.rewards import RewardsConfig
 from dashgen_alerts.rollout import RolloutConfig
 
+pytestmark = pytest.mark.live
+
 DIVERGES_AT = 100  # after the 1h baseline of VerlTrainingDivergence is complete (steps are about 60 s)
 STEPS = 150
 

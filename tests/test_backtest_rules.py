@@ -3,7 +3,11 @@
 import json
 from pathlib import Path
 
+import pytest
+
 from conftest import REPO, run
+
+pytestmark = pytest.mark.live
 
 SAMPLE = REPO / "examples" / "runs" / "gsm8k" / "ppo-qwen-7b.jsonl"
 TEAM_RULES = """groups:

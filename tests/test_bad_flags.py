@@ -10,6 +10,8 @@ import yaml
 
 from conftest import REPO
 
+pytestmark = pytest.mark.heavy
+
 SAMPLE_RUN = REPO / "examples" / "runs" / "gsm8k" / "ppo-qwen-7b.jsonl"
 MEMORY_LIMIT = 1 << 30
 

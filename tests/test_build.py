@@ -141,6 +141,7 @@ def test_gpu_source_switches_to_dcgm(project):
     assert all("DCGM_FI_DEV" in e and 'job="dcgm"' in e for e in exprs)
 
 
+@pytest.mark.heavy
 def test_check_fails_after_an_unbuilt_source_edit(project):
     with_preview(project)
     assert run("check", "--root", str(project)).exit_code == 0

@@ -6,9 +6,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from dashgen.synthetic_runs import write_run
 
 from conftest import REPO, wait_until
+
+pytestmark = pytest.mark.live
 
 
 def processes_mentioning(text: str, also: str = "") -> list[int]:

@@ -6,14 +6,15 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 
 
+import pytest
+
 from act_support import ActProcess
-from conftest import wait_until
-from dashgen.prometheus_server import free_port, stop_process
+
+pytestmark = pytest.mark.live
 
 CLIENTS = 20
 
@@ -64,21 +65,16 @@ def clients_while_paused(process: subprocess.Popen, port: int, path: str) -> lis
     return results
 
 
-def test_metrics_queues_20_clients(tmp_path):
+def test_metrics_queues_20_clients(tmp_path, exporters):
     log = tmp_path / "proj" / "exp.jsonl"
     log.parent.mkdir()
     log.write_text('{"step": 1, "data": {"actor/ppo_kl": 0.1}}\n')
-    port = free_port()
-    process = subprocess.Popen([sys.executable, "-m", "dashgen", "export", "--jsonl", str(log), "--listen",
-                                f"127.0.0.1:{port}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_until(lambda: status_of(port, "/metrics", threading.Barrier(1)).endswith("200 OK"), 30, "/metrics")
-        started = time.monotonic()
-        results = clients_while_paused(process, port, "/metrics")
-        assert results == ["HTTP/1.0 200 OK"] * CLIENTS, results
-        assert time.monotonic() - started < 30
-    finally:
-        stop_process(process)
+    exporter = exporters(log, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    exporter.scrape(timeout=30)
+    started = time.monotonic()
+    results = clients_while_paused(exporter.process, exporter.port, "/metrics")
+    assert results == ["HTTP/1.0 200 OK"] * CLIENTS, results
+    assert time.monotonic() - started < 30
 
 
 def test_act_queues_20_clients(tmp_path):

@@ -4,16 +4,14 @@ import json
 import math
 import os
 import socket
-import subprocess
-import sys
-import time
-import urllib.request
 
+import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from dashgen.exporter import LogFollower, RunState, VerlPrometheusLogger, run_from_path
-from dashgen.prometheus_server import free_port
+from dashgen.prometheus_server import stop_process
 from dashgen.verl_log import StepMapper, parse_line
+from support import start_exporter, wait_until
 
 
 def line(step, **data) -> str:
@@ -125,50 +123,30 @@ def test_project_and_experiment_default_from_verls_log_path(tmp_path):
     assert run_from_path(tmp_path / "gsm8k" / "ppo-qwen-7b.jsonl") == ("gsm8k", "ppo-qwen-7b")
 
 
-def export_process(path, port, *extra):
-    return subprocess.Popen([sys.executable, "-m", "dashgen", "export", "--jsonl", str(path),
-                             "--listen", f"127.0.0.1:{port}", *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def scrape(port: int, timeout: float = 10) -> str:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as response:
-                return response.read().decode()
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
-
-
+@pytest.mark.live
 def test_export_serves_the_newest_step_and_follows_appends(tmp_path):
     path = tmp_path / "proj" / "exp.jsonl"
     path.parent.mkdir()
     path.write_text(line(1, actor__ppo_kl=0.01))
-    port = free_port()
-    process = export_process(path, port, "--poll-interval", "0.05")
+    exporter = start_exporter(path)
     try:
-        assert 'verl_actor_ppo_kl{experiment="exp",project="proj"} 0.01' in scrape(port)
+        assert 'verl_actor_ppo_kl{experiment="exp",project="proj"} 0.01' in exporter.scrape()
         with open(path, "a") as log:
             log.write(line(2, actor__ppo_kl=0.02))
-        deadline = time.monotonic() + 10
-        while 'verl_actor_ppo_kl{experiment="exp",project="proj"} 0.02' not in scrape(port):
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        wait_until(lambda: 'verl_actor_ppo_kl{experiment="exp",project="proj"} 0.02' in exporter.scrape(), 10,
+                   "step 2 served")
     finally:
-        process.terminate()
-        process.wait(timeout=10)
-    assert process.returncode == 0
+        stop_process(exporter.process)
+    assert exporter.process.returncode == 0
 
 
+@pytest.mark.live
 def test_export_on_a_port_in_use_fails_with_a_clear_message(tmp_path):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        process = export_process(tmp_path / "x.jsonl", port)
+        process = start_exporter(tmp_path / "x.jsonl", port=port).process
         try:
             _, err = process.communicate(timeout=30)
         finally:

@@ -3,16 +3,14 @@
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 import tracemalloc
 
 import pytest
 
 from dashgen.exporter import MAX_LINE_BYTES, LogFollower, RunState, run_from_path
-from dashgen.prometheus_server import free_port
 from dashgen.verl_log import MAX_REMEMBERED_KEYS, MAX_UNKNOWN_SERIES, LineError, StepMapper, parse_line
+from support import dashgen_process, start_exporter
 
 
 def line(step: int, data: dict) -> bytes:
@@ -113,11 +111,7 @@ def test_a_symlinked_log_is_named_by_the_link(tmp_path):
     assert run_from_path(link) == ("gsm8k", "ppo-7b")
 
 
-def export(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "dashgen", "export", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
+@pytest.mark.live
 @pytest.mark.parametrize("args, expected", [
     (["--jsonl", "", "--listen", "127.0.0.1:0"], "--jsonl '': give the path of verl's step log"),
     (["--jsonl", "x.jsonl", "--listen", "127.0.0.1:99999"], "--listen '127.0.0.1:99999': expected host:port"),
@@ -125,7 +119,7 @@ def export(*args: str) -> subprocess.Popen:
     (["--jsonl", "x.jsonl", "--listen", "256.1.1.1:9464"], "cannot listen on 256.1.1.1:9464"),
 ])
 def test_bad_export_arguments_are_one_clear_error(args, expected):
-    process = export(*args)
+    process = dashgen_process("export", *args)
     try:
         _, stderr = process.communicate(timeout=30)
     finally:
@@ -133,13 +127,14 @@ def test_bad_export_arguments_are_one_clear_error(args, expected):
     assert process.returncode != 0 and expected in stderr and "Traceback" not in stderr, stderr
 
 
+@pytest.mark.live
 def test_port_0_announces_the_port_it_got(tmp_path):
     import urllib.request
 
     path = tmp_path / "proj" / "exp.jsonl"
     path.parent.mkdir()
     path.write_bytes(line(1, {"actor/ppo_kl": 0.25}))
-    process = export("--jsonl", str(path), "--listen", "127.0.0.1:0")
+    process = dashgen_process("export", "--jsonl", str(path), "--listen", "127.0.0.1:0")
     try:
         announced = process.stderr.readline()
         assert "on http://127.0.0.1:" in announced, announced
@@ -159,16 +154,17 @@ def test_listen_without_a_host_means_every_interface():
     assert _listen_address("[::1]:9464") == ("::1", 9464)
 
 
+@pytest.mark.live
 def test_a_fifo_is_refused_at_start_and_waited_out_later_without_blocking_sigterm(tmp_path):
     fifo = tmp_path / "proj" / "exp.jsonl"
     fifo.parent.mkdir()
     os.mkfifo(fifo)
-    process = export("--jsonl", str(fifo), "--listen", f"127.0.0.1:{free_port()}")
+    process = start_exporter(fifo).process
     _, stderr = process.communicate(timeout=30)
     assert process.returncode == 1 and "not a regular file" in stderr
 
     later = tmp_path / "proj" / "later.jsonl"
-    process = export("--jsonl", str(later), "--listen", f"127.0.0.1:{free_port()}", "--poll-interval", "0.05")
+    process = start_exporter(later).process
     try:
         assert "waiting for" in process.stderr.readline() + process.stderr.readline()
         os.mkfifo(later)  # appears as a FIFO no one writes to: opening it would block forever

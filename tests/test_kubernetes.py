@@ -90,6 +90,7 @@ def test_names_are_converted_to_dns_1123_or_refused_naming_the_source():
         config_from({"kubernetes_labels": {"bad key": "x"}})
 
 
+@pytest.mark.heavy
 def test_dashgen_check_covers_the_kubernetes_files(project, tmp_path):
     config = tmp_path / "k8s.yaml"
     config.write_text(yaml.safe_dump(ON))

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import wait_until
 from dashgen.exporter import LogFollower, RunState
 from dashgen.lifecycle import RunPhase
 from dashgen.prometheus_server import free_port
+from support import Exporter, dashgen_command, export_command, run_state, wait_until
 
 TRAINER = """
 import json, signal, sys, time
@@ -29,93 +29,62 @@ sys.exit(code)
 """
 
 
-def samples(text: str) -> dict[str, float]:
-    """Metric lines of an exposition, `name{labels}` -> value."""
-    return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-            if line and not line.startswith("#")}
-
-
-def scrape(port: int) -> dict[str, float] | None:
-    import urllib.request
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as response:
-            return samples(response.read().decode())
-    except OSError:
-        return None
-
-
-
-def state_of(metrics: dict[str, float] | None) -> str | None:
-    if not metrics:
-        return None
-    ones = [key for key, value in metrics.items() if key.startswith("verl_run_state{") and value == 1]
-    return ones[0].split('state="')[1].split('"')[0] if len(ones) == 1 else None
-
-
 @pytest.fixture
-def supervised(tmp_path: Path):
-    """Start `dashgen export ... -- python trainer.py LOG STEPS CODE`; always stopped afterwards."""
+def supervised(tmp_path: Path, exporters):
+    """Start `dashgen export ... -- python trainer.py LOG STEPS CODE`; killed after the test."""
     script = tmp_path / "trainer.py"
     script.write_text(TRAINER)
-    started: list[subprocess.Popen] = []
 
-    def start(steps: int, code: int, *options: str) -> tuple[subprocess.Popen, int, Path]:
+    def start(steps: int, code: int, *options: str) -> Exporter:
         log = tmp_path / "proj" / "exp.jsonl"
         log.parent.mkdir(exist_ok=True)
-        port = free_port()
-        process = subprocess.Popen(
-            [sys.executable, "-m", "dashgen", "export", "--jsonl", str(log), "--listen", f"127.0.0.1:{port}",
-             "--poll-interval", "0.05", *options, "--", sys.executable, str(script), str(log), str(steps),
-             str(code)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        started.append(process)
-        return process, port, log
+        return exporters(log, *options, "--", sys.executable, str(script), str(log), str(steps), str(code))
 
-    yield start
-    for process in started:
-        if process.poll() is None:
-            process.kill()
-        process.wait(timeout=10)
+    return start
 
 
+@pytest.mark.live
 @pytest.mark.parametrize("code, phase", [(0, "finished"), (3, "crashed")])
 def test_a_supervised_trainer_s_end_and_exit_code_are_served_through_the_grace_period(supervised, code, phase):
-    process, port, _ = supervised(5, code, "--grace", "30s")
-    metrics = wait_until(lambda: (m := scrape(port)) and state_of(m) == phase and m, 20, f"state {phase}")
+    exporter = supervised(5, code, "--grace", "30s")
+    metrics = wait_until(lambda: (m := exporter.metrics()) and run_state(m) == phase and m, 20, f"state {phase}")
     labels = '{experiment="exp",project="proj"}'
     assert metrics[f"verl_run_exit_code{labels}"] == code
     assert metrics[f"verl_exporter_steps_total{labels}"] == 5  # the last lines were read after the exit
     assert metrics[f"verl_actor_ppo_kl{labels}"] == pytest.approx(0.05)
-    assert process.poll() is None  # still serving: the grace period is 30 s
-    process.send_signal(signal.SIGTERM)  # a signal during the grace period ends it at once
-    assert process.wait(timeout=10) == code
+    assert exporter.process.poll() is None  # still serving: the grace period is 30 s
+    exporter.process.send_signal(signal.SIGTERM)  # a signal during the grace period ends it at once
+    assert exporter.process.wait(timeout=10) == code
 
 
+@pytest.mark.live
 def test_a_stop_forwarded_to_the_trainer_is_stopped_not_crashed(supervised, tmp_path: Path):
     pid_file = tmp_path / "trainer.pid"
-    process, port, _ = supervised(-1, 0, "--grace", "1s", "--pid-file", str(pid_file))
-    wait_until(lambda: state_of(scrape(port)) == "running", 20, "the trainer's first steps")
+    exporter = supervised(-1, 0, "--grace", "1s", "--pid-file", str(pid_file))
+    wait_until(lambda: exporter.run_state() == "running", 20, "the trainer's first steps")
     trainer_pid = int(wait_until(lambda: pid_file.exists() and pid_file.read_text().strip(), 20, "the pid file"))
-    process.send_signal(signal.SIGTERM)
-    metrics = wait_until(lambda: (m := scrape(port)) and state_of(m) == "stopped" and m, 20, "state stopped")
+    exporter.process.send_signal(signal.SIGTERM)
+    metrics = wait_until(lambda: (m := exporter.metrics()) and run_state(m) == "stopped" and m, 20, "state stopped")
     assert metrics['verl_run_exit_code{experiment="exp",project="proj"}'] == -signal.SIGTERM
-    assert process.wait(timeout=10) == 128 + signal.SIGTERM
+    assert exporter.process.wait(timeout=10) == 128 + signal.SIGTERM
     with pytest.raises(ProcessLookupError):
         os.kill(trainer_pid, 0)
     assert not pid_file.exists()
 
 
+@pytest.mark.live
 def test_a_trainer_that_cannot_start_is_one_clear_error(tmp_path: Path):
-    result = subprocess.run([sys.executable, "-m", "dashgen", "export", "--jsonl", str(tmp_path / "x.jsonl"),
-                             "--listen", f"127.0.0.1:{free_port()}", "--", str(tmp_path / "no-such-trainer")],
+    result = subprocess.run(export_command(tmp_path / "x.jsonl", free_port(), "--", str(tmp_path / "no-such-trainer")),
                             capture_output=True, text=True, timeout=30)
     assert result.returncode == 1
     assert "cannot start" in result.stderr and "no-such-trainer" in result.stderr
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.live
 def test_grace_without_a_trainer_command_is_refused(tmp_path: Path):
-    result = subprocess.run([sys.executable, "-m", "dashgen", "export", "--jsonl", str(tmp_path / "x.jsonl"),
-                             "--grace", "1m"], capture_output=True, text=True, timeout=30)
+    result = subprocess.run(dashgen_command("export", "--jsonl", str(tmp_path / "x.jsonl"), "--grace", "1m"),
+                            capture_output=True, text=True, timeout=30)
     assert result.returncode == 1
     assert "give its command after `--`" in result.stderr
 

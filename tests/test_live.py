@@ -1,15 +1,16 @@
 """End to end on a real Prometheus: exporter -> scrape -> rules -> alerts; exporter -> panel queries.
 
-Two runs are written step by step while `dashgen export` follows each log: a healthy one and
-one that diverges. Prometheus (127.0.0.1, free port, temporary storage) loads the
-prometheus.yml and rule files that `dashgen build` renders from a config whose windows are
-seconds long, which is also what proves that the config parametrises the rules.
+Two runs are written step by step, four steps a second, while `dashgen export` follows each
+log: a healthy one and one that diverges. Prometheus (127.0.0.1, free port, temporary storage)
+loads the prometheus.yml and rule files that `dashgen build` renders from a config whose windows
+are a few seconds long and whose scrapes and evaluations come every step, which is also what
+proves that the config parametrises the rules. A window holds as many steps as a default one
+holds one-minute steps in a run an hour long, to within a factor of two.
 """
 
 import json
 import re
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -17,24 +18,30 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import run, wait_until
+from conftest import run
 from dashgen.dashboards import iter_panels
 from dashgen.prometheus_server import PrometheusServer, free_port
 from dashgen.synthetic_runs import step_line
+from support import firing, wait_until
 
+pytestmark = pytest.mark.live
+
+STEP_SECONDS = 0.25
 SHORT_WINDOWS = {
-    "scrape_interval": "1s",
-    "rule_interval": "1s",
-    "stability": {"divergence_baseline_window": "30s", "divergence_recent_window": "5s", "divergence_for": "3s",
-                  "divergence_min_history": "10s", "divergence_hold_min_history": "20s"},
-    "rewards": {"reward_cliff_baseline_window": "30s", "reward_cliff_recent_window": "5s", "reward_cliff_for": "3s"},
-    "progress": {"stall_min_silence": "20s", "stall_step_time_window": "1m", "stall_for": "2s"},
+    "scrape_interval": "250ms",
+    "rule_interval": "250ms",
+    "signal_smoothing_window": "1250ms",
+    "stability": {"divergence_baseline_window": "8s", "divergence_recent_window": "1500ms", "divergence_for": "750ms",
+                  "divergence_min_history": "3s", "divergence_hold_min_history": "5s"},
+    "rewards": {"reward_cliff_baseline_window": "8s", "reward_cliff_recent_window": "1500ms",
+                "reward_cliff_for": "750ms"},
+    "progress": {"stall_min_silence": "5s", "stall_step_time_window": "15s", "stall_for": "500ms"},
 }
-HEALTHY_STEPS_BEFORE_DIVERGENCE = 45  # one step a second: > baseline + recent window
+HEALTHY_STEPS_BEFORE_DIVERGENCE = 45  # 11.25 s: longer than the baseline and recent windows together
 
 
 class StepWriter(threading.Thread):
-    """Appends one step a second to each log, as verl's file logger does at the end of a step."""
+    """Appends one step every STEP_SECONDS to each log, as verl's file logger does at the end of a step."""
 
     def __init__(self, logs: dict[str, tuple[Path, str]]):
         super().__init__(daemon=True)
@@ -48,12 +55,11 @@ class StepWriter(threading.Thread):
             for path, kind in self.logs.values():
                 with open(path, "a") as log:
                     log.write(step_line(self.step, kind, event_at=HEALTHY_STEPS_BEFORE_DIVERGENCE))
-            self.stop.wait(1.0)
-
+            self.stop.wait(STEP_SECONDS)
 
 
 @pytest.fixture
-def live(project, tmp_path):
+def live(project, tmp_path, exporters):
     ports = {"diverging": free_port(), "healthy": free_port()}
     config = tmp_path / "short-windows.yaml"
     config.write_text(yaml.safe_dump({**SHORT_WINDOWS, "exporter_address": f"127.0.0.1:{ports['diverging']}"}))
@@ -67,10 +73,8 @@ def live(project, tmp_path):
 
     logs = {kind: (tmp_path / "logs" / "gsm8k" / f"{kind}.jsonl", kind) for kind in ports}
     (tmp_path / "logs" / "gsm8k").mkdir(parents=True)
-    exporters = [subprocess.Popen([sys.executable, "-m", "dashgen", "export", "--jsonl", str(logs[kind][0]),
-                                   "--listen", f"127.0.0.1:{port}", "--poll-interval", "0.2"],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                 for kind, port in ports.items()]
+    for kind, port in ports.items():
+        exporters(logs[kind][0], port=port, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     writer = StepWriter(logs)
     try:
         with PrometheusServer(prometheus_yml, tmp_path / "tsdb") as prometheus:
@@ -78,14 +82,6 @@ def live(project, tmp_path):
             yield prometheus, project
     finally:
         writer.stop.set()
-        for process in exporters:
-            process.terminate()
-        for process in exporters:
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
 
 
 def verl_panel_queries(project: Path) -> list[tuple[str, str]]:
@@ -101,31 +97,26 @@ def verl_panel_queries(project: Path) -> list[tuple[str, str]]:
     return queries
 
 
-def firing(prometheus, alertname: str) -> list[dict]:
-    return [a for a in prometheus.api("alerts")["alerts"]
-            if a["labels"]["alertname"] == alertname and a["state"] == "firing"]
-
-
 def test_live_chain_from_verl_log_to_panels_and_alerts(live):
     prometheus, project = live
 
     # (a) No verl panel reads "No data": every query of every verl panel returns series.
     queries = verl_panel_queries(project)
     assert len(queries) > 30
-    wait_until(lambda: prometheus.api("query", query="verl_exporter_steps_total")["result"], 30, "first scrape",
-               interval=1.0)
+    wait_until(lambda: len(prometheus.api("query", query="verl_exporter_steps_total")["result"]) == 2, 30,
+               "both exporters scraped", interval=STEP_SECONDS)
     empty = [(title, expr) for title, expr in queries if not prometheus.api("query", query=expr)["result"]]
     assert empty == [], f"panels with no data: {empty}"
 
     # (b) The divergence (injected at step 45) fires, in the diverging run only.
-    alerts = wait_until(lambda: firing(prometheus, "VerlTrainingDivergence"), 120, "VerlTrainingDivergence firing",
-                        interval=1.0)
+    alerts = wait_until(lambda: firing(prometheus, "VerlTrainingDivergence"), 60, "VerlTrainingDivergence firing",
+                        interval=STEP_SECONDS)
     assert {a["labels"]["experiment"] for a in alerts} == {"diverging"}
     assert alerts[0]["labels"]["severity"] == "critical"
 
     # ... and over the whole test the healthy run never had a critical alert firing.
     end = time.time()
     history = prometheus.api("query_range", query='ALERTS{alertstate="firing", severity="critical"}',
-                             start=str(end - 300), end=str(end), step="1")["result"]
+                             start=str(end - 300), end=str(end), step=str(STEP_SECONDS))["result"]
     assert [s["metric"] for s in history if s["metric"].get("experiment") == "healthy"] == []
     assert {s["metric"]["alertname"] for s in history} >= {"VerlTrainingDivergence"}

@@ -7,6 +7,8 @@ import pytest
 from conftest import REPO, run, with_preview
 from dashgen.preview.units import format_value
 
+pytestmark = pytest.mark.heavy
+
 SAMPLE = REPO / "examples" / "runs" / "gsm8k" / "ppo-qwen-7b.jsonl"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

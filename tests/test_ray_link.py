@@ -2,9 +2,13 @@
 
 import os
 
-from test_exporter import export_process, line, scrape
+import pytest
 
-from dashgen.prometheus_server import free_port
+from dashgen.prometheus_server import stop_process
+from support import start_exporter
+from test_exporter import line
+
+pytestmark = pytest.mark.live
 
 SESSION_A = "session_2026-11-22_10-00-00_123456_4242"
 SESSION_B = "session_2026-11-22_12-30-00_654321_5151"
@@ -28,33 +32,29 @@ def test_export_follows_rays_session_latest_and_a_given_session_wins(tmp_path):
     log.write_text(line(1, actor__ppo_kl=0.01))
     temp_dir = tmp_path / "ray"
     temp_dir.mkdir()
-    port = free_port()
-    process = export_process(log, port, "--ray-temp-dir", str(temp_dir))
+    exporter = start_exporter(log, "--ray-temp-dir", str(temp_dir))
     try:
-        assert "verl_run_ray_session_info" not in scrape(port)  # Ray has not started yet
+        assert "verl_run_ray_session_info" not in exporter.scrape()  # Ray has not started yet
         point_latest_at(temp_dir, SESSION_A)
-        assert info(SESSION_A) in scrape(port)
+        assert info(SESSION_A) in exporter.scrape()
         point_latest_at(temp_dir, SESSION_B)  # a restarted cluster
-        exposition = scrape(port)
+        exposition = exporter.scrape()
         assert info(SESSION_B) in exposition and SESSION_A not in exposition
     finally:
-        process.terminate()
-        process.wait(timeout=10)
-    stderr = process.stderr.read()
+        stop_process(exporter.process)
+    stderr = exporter.process.stderr.read()
     assert f"no Ray session in {temp_dir} yet" in stderr
 
-    given = free_port()
-    process = export_process(log, given, "--ray-temp-dir", str(temp_dir), "--ray-session", SESSION_A)
+    exporter = start_exporter(log, "--ray-temp-dir", str(temp_dir), "--ray-session", SESSION_A)
     try:
-        exposition = scrape(given)
+        exposition = exporter.scrape()
         assert info(SESSION_A) in exposition and SESSION_B not in exposition
     finally:
-        process.terminate()
-        process.wait(timeout=10)
+        stop_process(exporter.process)
 
 
 def test_a_malformed_ray_session_is_refused_with_the_option_named(tmp_path):
-    process = export_process(tmp_path / "x.jsonl", free_port(), "--ray-session", "not a session")
+    process = start_exporter(tmp_path / "x.jsonl", "--ray-session", "not a session").process
     try:
         _, err = process.communicate(timeout=30)
     finally:

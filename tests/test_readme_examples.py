@@ -13,6 +13,8 @@ import pytest
 
 from conftest import REPO
 
+pytestmark = [pytest.mark.live, pytest.mark.heavy]
+
 COMMAND = re.compile(r"^(dashgen (?:backtest|backfill) examples/\S+.*?)(?:\s+#.*)?$", re.MULTILINE)
 EXAMPLES = COMMAND.findall((REPO / "README.md").read_text())
 

@@ -6,10 +6,14 @@ from pathlib import Path
 
 import yaml
 
+import pytest
+
 from conftest import run
 from dashgen.build import render_project
 from dashgen.config import Config
 from dashgen.prometheus_server import PrometheusServer
+
+pytestmark = pytest.mark.live
 
 
 def rules_of(server: PrometheusServer) -> dict[str, str]:

@@ -9,6 +9,7 @@ import yaml
 from conftest import REPO, run, tree_digest
 from dashgen.build import render_project
 from dashgen.config import Config, duration_seconds
+from dashgen.rule_tests import files_read_by
 
 RULES = sorted((REPO / "rendered" / "rules").glob("*.yaml"))
 FIXTURES = sorted((REPO / "tests" / "rules").glob("*.yaml"))
@@ -59,12 +60,14 @@ def test_every_runbook_url_points_at_an_existing_section():
         assert rule["annotations"]["runbook_url"].split("#")[1] in anchors, name
 
 
+@pytest.mark.heavy
 def test_promtool_lint_passes():
     result = run("lint", "--root", str(REPO))
     assert result.exit_code == 0, result.output
     assert result.output.count("SUCCESS") == len(RULES) + 1  # and amtool check-config on alertmanager.yml
 
 
+@pytest.mark.heavy
 def test_promtool_fixtures_pass():
     result = run("test", "--root", str(REPO))
     assert result.exit_code == 0, result.output
@@ -74,6 +77,7 @@ def test_promtool_fixtures_pass():
     assert result.output.count("SUCCESS") == len(FIXTURES) + generated + 1
 
 
+@pytest.mark.heavy
 def test_every_alert_has_a_firing_case_after_its_for_and_a_silent_case():
     firing, silent = {}, set()
     for path in FIXTURES:
@@ -94,6 +98,7 @@ def test_every_alert_has_a_firing_case_after_its_for_and_a_silent_case():
         assert max(firing[name]) >= pending, name
 
 
+@pytest.mark.heavy
 def test_fixtures_fail_when_the_rules_change(project, tmp_path):
     """The fixtures pin behaviour: a divergence factor of 20 no longer fires on a 10x KL jump."""
     shutil.copytree(REPO / "tests" / "rules", project / "tests" / "rules")
@@ -162,3 +167,19 @@ def test_rendered_prometheus_config_passes_promtool_check_config():
     result = run_promtool(["check", "config", str(REPO / "rendered" / "prometheus" / "prometheus.yml")])
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"SUCCESS: {len(RULES)} rule files found" in result.stdout
+
+
+def test_a_generated_test_loads_its_rule_file_and_every_file_it_reads_through():
+    def rules(*rules: dict) -> str:
+        return yaml.safe_dump({"groups": [{"name": "g", "rules": list(rules)}]})
+
+    files = {
+        "base.yaml": rules({"record": "team:loss:baseline", "expr": "avg_over_time(verl_loss[1h])"}),
+        "held.yaml": rules({"record": "team:loss:held", "expr": "max_over_time(team:loss:baseline[1d])"}),
+        "alert.yaml": rules({"alert": "TeamLossHigh", "expr": "verl_loss > 2 * team:loss:held"}),
+        "follows.yaml": rules({"alert": "TeamAfter", "expr": 'ALERTS{alertname=~"TeamLossHigh|Other"} and up'}),
+        "apart.yaml": rules({"alert": "TeamApart", "expr": "up == 0"}),
+    }
+    assert files_read_by("alert.yaml", files) == ["alert.yaml", "base.yaml", "held.yaml"]
+    assert files_read_by("follows.yaml", files) == ["alert.yaml", "base.yaml", "follows.yaml", "held.yaml"]
+    assert files_read_by("apart.yaml", files) == ["apart.yaml"]

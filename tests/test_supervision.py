@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from act_support import ActProcess, alert, notification
-from conftest import wait_until
 from dashgen.prometheus_server import free_port
-from test_lifecycle import scrape, state_of
+from support import Exporter, dashgen_command, wait_until
+
+pytestmark = pytest.mark.live
 
 # argv: pid-file-of-its-own, on-SIGTERM (ignore | exit0), and "child" to start a grandchild.
 TRAINER = """
@@ -45,93 +46,89 @@ def alive(pid: int) -> bool:
         return False
 
 
-def run_end(port: int) -> str:
+def run_end(exporter: Exporter) -> str:
     """The state the exporter publishes once its run is no longer running."""
-    return wait_until(lambda: (state := state_of(scrape(port))) not in (None, "running") and state, 20, "the run's end")
+    return wait_until(lambda: (state := exporter.run_state()) not in (None, "running") and state, 20, "the run's end")
 
 
 @pytest.fixture
-def exporter(tmp_path: Path):
-    """Start `dashgen export ... -- python trainer.py PIDS ON_TERM [child]`; everything stopped afterwards."""
+def supervising(tmp_path: Path, exporters):
+    """Start `dashgen export ... -- python trainer.py PIDS ON_TERM [child]`; everything killed afterwards."""
     script = tmp_path / "trainer.py"
     script.write_text(TRAINER)
-    started: list[tuple[subprocess.Popen, Path]] = []
+    started: list[tuple[Exporter, Path]] = []
 
-    def start(on_term: str, *options: str, child: bool = False) -> tuple[subprocess.Popen, int, list[int]]:
+    def start(on_term: str, *options: str, child: bool = False) -> tuple[Exporter, list[int]]:
         log = tmp_path / "proj" / "exp.jsonl"
         log.parent.mkdir(exist_ok=True)
-        port, pids = free_port(), tmp_path / f"pids-{len(started)}"
-        process = subprocess.Popen(
-            [sys.executable, "-m", "dashgen", "export", "--jsonl", str(log), "--listen", f"127.0.0.1:{port}",
-             "--poll-interval", "0.05", *options, "--", sys.executable, str(script), str(pids), on_term,
-             *(["child"] if child else [])], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        started.append((process, pids))
+        pids = tmp_path / f"pids-{len(started)}"
+        exporter = exporters(log, *options, "--", sys.executable, str(script), str(pids), on_term,
+                             *(["child"] if child else []))
+        started.append((exporter, pids))
         text = wait_until(lambda: pids.exists() and pids.read_text(), 30, "the trainer's start")
-        return process, port, [int(pid) for pid in text.split()]
+        return exporter, [int(pid) for pid in text.split()]
 
     yield start
-    for process, pids in started:
-        if process.poll() is None:
-            process.kill()
-        process.wait(timeout=10)
+    for exporter, pids in started:
+        exporter.kill()
         for pid in (pids.read_text().split() if pids.exists() else []):
             if alive(int(pid)):
                 os.kill(int(pid), signal.SIGKILL)
 
 
-def test_a_trainer_ignoring_sigterm_is_killed_with_its_group_after_the_kill_timeout(exporter):
-    process, port, (trainer, grandchild) = exporter("ignore", "--kill-timeout", "1s", "--grace", "30s", child=True)
-    wait_until(lambda: state_of(scrape(port)) == "running", 20, "the run to be served")
-    process.send_signal(signal.SIGTERM)
+def test_a_trainer_ignoring_sigterm_is_killed_with_its_group_after_the_kill_timeout(supervising):
+    exporter, (trainer, grandchild) = supervising("ignore", "--kill-timeout", "1s", "--grace", "30s", child=True)
+    wait_until(lambda: exporter.run_state() == "running", 20, "the run to be served")
+    exporter.process.send_signal(signal.SIGTERM)
     wait_until(lambda: not alive(trainer) and not alive(grandchild), 1 + 5, "the trainer's group to be killed")
-    assert run_end(port) == "stopped"
-    process.send_signal(signal.SIGTERM)  # in the grace period: leave at once
-    assert process.wait(timeout=10) == 128 + signal.SIGKILL
+    assert run_end(exporter) == "stopped"
+    exporter.process.send_signal(signal.SIGTERM)  # in the grace period: leave at once
+    assert exporter.process.wait(timeout=10) == 128 + signal.SIGKILL
 
 
-def test_an_act_stop_ends_a_trainer_that_ignores_sigterm(exporter, tmp_path):
+def test_an_act_stop_ends_a_trainer_that_ignores_sigterm(supervising, tmp_path):
     pid_file = tmp_path / "trainer.pid"
-    process, port, (trainer,) = exporter("ignore", "--kill-timeout", "1s", "--grace", "30s", "--pid-file",
-                                         str(pid_file))
+    exporter, (trainer,) = supervising("ignore", "--kill-timeout", "1s", "--grace", "30s", "--pid-file",
+                                       str(pid_file))
     with ActProcess(tmp_path / "act", {"act_actions": {"VerlTrainingDivergence": "stop"}}, "--pid-file",
                     str(pid_file)) as act:
         [decision] = act.post(notification(alert()))[1]["decisions"]
     assert decision["decision"] == "acted" and "dashgen export" in decision["detail"]
     wait_until(lambda: not alive(trainer), 1 + 5, "the trainer to be killed after the kill timeout")
-    assert run_end(port) == "stopped"
+    assert run_end(exporter) == "stopped"
 
 
-def test_a_second_stop_request_kills_at_once(exporter):
-    process, port, (trainer,) = exporter("ignore", "--kill-timeout", "5m")
-    wait_until(lambda: state_of(scrape(port)) == "running", 20, "the run to be served")
-    process.send_signal(signal.SIGTERM)
-    process.send_signal(signal.SIGINT)
+def test_a_second_stop_request_kills_at_once(supervising):
+    exporter, (trainer,) = supervising("ignore", "--kill-timeout", "5m")
+    wait_until(lambda: exporter.run_state() == "running", 20, "the run to be served")
+    exporter.process.send_signal(signal.SIGTERM)
+    exporter.process.send_signal(signal.SIGINT)
     wait_until(lambda: not alive(trainer), 5, "the trainer to be killed after the second signal")
-    assert run_end(port) == "stopped"
+    assert run_end(exporter) == "stopped"
 
 
-def test_a_trainer_that_exits_0_after_a_stop_is_published_stopped(exporter, tmp_path):
+def test_a_trainer_that_exits_0_after_a_stop_is_published_stopped(supervising, tmp_path):
     pid_file = tmp_path / "trainer.pid"
-    process, port, (trainer,) = exporter("exit0", "--grace", "30s", "--pid-file", str(pid_file))
+    exporter, (trainer,) = supervising("exit0", "--grace", "30s", "--pid-file", str(pid_file))
     assert int(pid_file.read_text()) == trainer
-    process.send_signal(signal.SIGTERM)
-    assert run_end(port) == "stopped"
+    exporter.process.send_signal(signal.SIGTERM)
+    assert run_end(exporter) == "stopped"
     assert not pid_file.exists()  # removed when the trainer exited, not at the end of the grace period
-    assert process.poll() is None
+    assert exporter.process.poll() is None
 
 
-def test_a_killed_exporter_takes_its_trainer_with_it(exporter):
-    process, port, (trainer,) = exporter("ignore")
-    process.kill()
-    process.wait(timeout=10)
+def test_a_killed_exporter_takes_its_trainer_with_it(supervising):
+    exporter, (trainer,) = supervising("ignore")
+    exporter.kill()
     wait_until(lambda: not alive(trainer), 10, "the trainer to die with its exporter")
 
 
 def _export(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     marker = tmp_path / "trainer-started"
-    return subprocess.run([sys.executable, "-m", "dashgen", "export", "--jsonl", str(tmp_path / "p" / "e.jsonl"),
-                           "--listen", f"127.0.0.1:{free_port()}", *args, "--", sys.executable, "-c",
-                           f"open({str(marker)!r}, 'w').close()"], capture_output=True, text=True, timeout=60)
+    return subprocess.run(dashgen_command("export", "--jsonl", str(tmp_path / "p" / "e.jsonl"), "--listen",
+                                          f"127.0.0.1:{free_port()}", *args, "--", sys.executable, "-c",
+                                          f"open({str(marker)!r}, 'w').close()"),
+                          capture_output=True, text=True, timeout=60)
 
 
 @pytest.mark.parametrize("args, expected", [

@@ -1,0 +1,116 @@
+"""What the tests do again and again, in one place: poll until something holds, run `dashgen` as a
+process, start `dashgen export` on a free port, scrape it, and ask a server which alerts fire.
+
+The `exporters` fixture (conftest.py) starts exporters through `start_exporter` and stops each one
+after its test; a test that must watch the process end itself uses `start_exporter` directly.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from dashgen.prometheus_server import free_port
+
+# The exporter's poll of its log in tests: short, so a step written is served at once.
+POLL_INTERVAL = "0.05"
+
+
+def wait_until(condition, timeout: float, what: str, interval: float = 0.05):
+    """Poll `condition` until it returns something true, and return that; fail naming `what`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = condition()
+        if result:
+            return result
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+
+
+def dashgen_command(*args: str) -> list[str]:
+    """The command line of `dashgen ARGS`, run by this Python."""
+    return [sys.executable, "-m", "dashgen", *args]
+
+
+def dashgen_process(*args: str, **popen) -> subprocess.Popen:
+    """`dashgen ARGS` as a process; its stdout and stderr piped as text unless `popen` says otherwise."""
+    options = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True, "stdin": subprocess.DEVNULL}
+    return subprocess.Popen(dashgen_command(*args), **{**options, **popen})
+
+
+def export_command(log: Path, port: int, *options: str, poll_interval: str = POLL_INTERVAL) -> list[str]:
+    """`dashgen export` following `log` and serving on 127.0.0.1:`port`, then `options` (which may
+    end in `--` and a trainer's command line)."""
+    return dashgen_command("export", "--jsonl", str(log), "--listen", f"127.0.0.1:{port}",
+                           "--poll-interval", poll_interval, *options)
+
+
+@dataclass
+class Exporter:
+    """A `dashgen export` process and the port it serves on."""
+
+    process: subprocess.Popen
+    port: int
+
+    def scrape(self, timeout: float = 20) -> str:
+        """Its /metrics, once it answers; fails if it exits first or has not answered within `timeout` s."""
+        def answer() -> str | None:
+            if self.process.poll() is not None:
+                raise AssertionError(f"dashgen export exited with status {self.process.returncode}")
+            return scrape(self.port)
+        return wait_until(answer, timeout, f"dashgen export on port {self.port} to answer")
+
+    def metrics(self) -> dict[str, float]:
+        return samples(self.scrape())
+
+    def run_state(self) -> str | None:
+        return run_state(self.metrics())
+
+    def kill(self) -> None:
+        """SIGKILL, as an exporter's end after its test: a supervised trainer dies with it."""
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.communicate(timeout=10)
+
+
+def start_exporter(log: Path, *options: str, port: int | None = None, poll_interval: str = POLL_INTERVAL,
+                   **popen) -> Exporter:
+    """`dashgen export --jsonl LOG --listen 127.0.0.1:PORT OPTIONS` on a free port unless `port` is
+    given; its output piped as text unless `popen` says otherwise. Not waited for: poll `scrape`."""
+    port = free_port() if port is None else port
+    return Exporter(subprocess.Popen(export_command(log, port, *options, poll_interval=poll_interval),
+                                     **{"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True,
+                                        "stdin": subprocess.DEVNULL, **popen}), port)
+
+
+def scrape(port: int, path: str = "/metrics") -> str | None:
+    """One GET of 127.0.0.1:`port``path`: the body, or None while nothing answers there."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
+            return response.read().decode()
+    except OSError:
+        return None
+
+
+def samples(text: str) -> dict[str, float]:
+    """The metric lines of an exposition, `name{labels}` -> value."""
+    return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+            if line and not line.startswith("#")}
+
+
+def run_state(metrics: dict[str, float] | None) -> str | None:
+    """The one `verl_run_state` an exporter publishes as 1 (running, finished, crashed, stopped)."""
+    if not metrics:
+        return None
+    ones = [key for key, value in metrics.items() if key.startswith("verl_run_state{") and value == 1]
+    return ones[0].split('state="')[1].split('"')[0] if len(ones) == 1 else None
+
+
+def firing(prometheus, alertname: str) -> list[dict]:
+    """The alerts named `alertname` that a Prometheus server (its /api/v1/alerts) has firing."""
+    return [a for a in prometheus.api("alerts")["alerts"]
+            if a["labels"]["alertname"] == alertname and a["state"] == "firing"]
