@@ -21,11 +21,12 @@ from typing import Any
 import yaml
 
 from dashgen.alertmanager import ACT, CHANNEL, NOWHERE, PAGE
+from dashgen.block_yaml import rule_yaml
 from dashgen.config import Config
 from dashgen.errors import BuildError
 from dashgen.kubernetes_schemas import check_object, object_name
 from dashgen.model import Dashboard
-from dashgen.rules import RULES_DIR, rule_yaml
+from dashgen.rules import RULES_DIR
 
 KUBERNETES_DIR = "kubernetes"
 MONITORING_API = "monitoring.coreos.com/v1"

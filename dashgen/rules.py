@@ -15,8 +15,7 @@ import textwrap
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import yaml
-
+from dashgen.block_yaml import rule_yaml
 from dashgen.catalog import Catalog, Metric, MetricType, Source
 from dashgen.condition_compiler import BaselineDefaults, ConditionCompiler, expand_group
 from dashgen.conditions import RUN_NAME, VALUE, comparisons
@@ -244,23 +243,6 @@ def _alert_yaml(alert: Alert, expr: str, config: Config) -> dict:
         "runbook_url": f"{config.runbook_base_url}#{runbook_anchor(alert.name)}",
     }
     return rule
-
-
-class _RuleDumper(yaml.SafeDumper):
-    pass
-
-
-def _represent_str(dumper: yaml.SafeDumper, value: str):
-    style = "|" if "\n" in value else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
-
-
-_RuleDumper.add_representer(str, _represent_str)
-
-
-def rule_yaml(data: dict) -> str:
-    return yaml.dump(data, Dumper=_RuleDumper, sort_keys=False, default_flow_style=False, width=1000,
-                     allow_unicode=True)
 
 
 def _render_docs(alerts: list[tuple[str, Alert, str]], config: Config) -> str:

@@ -29,10 +29,10 @@ from pathlib import Path
 import yaml
 
 from dashgen.backfill import RecordedRun, write_openmetrics
+from dashgen.block_yaml import rule_yaml
 from dashgen.errors import BuildError
 from dashgen.prometheus_server import PrometheusServer, free_port, stop_process
 from dashgen.promtool import find_binary
-from dashgen.rules import rule_yaml
 
 NO_KEEP_FIRING_FOR = "no-keep-firing-for"
 _PROBE_RULES = "groups:\n- name: probe\n  rules:\n  - alert: Probe\n    expr: vector(1)\n    keep_firing_for: 1m\n"

@@ -1,0 +1,90 @@
+"""dashgen.block_yaml writes rule files byte for byte as PyYAML does, or lets PyYAML write them."""
+
+import random
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dashgen import block_yaml
+from dashgen.block_yaml import pyyaml_rule_yaml, rule_yaml, value_is_supported
+
+REPO = Path(__file__).resolve().parent.parent
+# The characters YAML gives a meaning to, besides letters and a space; a tab and a non-ASCII one.
+SPECIAL = list("-?:#,[]{}&*!|>'\"%@`.\n ") + ["\t", "é", "0", "1", "e", "~"]
+WORDS = ["yes", "no", "on", "null", "true", "1.5", "0x1f", "12:30", "2026-01-01", "~", "---", "...", "a b", "x"]
+
+
+def random_text(rng: random.Random) -> str:
+    parts = [rng.choice(SPECIAL + WORDS + ["expr", "sum(rate(x[5m]))"]) for _ in range(rng.randint(0, 6))]
+    return "".join(parts)
+
+
+def written_here(rng: random.Random, one_line: bool = False) -> str:
+    """A random string that rule_yaml writes itself."""
+    while True:
+        text = random_text(rng)
+        if value_is_supported(text) and not (one_line and "\n" in text):
+            return text
+
+
+def random_rules(rng: random.Random) -> dict:
+    def rule() -> dict:
+        keys = [written_here(rng, one_line=True) for _ in range(3)] + ["labels"]
+        return {key: ({written_here(rng, one_line=True): written_here(rng) for _ in range(2)}
+                      if key == "labels" else written_here(rng)) for key in keys}
+
+    return {"groups": [{"name": written_here(rng), "rules": [rule() for _ in range(3)],
+                        "tags": [written_here(rng) for _ in range(2)]}]}
+
+
+@pytest.fixture
+def no_fallback(monkeypatch):
+    def fail(data):
+        raise AssertionError("handed to PyYAML")
+
+    monkeypatch.setattr(block_yaml, "pyyaml_rule_yaml", fail)
+
+
+def test_the_projects_rule_files_are_written_without_pyyaml_and_read_the_same(no_fallback):
+    datas = [yaml.safe_load(path.read_text()) for path in sorted((REPO / "rendered/rules").glob("*.yaml"))]
+    expected = [pyyaml_rule_yaml(data) for data in datas]
+    assert [rule_yaml(data) for data in datas] == expected
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_generated_rules_with_special_characters_come_out_as_pyyaml_writes_them(seed, no_fallback):
+    rng = random.Random(seed)
+    for _ in range(25):
+        data = random_rules(rng)
+        assert rule_yaml(data) == pyyaml_rule_yaml(data), data
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_any_string_comes_out_as_pyyaml_writes_it(seed):
+    rng = random.Random(seed)
+    for _ in range(250):
+        data = {"rules": [{"expr": random_text(rng)}, random_text(rng)]}
+        assert rule_yaml(data) == pyyaml_rule_yaml(data), data
+
+
+@pytest.mark.parametrize("text, written_here", [
+    ("sum(rate(x[5m]))", True),
+    ("a: b", True),  # single-quoted
+    ("it's", True),
+    ("line one\n  line two", True),  # a literal block
+    ("", False),  # PyYAML: ''
+    ("trailing\n", False),  # needs the chomping hint |
+    (" leading\nbreak", False),  # needs an indentation hint
+    ("caf\u00e9", False),
+    ("x" * 2000, False),  # PyYAML folds it
+])
+def test_what_is_left_to_pyyaml(text, written_here):
+    assert value_is_supported(text) is written_here
+    data = {"groups": [{"name": "g", "rules": [{"alert": "A", "expr": text}]}]}
+    assert rule_yaml(data) == pyyaml_rule_yaml(data)
+
+
+def test_other_types_and_empty_collections_are_left_to_pyyaml():
+    for data in ({"a": 1}, {"a": None}, {"a": True}, {"a": 1.5}, {"a": {}}, {"a": []}, {"a": [[1]]}, {}):
+        assert rule_yaml(data) == pyyaml_rule_yaml(data)
