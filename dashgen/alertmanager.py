@@ -16,11 +16,11 @@ from pathlib import Path
 
 import yaml
 
+from dashgen.block_yaml import indented_yaml
 from dashgen.config import Config
 from dashgen.errors import BuildError
 from dashgen.loader import DefinitionModule, call_definition
 from dashgen.model import RUN_LABELS, Alert, Inhibition, Severity
-from dashgen.promtool import run_tool
 from dashgen.receivers import check_receiver
 from dashgen.references import check_alert_name
 from dashgen.rendering import runbook_anchor, templates
@@ -52,8 +52,8 @@ def render_alerting(alert_modules: list[DefinitionModule], config: Config, alert
               "# Run: prometheus-alertmanager --config.file=rendered/alertmanager/alertmanager.yml\n"
               "# Receivers `page` and `channel` deliver nothing until the config's alertmanager_page and\n"
               "# alertmanager_channel say where (secrets only through *_file fields).\n")
-    out.files[ALERTMANAGER_FILE] = header + to_yaml(alertmanager_config(config, inhibitions))
-    out.prometheus_alerting = to_yaml(
+    out.files[ALERTMANAGER_FILE] = header + indented_yaml(alertmanager_config(config, inhibitions))
+    out.prometheus_alerting = indented_yaml(
         {"alerting": {"alertmanagers": [{"static_configs": [{"targets": [config.alertmanager_address]}]}]}})
     out.runbook_section = templates().get_template("alerts-routing.md.j2").render(
         config=config, routes=severity_routes(config), act_alerts=sorted(config.act_actions),
@@ -148,18 +148,6 @@ def _check_config(config: Config, alert_names: set[str]) -> None:
         check_alert_name(name, alert_names, f"{config.source or 'config'}: act_actions")
 
 
-class _Dumper(yaml.SafeDumper):
-    """Block style, lists indented under their key, as people write Alertmanager files."""
-
-    def increase_indent(self, flow: bool = False, indentless: bool = False):
-        return super().increase_indent(flow, False)
-
-
-def to_yaml(data: dict) -> str:
-    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=1000,
-                     allow_unicode=True)
-
-
 # --- Routing fixtures ---------------------------------------------------------------------------
 
 def run_route_fixtures(root: Path) -> tuple[bool, str]:
@@ -186,6 +174,8 @@ def run_route_fixtures(root: Path) -> tuple[bool, str]:
 
 def route(config_file: Path, labels: dict[str, str], where: str) -> list[str]:
     """The receivers Alertmanager's routing tree sends `labels` to, as amtool resolves them."""
+    from dashgen.promtool import run_tool  # subprocess, for `dashgen test` only
+
     args = [f"{name}={json.dumps(value)}" for name, value in sorted(labels.items())]
     result = run_tool("amtool", ["config", "routes", "test", f"--config.file={config_file}", *args], timeout=60)
     if result.returncode != 0:

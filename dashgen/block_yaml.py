@@ -1,10 +1,10 @@
-"""Rule files as PyYAML writes them, written without PyYAML's emitter where the data allows.
+"""Rule and Alertmanager files as PyYAML writes them, without PyYAML's emitter where the data allows.
 
 PyYAML's pure-Python emitter was a tenth of `dashgen build` (an event per node, a character loop
-per scalar). The rule files hold only mappings, lists and ASCII strings, for which its block style
-is simple: this module writes exactly those bytes, and hands anything else (another type, a
-character outside printable ASCII, an empty string, a line long enough to be folded, a multi-line
-string needing a chomping or indentation hint) to PyYAML. tests/test_block_yaml.py compares the
+per scalar). The rendered files hold only mappings, lists, ASCII strings, integers and booleans,
+for which its block style is simple: this module writes exactly those bytes, and hands anything
+else (another type, a character outside printable ASCII, an empty string, a line long enough to be
+folded, a multi-line string needing a chomping or indentation hint) to PyYAML. tests/test_block_yaml.py compares the
 two on the rendered rules and on generated strings of the characters YAML treats specially.
 """
 
@@ -37,68 +37,93 @@ def _represent_str(dumper: yaml.SafeDumper, value: str):
 _Literal.add_representer(str, _represent_str)
 
 
+class _Indented(yaml.SafeDumper):
+    """Lists indented under their key, as people write Alertmanager files."""
+
+    def increase_indent(self, flow: bool = False, indentless: bool = False):
+        return super().increase_indent(flow, False)
+
+
 def pyyaml_rule_yaml(data: dict) -> str:
-    """The reference: PyYAML's block style, multi-line strings as literal blocks."""
+    """The reference for rule files: PyYAML's block style, multi-line strings as literal blocks."""
     return yaml.dump(data, Dumper=_Literal, sort_keys=False, default_flow_style=False, width=WIDTH,
+                     allow_unicode=True)
+
+
+def pyyaml_indented_yaml(data: dict) -> str:
+    """The reference for Alertmanager's files: PyYAML's block style, lists indented under their key."""
+    return yaml.dump(data, Dumper=_Indented, sort_keys=False, default_flow_style=False, width=WIDTH,
                      allow_unicode=True)
 
 
 def rule_yaml(data: dict) -> str:
     """`data` as pyyaml_rule_yaml writes it, byte for byte."""
-    out: list[str] = []
-    if not isinstance(data, dict) or not data or not _mapping(data, 0, out, first_inline=False):
-        return pyyaml_rule_yaml(data)
-    return "".join(out)
+    return _Writer(indent_sequences=False, literal_blocks=True).text(data) or pyyaml_rule_yaml(data)
+
+
+def indented_yaml(data: dict) -> str:
+    """`data` as pyyaml_indented_yaml writes it, byte for byte."""
+    return _Writer(indent_sequences=True, literal_blocks=False).text(data) or pyyaml_indented_yaml(data)
 
 
 class _Unsupported(Exception):
     pass
 
 
-def _mapping(data: dict, indent: int, out: list[str], first_inline: bool) -> bool:
-    try:
-        _write_mapping(data, indent, out, first_inline)
-    except _Unsupported:
-        return False
-    return True
+class _Writer:
+    def __init__(self, indent_sequences: bool, literal_blocks: bool):
+        self.indent_sequences = indent_sequences
+        self.literal_blocks = literal_blocks
+        self.out: list[str] = []
 
+    def text(self, data: Any) -> str | None:
+        """The text, or None for data PyYAML must write."""
+        if not isinstance(data, dict) or not data:
+            return None
+        try:
+            self.mapping(data, 0, first_inline=False)
+        except _Unsupported:
+            return None
+        return "".join(self.out)
 
-def _write_mapping(data: dict, indent: int, out: list[str], first_inline: bool) -> None:
-    """A non-empty mapping whose keys start at column `indent`; its first key follows "- " when `first_inline`."""
-    pad = " " * indent
-    for number, (key, value) in enumerate(data.items()):
-        if not isinstance(key, str) or "\n" in key or len(key) > 100:  # PyYAML writes a key of 128 as "? key"
+    def mapping(self, data: dict, indent: int, first_inline: bool) -> None:
+        """A non-empty mapping whose keys start at column `indent`; its first key follows "- " when `first_inline`."""
+        pad = " " * indent
+        for number, (key, value) in enumerate(data.items()):
+            if not isinstance(key, str) or "\n" in key or len(key) > 100:  # PyYAML writes a key of 128 as "? key"
+                raise _Unsupported
+            prefix = ("" if first_inline and number == 0 else pad) + _one_line(key, indent) + ":"
+            if isinstance(value, dict) and value:
+                self.out.append(prefix + "\n")
+                self.mapping(value, indent + 2, False)
+            elif isinstance(value, list) and value:
+                self.out.append(prefix + "\n")
+                self.sequence(value, indent + 2 if self.indent_sequences else indent)
+            else:
+                self.out.append(prefix + self.scalar(value, indent, len(pad) + len(prefix) + 1))
+
+    def sequence(self, items: list, indent: int) -> None:
+        pad = " " * indent
+        for item in items:
+            if isinstance(item, dict) and item:
+                self.out.append(pad + "- ")
+                self.mapping(item, indent + 2, True)
+            else:
+                self.out.append(pad + "-" + self.scalar(item, indent, indent + 2))
+
+    def scalar(self, value: Any, indent: int, column: int) -> str:
+        """A scalar after its key's colon (or a list's dash), with the space and line break after it."""
+        if isinstance(value, bool):
+            return " true\n" if value else " false\n"
+        if isinstance(value, int):
+            return f" {value}\n"
+        if not isinstance(value, str):
             raise _Unsupported
-        prefix = ("" if first_inline and number == 0 else pad) + _one_line(key, indent) + ":"
-        if isinstance(value, str):
-            out.append(prefix + _value(value, indent, len(pad) + len(prefix) + 1))
-        elif isinstance(value, dict) and value:
-            out.append(prefix + "\n")
-            _write_mapping(value, indent + 2, out, False)
-        elif isinstance(value, list) and value:
-            out.append(prefix + "\n")
-            _write_sequence(value, indent, out)  # PyYAML does not indent a list under its key
-        else:
-            raise _Unsupported
-
-
-def _write_sequence(items: list, indent: int, out: list[str]) -> None:
-    pad = " " * indent
-    for item in items:
-        if isinstance(item, dict) and item:
-            out.append(pad + "- ")
-            _write_mapping(item, indent + 2, out, True)
-        elif isinstance(item, str):
-            out.append(pad + "-" + _value(item, indent, indent + 2))
-        else:
-            raise _Unsupported
-
-
-def _value(text: str, indent: int, column: int) -> str:
-    """A string after its key's colon (or a list's dash), with the space and line break after it."""
-    if "\n" in text:
-        return " " + _literal(text, indent)
-    return " " + _one_line(text, column) + "\n"
+        if "\n" in value:
+            if not self.literal_blocks:
+                raise _Unsupported
+            return " " + _literal(value, indent)
+        return " " + _one_line(value, column) + "\n"
 
 
 def _one_line(text: str, column: int) -> str:
@@ -129,9 +154,9 @@ def _resolves_to_str(text: str) -> bool:
 
 
 def value_is_supported(text: Any) -> bool:
-    """For tests: whether rule_yaml writes this string itself rather than handing the file to PyYAML."""
+    """For tests: whether rule_yaml writes this value itself rather than handing the file to PyYAML."""
     try:
-        _value(text, 4, 10)
+        _Writer(indent_sequences=False, literal_blocks=True).scalar(text, 4, 10)
     except _Unsupported:
         return False
     return True

@@ -14,7 +14,6 @@ from typing import Any, Iterable
 
 import attr
 import grafanalib.core as G
-from grafanalib._gen import DashboardEncoder
 
 from dashgen.catalog import Catalog
 from dashgen.config import Config
@@ -166,7 +165,7 @@ def compile_dashboard(definition: Dashboard, config: Config, catalog: Catalog, o
         templating=G.Templating(list=[_datasource_variable(), *(
             _query_variable(v, expand_selectors(v.query, selectors)) for v in definition.variables)]),
     )
-    raw = json.loads(json.dumps(dashboard.to_json_data(), cls=DashboardEncoder))
+    raw = json.loads(json.dumps(dashboard.to_json_data(), default=_json_data))
     model = _normalise_dashboard(raw)
     # After normalisation: these are written as Grafana wants them, nothing to drop.
     model["links"] = _dashboard_links(config) + [_dashboard_link(link) for link in definition.links]
@@ -454,6 +453,14 @@ def _drop_nulls(value: Any) -> Any:
 LINE_WIDTH = 110
 
 
+def _json_data(value: Any) -> Any:
+    """grafanalib's objects as JSON data (what its DashboardEncoder does, without importing its CLI module)."""
+    to_json_data = getattr(value, "to_json_data", None)
+    if to_json_data is None:
+        raise TypeError(f"{type(value).__name__} is not JSON serializable")
+    return to_json_data()
+
+
 def dashboard_to_text(model: dict[str, Any]) -> str:
     """The committed form: sorted keys, 2-space indent, trailing newline; an object or list
     that fits on one line of LINE_WIDTH stays on one (a gridPos, a query, a threshold step),
@@ -468,18 +475,37 @@ _KEY = json.JSONEncoder(ensure_ascii=False)
 
 def _json_text(value: Any, indent: int, start: int | None = None) -> str:
     """`value` at `indent`, its first line starting at column `start` (after its key)."""
-    flat = _FLAT.encode(value)
-    fits = (indent if start is None else start) + len(flat) + 1 <= LINE_WIDTH  # +1: the comma after it
-    if not isinstance(value, (dict, list)) or not value or fits:
+    return _laid_out(_with_flat_texts(value), indent, start)
+
+
+# A value with its one-line text; for a non-empty object or list, its items' (key text or None, node).
+_Node = tuple[str, "list[tuple[str | None, _Node]] | None"]
+
+
+def _with_flat_texts(value: Any) -> _Node:
+    """The one-line text of `value` and of each object and list in it, each made once from its
+    items' (encoding each subtree again at every level was most of a dashboard's writing)."""
+    if isinstance(value, dict) and value and all(isinstance(key, str) for key in value):
+        items = [(_KEY.encode(key), _with_flat_texts(item)) for key, item in sorted(value.items())]
+        return "{" + ", ".join(f"{key}: {node[0]}" for key, node in items) + "}", items
+    if isinstance(value, list) and value:
+        items = [(None, _with_flat_texts(item)) for item in value]
+        return "[" + ", ".join(node[0] for _, node in items) + "]", items
+    return _FLAT.encode(value), None
+
+
+def _laid_out(node: _Node, indent: int, start: int | None) -> str:
+    flat, items = node
+    if items is None or (indent if start is None else start) + len(flat) + 1 <= LINE_WIDTH:  # +1: a comma
         return flat
     inner = " " * (indent + 2)
-    if isinstance(value, dict):
-        items = []
-        for key, item in sorted(value.items()):
-            head = f"{inner}{_KEY.encode(key)}: "
-            items.append(head + _json_text(item, indent + 2, len(head)))
-        return "{\n" + ",\n".join(items) + "\n" + " " * indent + "}"
-    return "[\n" + ",\n".join(inner + _json_text(v, indent + 2) for v in value) + "\n" + " " * indent + "]"
+    if items[0][0] is None:
+        return "[\n" + ",\n".join(inner + _laid_out(item, indent + 2, None) for _, item in items) + "\n" + " " * indent + "]"
+    lines = []
+    for key, item in items:
+        head = f"{inner}{key}: "
+        lines.append(head + _laid_out(item, indent + 2, len(head)))
+    return "{\n" + ",\n".join(lines) + "\n" + " " * indent + "}"
 
 
 def metrics_used(definition: Dashboard, config: Config) -> dict[str, list[str]]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -77,5 +76,7 @@ def call_definition(definition: DefinitionModule, entry_point: str, *args):
 
 def _user_frames(exc: BaseException, path: Path) -> str:
     """The traceback lines inside the definition file, where the mistake is."""
+    import traceback
+
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename) == path]
     return "".join(f"  line {f.lineno}: {f.line}\n" for f in frames).rstrip()

@@ -52,11 +52,21 @@ def expression_info(text: str, selectors: Mapping[str, str], catalog: Catalog) -
     return expr, check_expression(expr, catalog)
 
 
+# Where expand_selectors has something to do: a string starts, or braces open.
+_QUOTE_OR_BRACE = re.compile(r"[\"'`{]")
+
+
 def expand_selectors(expr: str, selectors: Mapping[str, str]) -> str:
     """Replace each bare name inside `{...}` by its matchers; quoted text is left alone."""
     out: list[str] = []
     i = 0
     while i < len(expr):
+        special = _QUOTE_OR_BRACE.search(expr, i)
+        if special is None:
+            out.append(expr[i:])
+            break
+        out.append(expr[i:special.start()])
+        i = special.start()
         char = expr[i]
         if char == '"' or char == "'" or char == "`":
             end = _string_end(expr, i)
