@@ -8,6 +8,7 @@ model (schemaVersion 39) that diffs well.
 from __future__ import annotations
 
 import json
+import math
 import re
 import zlib
 from typing import Any, Iterable
@@ -491,7 +492,18 @@ def _with_flat_texts(value: Any) -> _Node:
     if isinstance(value, list) and value:
         items = [(None, _with_flat_texts(item)) for item in value]
         return "[" + ", ".join(node[0] for _, node in items) + "]", items
-    return _FLAT.encode(value), None
+    return _scalar_text(value), None
+
+
+def _scalar_text(value: Any) -> str:
+    """json.dumps of a scalar, without building an encoder's iterator for each number."""
+    if isinstance(value, str):
+        return _FLAT.encode(value)
+    if value is None or value is True or value is False:
+        return "null" if value is None else "true" if value else "false"
+    if type(value) is int or (type(value) is float and math.isfinite(value)):
+        return repr(value)
+    return _FLAT.encode(value)
 
 
 def _laid_out(node: _Node, indent: int, start: int | None) -> str:

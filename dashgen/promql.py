@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Mapping
 
 import promql_parser as pp
@@ -85,14 +86,21 @@ def metrics_in(expr: str) -> set[str]:
         if isinstance(node, pp.VectorSelector) and node.name:
             names.add(node.name)
 
-    pp.walk(pp.parse(substitute_grafana_variables(expr)), visit)
+    pp.walk(_parsed(substitute_grafana_variables(expr)), visit)
     return names
+
+
+@lru_cache(maxsize=4096)
+def _parsed(expr: str):
+    """The syntax tree (read, never changed): a panel and a rule often share an expression, and a
+    recording is checked again once those it reads are known."""
+    return pp.parse(expr)
 
 
 def check_expression(expr: str, catalog: Catalog) -> SeriesInfo:
     """Raise QueryError naming the first problem; return the result's labels otherwise."""
     try:
-        tree = pp.parse(substitute_grafana_variables(expr))
+        tree = _parsed(substitute_grafana_variables(expr))
     except ValueError as exc:
         raise QueryError(f"PromQL syntax error: {exc}") from None
     return _Checker(catalog).visit(tree)
