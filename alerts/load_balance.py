@@ -10,6 +10,8 @@ from dashgen.model import Alert, Recording, RuleGroup, Severity
 
 @dataclass(frozen=True)
 class LoadBalanceConfig(AreaConfig, area="load_balance"):
+    """The tunables of alerts/load_balance.py: the config file's `load_balance:` section."""
+
     # VerlGPUStraggler: a node's least busy GPU below this fraction of the median GPU of its node,
     # or of the median node of its Ray session...
     straggler_factor: Fraction = 0.5

@@ -12,6 +12,8 @@ ALLOCATED = "verl_perf_max_memory_allocated_bytes{verl}"
 
 @dataclass(frozen=True)
 class MemoryConfig(AreaConfig, area="memory"):
+    """The tunables of alerts/memory.py: the config file's `memory:` section."""
+
     # VerlGPUMemoryPressure: peak reserved memory above this fraction of gpu_memory_bytes...
     memory_pressure_reserved_fraction: Fraction = 0.92
     # ... while at least this fraction of it is reserved but not allocated (fragments).

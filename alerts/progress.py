@@ -26,6 +26,8 @@ RUN_STATE_SAMPLED = "verl:run_state:sampled"
 
 @dataclass(frozen=True)
 class ProgressConfig(AreaConfig, area="progress"):
+    """The tunables of alerts/progress.py: the config file's `progress:` section."""
+
     # VerlTrainingStalled: no new step for at least this long...
     stall_min_silence: Interval = "5m"
     # ... and for longer than this many median step times of the last stall_step_time_window...

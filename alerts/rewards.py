@@ -12,6 +12,8 @@ SCORE_GAIN = "verl:critic_score_mean:median_gain"
 
 @dataclass(frozen=True)
 class RewardsConfig(AreaConfig, area="rewards"):
+    """The tunables of alerts/rewards.py: the config file's `rewards:` section."""
+
     # VerlRewardCliff compares the reward with its median over this window, ending
     # `reward_cliff_recent_window` ago.
     reward_cliff_baseline_window: Interval = "1h"

@@ -8,6 +8,8 @@ from dashgen.config import AreaConfig, Config, Duration, Factor, Fraction, Inter
 
 @dataclass(frozen=True)
 class RolloutConfig(AreaConfig, area="rollout"):
+    """The tunables of alerts/rollout.py: the config file's `rollout:` section."""
+
     # VerlResponseTruncation: share of responses cut at max_response_length above this...
     truncation_threshold: Fraction = 0.1
     # ... or, rising early, above truncation_rise_factor times the run's own lowest hourly median

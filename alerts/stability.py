@@ -14,6 +14,8 @@ KL, GRAD_NORM, ENTROPY = Signal("actor/ppo_kl"), Signal("actor/grad_norm"), Sign
 
 @dataclass(frozen=True)
 class StabilityConfig(AreaConfig, area="stability"):
+    """The tunables of alerts/stability.py: the config file's `stability:` section."""
+
     # VerlTrainingDivergence compares each signal with its quietest level of this window (the
     # lowest median over signal_smoothing_window for KL and grad norm, the highest for entropy);
     # a signal breaks away if it crosses its factor at some point within the recent window.

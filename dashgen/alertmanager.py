@@ -37,6 +37,8 @@ _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 
 @dataclass
 class AlertingOutput:
+    """Alertmanager's files, the runbook's routing section and prometheus.yml's alerting block."""
+
     files: dict[str, str] = field(default_factory=dict)
     runbook_section: str = ""
     prometheus_alerting: str = ""  # the `alerting:` block of prometheus.yml

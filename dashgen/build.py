@@ -39,6 +39,8 @@ DEFAULT_PROMETHEUS_URL = "http://localhost:9090"
 
 @dataclass
 class Rendered:
+    """Everything one build renders, with what was rendered from."""
+
     files: dict[str, str] = field(default_factory=dict)  # path under rendered/ -> content
     dashboards: list[tuple[str, Dashboard]] = field(default_factory=list)  # (module path, definition)
     alerts: list = field(default_factory=list)  # (module path, Alert, expanded expr)

@@ -66,6 +66,8 @@ VALIDATION_LABELS = ("data_source", "variable", "metric")
 
 @dataclass(frozen=True)
 class Metric:
+    """A series dashgen knows: its name, type, unit and where it comes from."""
+
     name: str
     type: MetricType
     unit: str  # a Grafana unit id: "s", "bytes", "percent", "percentunit", "short", "none"

@@ -118,6 +118,8 @@ class Signal:
 
 @dataclass(frozen=True)
 class Compare:
+    """A signal compared with a value, or with the value times a baseline of the run."""
+
     signal: Signal
     op: str  # ">" or "<"
     value: float
@@ -137,6 +139,8 @@ class Compare:
 
 @dataclass(frozen=True)
 class Shift:
+    """A signal that falls or rises by a fraction of its baseline."""
+
     signal: Signal
     op: str  # "<": falls by; ">": rises by
     fraction: float

@@ -178,6 +178,8 @@ LabelValue = Annotated[str, Matches(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-
 
 @dataclass(frozen=True)
 class Config:
+    """Every field of the config file outside the alert areas' sections (`dashgen config --describe`)."""
+
     # --- Selectors -------------------------------------------------------------
     # Scrape job of `dashgen export`; every verl_* query and VerlMetricsAbsent use it.
     verl_job: JobName = "verl"

@@ -31,6 +31,8 @@ HOST_MEMORY_FULLEST = "session:ray_node_mem_used:max"
 
 @dataclass(frozen=True)
 class GpuSource:
+    """The per-GPU series of one exporter (Ray's node metrics or DCGM), as PromQL."""
+
     utilisation: str  # per-GPU utilisation in percent
     memory_used: str  # per-GPU memory used, in MiB
     node_labels: str  # the labels all GPUs of one node share

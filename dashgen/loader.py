@@ -17,6 +17,8 @@ from dashgen.errors import BuildError
 
 @dataclass(frozen=True)
 class DefinitionModule:
+    """A definition module of the project, imported, with its path for messages."""
+
     path: Path  # relative to the project root, for messages
     module: ModuleType
 

@@ -31,6 +31,8 @@ GRID_COLUMNS = 24
 
 @dataclass(frozen=True)
 class Query:
+    """A PromQL query of a panel, with its legend and an optional fixed colour."""
+
     expr: str
     legend: str = ""
     color: str = ""  # a fixed colour for this query's series (a Grafana colour name or #rrggbb); "": the palette's
@@ -59,6 +61,8 @@ class Threshold:
 
 @dataclass(frozen=True)
 class TimeSeries:
+    """A time series panel: one line per series of its queries."""
+
     title: str
     queries: tuple[Query, ...]
     unit: str = "none"
@@ -144,6 +148,8 @@ class Annotation:
 
 @dataclass(frozen=True)
 class Row:
+    """A row of panels under a title; collapsed rows open on a click."""
+
     title: str
     panels: tuple[Panel, ...]
     collapsed: bool = False
@@ -181,6 +187,8 @@ class LeftOut:
 
 @dataclass(frozen=True)
 class Dashboard:
+    """One Grafana dashboard: its rows, template variables, annotations and links."""
+
     uid: str
     title: str
     rows: tuple[Row, ...]
@@ -256,6 +264,8 @@ class Alert:
 
 @dataclass(frozen=True)
 class Recording:
+    """A recording rule: `expr` evaluated and stored as the series `record`."""
+
     record: str  # level:metric:operations
     expr: str
     help: str
@@ -263,6 +273,8 @@ class Recording:
 
 @dataclass(frozen=True)
 class RuleGroup:
+    """Rules Prometheus evaluates together, in order, every `interval`."""
+
     name: str
     rules: tuple[Alert | Recording, ...]
     interval: str | None = None  # default: the config's rule_interval

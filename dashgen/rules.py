@@ -68,6 +68,8 @@ class AlertRule:
 
 @dataclass
 class RulesOutput:
+    """What the alert modules render: rule files, the catalog with their recordings, the alerts."""
+
     files: dict[str, str] = field(default_factory=dict)
     catalog: Catalog | None = None
     alerts: list[tuple[str, Alert, str]] = field(default_factory=list)  # (module path, alert, expanded expr)
