@@ -92,7 +92,8 @@ class _Writer:
         for number, (key, value) in enumerate(data.items()):
             if not isinstance(key, str) or "\n" in key or len(key) > 100:  # PyYAML writes a key of 128 as "? key"
                 raise _Unsupported
-            prefix = ("" if first_inline and number == 0 else pad) + _one_line(key, indent) + ":"
+            key_text = _one_line(key, indent)
+            prefix = ("" if first_inline and number == 0 else pad) + key_text + ":"
             if isinstance(value, dict) and value:
                 self.out.append(prefix + "\n")
                 self.mapping(value, indent + 2, False)
@@ -100,7 +101,7 @@ class _Writer:
                 self.out.append(prefix + "\n")
                 self.sequence(value, indent + 2 if self.indent_sequences else indent)
             else:
-                self.out.append(prefix + self.scalar(value, indent, len(pad) + len(prefix) + 1))
+                self.out.append(prefix + self.scalar(value, indent, indent + len(key_text) + 2))  # after ": "
 
     def sequence(self, items: list, indent: int) -> None:
         pad = " " * indent
