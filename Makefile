@@ -81,7 +81,7 @@ test-slow: compile prometheus alertmanager victoria-metrics
 test-all: test test-slow
 
 bench: compile prometheus
-	for script in bench/*.py; do $(BIN)/python $$script || exit 1; done
+	for script in bench/[!_]*.py; do $(BIN)/python $$script || exit 1; done
 
 clean:
 	rm -rf $(VENV) *.egg-info

@@ -17,14 +17,9 @@ from pathlib import Path
 from dashgen.prometheus_server import free_port
 from dashgen.synthetic_runs import step_line
 
+from _process_memory import status_mib  # bench/, first on sys.path when a bench runs
+
 STEPS = 10_000
-
-
-def rss_mib(pid: int) -> float:
-    for row in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if row.startswith("VmRSS:"):
-            return int(row.split()[1]) / 1024
-    raise RuntimeError("no VmRSS")
 
 
 def wait_for_step(port: int, step: int, timeout: float = 60) -> float:
@@ -54,11 +49,11 @@ def main() -> None:
                                     "--listen", f"127.0.0.1:{port}"], stderr=subprocess.DEVNULL)
         try:
             served = wait_for_step(port, STEPS)
-            rss_first = rss_mib(process.pid)
+            rss_first = status_mib(process.pid, "VmRSS")
             with open(log, "a") as handle:
                 handle.writelines(step_line(step) for step in range(STEPS + 1, 2 * STEPS + 1))
             wait_for_step(port, 2 * STEPS)
-            rss_second = rss_mib(process.pid)
+            rss_second = status_mib(process.pid, "VmRSS")
         finally:
             process.terminate()
             process.wait(timeout=10)

@@ -17,15 +17,10 @@ from pathlib import Path
 
 from dashgen.prometheus_server import free_port
 
+from _process_memory import status_mib  # bench/, first on sys.path when a bench runs
+
 FLOOD_STEPS = 200
 KEYS_PER_STEP = 10_000
-
-
-def peak_mib(pid: int) -> float:
-    for row in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if row.startswith("VmHWM:"):
-            return int(row.split()[1]) / 1024
-    raise RuntimeError("no VmHWM")
 
 
 def scrape(port: int) -> str:
@@ -56,14 +51,14 @@ def main() -> None:
                                    stderr=subprocess.DEVNULL)
         try:
             wait_for(port, "verl_exporter_steps_total")
-            print(f"started:                     peak {peak_mib(process.pid):7.1f} MiB")
+            print(f"started:                     peak {status_mib(process.pid, 'VmHWM'):7.1f} MiB")
             with open(log, "a") as handle:
                 for step in range(1, FLOOD_STEPS + 1):
                     data = {f"flood/s{step}/k{i}": 1.0 for i in range(KEYS_PER_STEP)}
                     handle.write(json.dumps({"step": step, "data": data}) + "\n")
                     handle.flush()
             wait_for(port, f'verl_exporter_steps_total{{experiment="bench",project="runs"}} {float(FLOOD_STEPS)}')
-            print(f"{FLOOD_STEPS} x {KEYS_PER_STEP:,} new keys:   peak {peak_mib(process.pid):7.1f} MiB")
+            print(f"{FLOOD_STEPS} x {KEYS_PER_STEP:,} new keys:   peak {status_mib(process.pid, 'VmHWM'):7.1f} MiB")
             with open(log, "ab") as handle:
                 chunk = b"x" * (1 << 20)
                 handle.write(b'{"step": 0, "data": {"x": "')
@@ -74,7 +69,7 @@ def main() -> None:
                 handle.write(b"[" * 100_000 + b"]" * 100_000 + b"\n")
                 handle.write(json.dumps({"step": FLOOD_STEPS + 1, "data": {"actor/ppo_kl": 0.5}}).encode() + b"\n")
             took = wait_for(port, 'verl_actor_ppo_kl{experiment="bench",project="runs"} 0.5')
-            print(f"300 MB line + deep nesting:  peak {peak_mib(process.pid):7.1f} MiB "
+            print(f"300 MB line + deep nesting:  peak {status_mib(process.pid, 'VmHWM'):7.1f} MiB "
                   f"(final step served {took:.1f} s after the writes)")
             print([row for row in scrape(port).splitlines() if row.startswith("verl_exporter_")
                    and "_total" in row and not row.startswith("#")])

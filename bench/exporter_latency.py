@@ -26,6 +26,8 @@ from pathlib import Path
 from dashgen.prometheus_server import free_port, stop_process
 from dashgen.synthetic_runs import step_line
 
+from _process_memory import status_mib  # bench/, first on sys.path when a bench runs
+
 CLIENTS = 20
 TEMPLATES = 1_000  # distinct synthetic steps, renumbered to fill the log quickly
 
@@ -72,13 +74,6 @@ def wait_for(port: int, text: str, timeout: float, pause: float = 0.002) -> floa
 
 def step_sample(step: int) -> str:
     return f'verl_training_global_step{{experiment="bench",project="runs"}} {float(step)}'
-
-
-def rss_mib(pid: int) -> float:
-    for row in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if row.startswith("VmRSS:"):
-            return int(row.split()[1]) / 1024
-    raise RuntimeError("no VmRSS")
 
 
 def decode_every_line(path: Path) -> float:
@@ -170,11 +165,11 @@ def main() -> None:
                                     "--listen", f"127.0.0.1:{port}"], stderr=subprocess.DEVNULL)
         try:
             served = wait_for(port, step_sample(options.steps), 120)
-            rss_served = rss_mib(process.pid)
+            rss_served = status_mib(process.pid, "VmRSS")
             wait_for(port, f'verl_exporter_steps_total{{experiment="bench",project="runs"}} {float(options.steps)}',
                      300, pause=0.1)
             counted = time.perf_counter()
-            rss_counted = rss_mib(process.pid)
+            rss_counted = status_mib(process.pid, "VmRSS")
             lags = lag(port, log, options.steps + 1, 40)
             alone, _ = scrape_latencies(port, 2, clients=1)
             latencies, failures = scrape_latencies(port, options.scrape_seconds)
