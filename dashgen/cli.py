@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import math
 import os
 import signal
@@ -51,6 +52,10 @@ def main() -> None:
     except Terminated:
         click.echo("dashgen: terminated (SIGTERM); cleaned up", err=True)
         sys.exit(128 + signal.SIGTERM)
+    finally:
+        # The process ends next. Objects frozen out of the collector are not traversed again
+        # at interpreter shutdown: about a tenth of a short command's wall time (issue 19).
+        gc.freeze()
 
 
 def _clean_up_on_signals() -> None:
