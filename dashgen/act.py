@@ -32,7 +32,7 @@ import threading
 import urllib.error
 import urllib.parse
 import urllib.request
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -43,6 +43,7 @@ from dashgen.bounded_read import TooLarge, read_bounded
 from dashgen.config import Config, duration_seconds
 from dashgen.errors import BuildError
 from dashgen.process_group import end_group, start_group, wait_for_exit
+from dashgen.records import record
 
 TOKEN_ENV = "DASHGEN_ACT_TOKEN"
 MIN_TOKEN_LENGTH = 16
@@ -66,7 +67,7 @@ class ActionFailed(Exception):
     """An action could not be carried out; the message says why (it goes to the audit log)."""
 
 
-@dataclass(frozen=True)
+@record
 class ActSettings:
     project: str
     experiment: str
@@ -124,7 +125,7 @@ class ActSettings:
         return "record the alert"
 
 
-@dataclass(frozen=True)
+@record
 class Decision:
     alertname: str
     status: str

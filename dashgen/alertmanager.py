@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 import yaml
@@ -22,6 +22,7 @@ from dashgen.errors import BuildError
 from dashgen.loader import DefinitionModule, call_definition
 from dashgen.model import RUN_LABELS, Alert, Inhibition, Severity
 from dashgen.receivers import check_receiver
+from dashgen.records import record
 from dashgen.references import check_alert_name
 from dashgen.rendering import runbook_anchor, templates
 
@@ -35,7 +36,7 @@ NOWHERE, PAGE, CHANNEL, ACT = "nowhere", "page", "channel", "dashgen-act"
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 
 
-@dataclass
+@record(frozen=False)
 class AlertingOutput:
     """Alertmanager's files, the runbook's routing section and prometheus.yml's alerting block."""
 

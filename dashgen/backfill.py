@@ -29,7 +29,7 @@ import math
 import os
 import statistics
 import time
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Iterable, Iterator, TextIO
 
@@ -39,6 +39,7 @@ from dashgen.errors import BuildError
 from dashgen.exporter import MAX_LINE_BYTES, run_from_path
 from dashgen.lifecycle import NonFiniteStreak, RunPhase
 from dashgen.promtool import run_promtool
+from dashgen.records import record
 from dashgen.verl_log import LineError, StepMapper, ValidationSeries, parse_line
 
 STEP_TIME_METRIC = verl_metric_name("timing_s/step")[0]
@@ -56,7 +57,7 @@ MAX_LOGGING_INTERVAL_STEPS = 1000
 MAX_SCRAPES_PER_RUN = 1_000_000
 
 
-@dataclass(frozen=True)
+@record
 class Timing:
     """How a run's steps are placed on the clock and sampled."""
     start: float | None = None  # Unix time the run began; None: file mtime minus the run's length
@@ -72,7 +73,7 @@ class Timing:
             raise ValueError(f"end {self.end!r} is not one of {', '.join(RUN_ENDS)}")
 
 
-@dataclass
+@record(frozen=False)
 class RecordedRun:
     path: Path
     labels: dict[str, str]  # job, instance, project, experiment, in that order
@@ -287,7 +288,7 @@ def series_names(runs: list[RecordedRun]) -> set[str]:
     return {name for run in runs for step in run.values for name in step} | EXPORTER_SAMPLES | {"up"}
 
 
-@dataclass(frozen=True)
+@record
 class _Family:
     name: str
     type: str  # "gauge" or "counter"

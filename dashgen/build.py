@@ -7,7 +7,7 @@ rendered/ as it was and a Grafana or Prometheus watching it never reads a half-w
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 import os
@@ -24,6 +24,7 @@ from dashgen.errors import BuildError
 from dashgen.loader import call_definition, load_modules
 from dashgen.model import Dashboard
 from dashgen.project_metrics import project_catalog
+from dashgen.records import record
 from dashgen.references import resolve_dashboard_references
 from dashgen.rendering import markdown_text, templates
 from dashgen.tree_writer import existing_files, replace_tree
@@ -37,7 +38,7 @@ DEFAULT_DASHBOARDS_PATH = "/etc/dashgen/dashboards"
 DEFAULT_PROMETHEUS_URL = "http://localhost:9090"
 
 
-@dataclass
+@record(frozen=False)
 class Rendered:
     """Everything one build renders, with what was rendered from."""
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import enum
 import re
-from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from dashgen.model import RUN_MATCH_LABELS
+from dashgen.records import record
 
 
 class MetricType(str, enum.Enum):
@@ -64,7 +64,7 @@ VALIDATION_FAMILIES = {"val-core": "verl_val_core", "val-aux": "verl_val_aux"}
 VALIDATION_LABELS = ("data_source", "variable", "metric")
 
 
-@dataclass(frozen=True)
+@record
 class Metric:
     """A series dashgen knows: its name, type, unit and where it comes from."""
 

@@ -3,7 +3,7 @@ the conditions compare with: rolling medians, held baselines and the groups that
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Callable
 
 from dashgen.catalog import Catalog, Metric, Source
@@ -11,9 +11,10 @@ from dashgen.conditions import AllOf, AnyOf, Baseline, Compare, Comparison, Cond
 from dashgen.config import duration_seconds, format_duration
 from dashgen.errors import BuildError, get_close_matches
 from dashgen.model import ON_RUN, Recording, RuleGroup
+from dashgen.records import record
 
 
-@dataclass(frozen=True)
+@record
 class BaselineDefaults:
     """What an empty Baseline field means, and how held baselines are kept (from the config)."""
     window: str
@@ -22,7 +23,7 @@ class BaselineDefaults:
     hold_step: str
 
 
-@dataclass
+@record(frozen=False)
 class SignalSeries:
     """A signal's series as a rule reads it, and the names its baselines are recorded under."""
     expr: str  # e.g. verl_actor_ppo_kl{verl}
@@ -30,7 +31,7 @@ class SignalSeries:
     metric: Metric | None
 
 
-@dataclass
+@record(frozen=False)
 class BaselineRecordings:
     """The recordings an alert group needs, in the order they are emitted."""
     rolling: list[Recording] = field(default_factory=list)

@@ -20,15 +20,17 @@ with a "did you mean". Signals of one alert are matched on the run's labels
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Iterator, Union
+
+from dashgen.records import record
 
 # Prometheus alert templates, for descriptions written by hand.
 RUN_NAME = "{{ $labels.project }}/{{ $labels.experiment }}"
 VALUE = '{{ printf "%.4g" $value }}'
 
 
-@dataclass(frozen=True)
+@record
 class Baseline:
     """A signal's own recent level: the median of its series over `window`, ending `ending` ago.
     Empty fields take the config's `baseline_window` and `baseline_recent_window`.
@@ -76,7 +78,7 @@ class Baseline:
                 + (f"the last {self.ending}" if self.ending else "the recent window"))
 
 
-@dataclass(frozen=True)
+@record
 class Signal:
     """A series to watch, optionally reduced over a window (median smooths a spike away; max
     and min catch one within the window)."""
@@ -116,7 +118,7 @@ class Signal:
         return f"{what} of {self.ref} over {self.window}" if what else self.ref
 
 
-@dataclass(frozen=True)
+@record
 class Compare:
     """A signal compared with a value, or with the value times a baseline of the run."""
 
@@ -137,7 +139,7 @@ class Compare:
         return f"{self.signal.describe()} is {word} {self.value:g}x {self.baseline.describe()}"
 
 
-@dataclass(frozen=True)
+@record
 class Shift:
     """A signal that falls or rises by a fraction of its baseline."""
 
@@ -157,7 +159,7 @@ class Shift:
         return f"{self.signal.describe()} {word} by more than {self.fraction:.0%} of {self.baseline.describe()}{floor}"
 
 
-@dataclass(frozen=True)
+@record
 class AllOf:
     """Every condition holds for the same run."""
     conditions: tuple["Condition", ...]
@@ -166,7 +168,7 @@ class AllOf:
         return "; and ".join(c.describe() for c in self.conditions)
 
 
-@dataclass(frozen=True)
+@record
 class AnyOf:
     """At least one condition holds."""
     conditions: tuple["Condition", ...]

@@ -20,7 +20,7 @@ import textwrap
 import tokenize
 import types
 import typing
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -28,6 +28,7 @@ import yaml
 
 from dashgen.bounded_read import TooLarge, read_bounded
 from dashgen.errors import BuildError, get_close_matches
+from dashgen.records import record
 
 GIB = 2**30
 CONFIG_FILE_NAME = "dashgen.yaml"
@@ -60,7 +61,7 @@ def format_duration(seconds: float) -> str:
     return "".join(parts) or "0s"
 
 
-@dataclass(frozen=True)
+@record
 class PrometheusDuration:
     """A Prometheus duration string (90s, 10m, 1h30m)."""
     positive: bool = False
@@ -81,7 +82,7 @@ class PrometheusDuration:
         return None
 
 
-@dataclass(frozen=True)
+@record
 class Between:
     """A number in [low, high] (an open end is excluded), in `unit`."""
     low: float | None = None
@@ -103,7 +104,7 @@ class Between:
         return None
 
 
-@dataclass(frozen=True)
+@record
 class Matches:
     """A string matching `pattern` in full; `example` shows the expected form."""
     pattern: str
@@ -118,7 +119,7 @@ class Matches:
         return None
 
 
-@dataclass(frozen=True)
+@record
 class HostPort:
     """host:port as another process should reach it; port 1-65535."""
 
@@ -137,7 +138,7 @@ _SIZE_UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40,
                "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
 
 
-@dataclass(frozen=True)
+@record
 class ByteSize:
     """A number of bytes: an integer, or a string with a unit (80GiB, 40 GB)."""
 
@@ -176,7 +177,7 @@ LabelKey = Annotated[str, Matches(r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-
 LabelValue = Annotated[str, Matches(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?", "kube-prometheus-stack")]
 
 
-@dataclass(frozen=True)
+@record
 class Config:
     """Every field of the config file outside the alert areas' sections (`dashgen config --describe`)."""
 

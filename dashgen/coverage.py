@@ -9,17 +9,17 @@ why it leaves it out (`Dashboard.left_out`).
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
 
 from dashgen.catalog import VALIDATION_FAMILIES, Catalog
 from dashgen.config import Config
 from dashgen.errors import BuildError
 from dashgen.model import Dashboard
 from dashgen.promql import metrics_in
+from dashgen.records import record
 from dashgen.selectors import dashboard_selectors, expand_selectors
 
 
-@dataclass(frozen=True)
+@record
 class UnusedSignal:
     verl_key: str
     metric: str

@@ -12,9 +12,9 @@ one Ray cluster share its session: they are told apart from single-run sessions
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from dashgen.config import Config
+from dashgen.records import record
 
 RUN_SESSION_INFO = "verl_run_ray_session_info"
 SESSION_LABEL = "SessionName"
@@ -29,7 +29,7 @@ SHARED_SESSIONS = "session:verl_run_ray_session_info:shared"
 HOST_MEMORY_FULLEST = "session:ray_node_mem_used:max"
 
 
-@dataclass(frozen=True)
+@record
 class GpuSource:
     """The per-GPU series of one exporter (Ray's node metrics or DCGM), as PromQL."""
 

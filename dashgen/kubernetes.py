@@ -15,7 +15,6 @@ Every object is checked against the vendored schemas (dashgen/kubernetes_schemas
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
 
 import yaml
@@ -26,6 +25,7 @@ from dashgen.config import Config
 from dashgen.errors import BuildError
 from dashgen.kubernetes_schemas import check_object, object_name
 from dashgen.model import Dashboard
+from dashgen.records import record
 from dashgen.rules import RULES_DIR
 
 KUBERNETES_DIR = "kubernetes"
@@ -36,7 +36,7 @@ KUBERAY_POD_LABELS = {"ray.io/is-ray-node": "yes"}
 _MATCHER = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)(=~|!~|!=|=)"(.*)"')
 
 
-@dataclass(frozen=True)
+@record
 class KubernetesObject:
     """One object, the file it is written to under rendered/, and what it was made from."""
 

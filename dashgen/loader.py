@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
 from dashgen.errors import BuildError
+from dashgen.records import record
 
 
-@dataclass(frozen=True)
+@record
 class DefinitionModule:
     """A definition module of the project, imported, with its path for messages."""
 

@@ -22,11 +22,12 @@ import os
 import re
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Iterator
 
 from dashgen.catalog import CATALOG, VALIDATION_FAMILIES, Catalog
 from dashgen.lifecycle import step_is_nonfinite, watched_keys, NONFINITE_FATAL
+from dashgen.records import record
 from dashgen.verl_log import MAX_VALIDATION_SERIES, LineError, StepMapper, ValidationSeries, parse_line
 
 BLOCK_BYTES = 1 << 20
@@ -96,7 +97,7 @@ def last_marker_at(fd: int, end: int, markers: tuple[bytes, ...]) -> int | None:
     return None
 
 
-@dataclass
+@record(frozen=False)
 class TailStart:
     """The state a whole read of the log's first `offset` bytes leaves, but for counts over every line."""
     offset: int
@@ -173,7 +174,7 @@ def _leading_step(line: bytes) -> int | None:
     return int(match.group(1))
 
 
-@dataclass
+@record(frozen=False)
 class HistoryCounts:
     """What every line of [0, offset) adds to the exporter's counters."""
     steps: int = 0

@@ -20,8 +20,10 @@ e.g. `verl_actor_ppo_kl{run}` or `ray_node_gpus_utilization{gpu, GpuIndex="0"}`.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
+
+from dashgen.records import record
 
 if TYPE_CHECKING:
     from dashgen.conditions import Condition
@@ -29,7 +31,7 @@ if TYPE_CHECKING:
 GRID_COLUMNS = 24
 
 
-@dataclass(frozen=True)
+@record
 class Query:
     """A PromQL query of a panel, with its legend and an optional fixed colour."""
 
@@ -38,7 +40,7 @@ class Query:
     color: str = ""  # a fixed colour for this query's series (a Grafana colour name or #rrggbb); "": the palette's
 
 
-@dataclass(frozen=True)
+@record
 class Position:
     """Explicit placement inside a row (x, y relative to the row's first line); rarely needed."""
 
@@ -48,7 +50,7 @@ class Position:
     h: int
 
 
-@dataclass(frozen=True)
+@record
 class Threshold:
     """A line (time series) or colour step (stat) at `value`; `alert` names the alert that
     watches it, so the panel links to that alert's runbook section. Without a value, the
@@ -59,7 +61,7 @@ class Threshold:
     color: str = "red"
 
 
-@dataclass(frozen=True)
+@record
 class TimeSeries:
     """A time series panel: one line per series of its queries."""
 
@@ -77,7 +79,7 @@ class TimeSeries:
     stacked: bool = False  # the series stacked on each other (parts of a whole, e.g. a step's stages)
 
 
-@dataclass(frozen=True)
+@record
 class Heatmap:
     """One heatmap row per series (e.g. per GPU), time across, colour = the series' value."""
 
@@ -93,7 +95,7 @@ class Heatmap:
     position: Position | None = None
 
 
-@dataclass(frozen=True)
+@record
 class Stat:
     """One big number per series: the newest value, coloured by its thresholds."""
 
@@ -111,7 +113,7 @@ class Stat:
 TRAINING_STEP = Query("verl_training_global_step{run}")
 
 
-@dataclass(frozen=True)
+@record
 class StepChart:
     """One value of each selected run plotted against its training step (Grafana's XY chart),
     so runs started at different times overlay as wandb or TensorBoard show them.
@@ -136,7 +138,7 @@ class StepChart:
 Panel = TimeSeries | Heatmap | Stat | StepChart
 
 
-@dataclass(frozen=True)
+@record
 class Annotation:
     """Marks on every time panel wherever `expr` returns a series (e.g. firing alerts)."""
 
@@ -146,7 +148,7 @@ class Annotation:
     color: str = "red"
 
 
-@dataclass(frozen=True)
+@record
 class Row:
     """A row of panels under a title; collapsed rows open on a click."""
 
@@ -155,7 +157,7 @@ class Row:
     collapsed: bool = False
 
 
-@dataclass(frozen=True)
+@record
 class DashboardLink:
     """A link in the dashboard's header to another dashgen dashboard, keeping the time range and run."""
 
@@ -163,7 +165,7 @@ class DashboardLink:
     uid: str
 
 
-@dataclass(frozen=True)
+@record
 class Variable:
     """A query template variable over label values (multi-select with All)."""
 
@@ -176,7 +178,7 @@ class Variable:
     all_value: str | None = ".*"
 
 
-@dataclass(frozen=True)
+@record
 class LeftOut:
     """A verl key the catalog knows that the dashboard shows nowhere on purpose, and why
     (`dashgen list --unused` lists the keys no panel reads, with these reasons)."""
@@ -185,7 +187,7 @@ class LeftOut:
     reason: str
 
 
-@dataclass(frozen=True)
+@record
 class Dashboard:
     """One Grafana dashboard: its rows, template variables, annotations and links."""
 
@@ -216,7 +218,7 @@ class Severity(str, enum.Enum):
         return list(Severity).index(self)
 
 
-@dataclass(frozen=True)
+@record
 class Sustain:
     """Hysteresis: once an alert fires it stays firing while this weaker condition holds.
 
@@ -229,7 +231,7 @@ class Sustain:
     on: str  # labels shared by the condition's series and the alert's, e.g. "job, instance, project, experiment"
 
 
-@dataclass(frozen=True)
+@record
 class Alert:
     """An alerting rule: either a `condition` of the alert vocabulary (dashgen/conditions.py;
     `Alert.when(...)`), which the compiler turns into PromQL, baselines, hysteresis and tests,
@@ -262,7 +264,7 @@ class Alert:
         return cls(name, condition=condition, **fields)
 
 
-@dataclass(frozen=True)
+@record
 class Recording:
     """A recording rule: `expr` evaluated and stored as the series `record`."""
 
@@ -271,7 +273,7 @@ class Recording:
     help: str
 
 
-@dataclass(frozen=True)
+@record
 class RuleGroup:
     """Rules Prometheus evaluates together, in order, every `interval`."""
 
@@ -290,7 +292,7 @@ RUN_MATCH_LABELS = (*EXPORTER_LABELS, *RUN_LABELS)
 ON_RUN = ", ".join(RUN_MATCH_LABELS)  # as PromQL's on(...) and by(...) take them
 
 
-@dataclass(frozen=True)
+@record
 class Inhibition:
     """While `source` fires, Alertmanager holds back `targets` that carry the same `equal` labels:
     the source explains them, so one notification says it all."""

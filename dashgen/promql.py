@@ -9,7 +9,6 @@ take counters and `histogram_quantile` takes histogram buckets.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Mapping
 
@@ -17,6 +16,7 @@ import promql_parser as pp
 
 from dashgen.catalog import Catalog, Metric, MetricType
 from dashgen.errors import get_close_matches
+from dashgen.records import record
 
 # Grafana's built-in interval variables, replaced by a representative duration.
 _GRAFANA_DURATIONS = {"__rate_interval": "1m", "__interval": "1m", "__range": "1h", "__interval_ms": "60000",
@@ -48,7 +48,7 @@ class UnknownMetric(QueryError):
                 + "; if it is real, declare it in the project's metrics.yaml")
 
 
-@dataclass(frozen=True)
+@record
 class SeriesInfo:
     """What the checker knows about the result of a sub-expression."""
 

@@ -20,7 +20,7 @@ run; and a crossing must stay within a ratio's range of 0 to 1, so a ratio thres
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 import yaml
@@ -30,20 +30,21 @@ from dashgen.condition_compiler import resolve_signal
 from dashgen.conditions import Compare, Comparison, Condition, comparisons
 from dashgen.config import Config, duration_seconds
 from dashgen.model import Alert
+from dashgen.records import record
 from dashgen.selectors import expand_selectors, rule_selectors
 
 GENERATED_SUFFIX = "-generated-test.yaml"
 _RATIO_UNITS = ("percentunit",)
 
 
-@dataclass
+@record(frozen=False)
 class _Levels:
     healthy: float
     fault: float
     band: float | None = None  # between the keep-firing and the onset threshold
 
 
-@dataclass
+@record(frozen=False)
 class _Case:
     name: str
     series: dict[str, list[tuple[float, int]]] = field(default_factory=dict)  # selector -> (value, samples)

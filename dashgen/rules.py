@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import textwrap
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 
 from dashgen.block_yaml import rule_yaml
@@ -24,6 +24,7 @@ from dashgen.errors import BuildError
 from dashgen.loader import DefinitionModule, call_definition, load_modules
 from dashgen.model import ON_RUN, Alert, Recording, RuleGroup, Severity, Sustain
 from dashgen.promql import QueryError
+from dashgen.records import record
 from dashgen.rendering import runbook_anchor, templates
 from dashgen.selectors import checked_expression, expression_info, rule_selectors
 
@@ -33,7 +34,7 @@ RULES_DIR = "rules"
 DOCS_FILE = "docs/alerts.md"
 
 
-@dataclass(frozen=True)
+@record
 class RecordingRule:
     """A recording rule as Prometheus evaluates it: expanded expression, group interval."""
 
@@ -43,7 +44,7 @@ class RecordingRule:
     labels: tuple[tuple[str, str], ...] = ()
 
 
-@dataclass(frozen=True)
+@record
 class AlertRule:
     """An alerting rule as Prometheus evaluates it.
 
@@ -66,7 +67,7 @@ class AlertRule:
         return dict(self.labels).get("severity", "")
 
 
-@dataclass
+@record(frozen=False)
 class RulesOutput:
     """What the alert modules render: rule files, the catalog with their recordings, the alerts."""
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from dashgen.backtest import RunOutcome
+from dashgen.records import record
 from dashgen.simulate import FAULT_ALERTS, PLANNED_ALERTS, TERMINAL, Fault, RunSpec, noise_free_entropy
 
 # A firing that starts this long after an episode ended still belongs to it (windows lag).
@@ -22,7 +23,7 @@ SLACK_SECONDS = 1800.0
 PAGING = ("critical", "warning")
 
 
-@dataclass
+@record(frozen=False)
 class AlertScore:
     alertname: str
     severity: str
@@ -39,7 +40,7 @@ class AlertScore:
     false_firings: int = 0
 
 
-@dataclass(frozen=True)
+@record
 class FirstFiring:
     """An alert's first firing on an episode: when, and which step the run was showing."""
     at: float
@@ -47,7 +48,7 @@ class FirstFiring:
     severity: str
 
 
-@dataclass(frozen=True)
+@record
 class ScoredEpisode:
     """One episode of a run with what fired on it: each alert it must or may raise, by name."""
     run: RunSpec
@@ -59,7 +60,7 @@ class ScoredEpisode:
     entropy_fifth: float | None = None  # entropy faults: when entropy reached a fifth of its held level
 
 
-@dataclass
+@record(frozen=False)
 class Score:
     alerts: dict[str, AlertScore]
     healthy_steps: int = 0
@@ -297,7 +298,7 @@ PLATEAU_MEASURABLE_SECONDS = 1800.0  # a plateau shows once its gain is measured
 PLATEAU_FOUND_SECONDS = 3600.0
 
 
-@dataclass(frozen=True)
+@record
 class Check:
     target: str
     passed: bool

@@ -18,10 +18,11 @@ from __future__ import annotations
 import json
 import math
 import random
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from dashgen.catalog import CATALOG
+from dashgen.records import record
 
 # The one place that names the alerts each fault is judged on; rename an alert here.
 # fault kind -> (alerts that must fire, alerts it may also raise)
@@ -62,7 +63,7 @@ PLANNED_ALERTS: dict[str, str] = {}
 TERMINAL = {"stall": "hung", "crash": "crashed"}
 
 
-@dataclass(frozen=True)
+@record
 class Fault:
     kind: str
     at: int  # first step showing it
@@ -75,7 +76,7 @@ class Fault:
         return self.at if self.measurable is None else self.measurable
 
 
-@dataclass(frozen=True)
+@record
 class RunSpec:
     name: str
     steps: int
@@ -130,7 +131,7 @@ class RunSpec:
         return start
 
 
-@dataclass
+@record(frozen=False)
 class _Noise:
     rng: random.Random
 
@@ -165,7 +166,7 @@ ENTROPY_DECAY_FLOOR = 0.02  # entropy_decay stops at this share of the healthy l
 NEAR_CAPACITY_RESERVED_GB, NEAR_CAPACITY_ALLOCATED_GB = 79.0, 74.0
 
 
-@dataclass
+@record(frozen=False)
 class _Reward:
     """The healthy reward curve: saturating growth that pauses on plateaus."""
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from dashgen.catalog import (CATALOG, DROPPED_KEYS_METRIC, DROPPED_LINES_METRIC, EXIT_CODE_METRIC,
                              KEY_COLLISIONS_METRIC, LAST_STEP_METRIC, NONFINITE_LOSS_STREAK_METRIC,
                              NONFINITE_STREAK_METRIC, PARSE_ERRORS_METRIC,
                              RUN_STATE_METRIC, STEPS_METRIC, VALIDATION_FAMILIES, Catalog, verl_metric_name)
+from dashgen.records import record
 
 # Names the exporter uses for itself; a logged key that maps onto one of them is dropped.
 EXPORTER_METRICS = frozenset({LAST_STEP_METRIC, STEPS_METRIC, PARSE_ERRORS_METRIC, RUN_STATE_METRIC, EXIT_CODE_METRIC,
@@ -57,7 +58,7 @@ class LineError(ValueError):
     """A line that is not a step record; the caller counts it and goes on."""
 
 
-@dataclass(frozen=True)
+@record
 class Step:
     step: int
     values: dict[str, float]  # metric name -> value in the metric's base unit
@@ -84,7 +85,7 @@ def parse_line(line: str | bytes) -> tuple[int, dict]:
     return int(step), data
 
 
-@dataclass
+@record(frozen=False)
 class MappingCounts:
     """What a StepMapper did not export, for the exporter's own counters and messages."""
     dropped_keys: int = 0  # key occurrences past MAX_UNKNOWN_SERIES distinct names

@@ -23,7 +23,6 @@ import tempfile
 import time
 import urllib.parse
 import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -33,6 +32,7 @@ from dashgen.block_yaml import rule_yaml
 from dashgen.errors import BuildError
 from dashgen.prometheus_server import PrometheusServer, free_port, stop_process
 from dashgen.promtool import find_binary
+from dashgen.records import record
 
 NO_KEEP_FIRING_FOR = "no-keep-firing-for"
 _PROBE_RULES = "groups:\n- name: probe\n  rules:\n  - alert: Probe\n    expr: vector(1)\n    keep_firing_for: 1m\n"
@@ -65,7 +65,7 @@ def without_keep_firing_for(rule_text: str) -> str:
     return rule_yaml(data)
 
 
-@dataclass(frozen=True)
+@record
 class RuleFilesForVmalert:
     """The rule files as the installed vmalert reads them, and the dialect they are in (or "")."""
 

@@ -13,11 +13,12 @@ from __future__ import annotations
 import json
 import math
 import urllib.error
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from dashgen.backfill import RecordedRun
 from dashgen.errors import BuildError
 from dashgen.prometheus_server import PrometheusServer
+from dashgen.records import record
 from dashgen.rules import AlertRule
 
 # Prometheus refuses range queries of more than 11,000 steps (11,001 points).
@@ -25,7 +26,7 @@ MAX_POINTS_PER_QUERY = 11_000
 SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
 
 
-@dataclass(frozen=True)
+@record
 class Firing:
     start_step: int
     end_step: int | None  # None: still firing at the run's end
@@ -33,7 +34,7 @@ class Firing:
     end: float | None
 
 
-@dataclass
+@record(frozen=False)
 class AlertOutcome:
     alertname: str
     severity: str
@@ -42,7 +43,7 @@ class AlertOutcome:
     note: str = ""  # why the alert cannot fire in a backtest, if it cannot
 
 
-@dataclass
+@record(frozen=False)
 class RunOutcome:
     run: RecordedRun
     alerts: list[AlertOutcome]

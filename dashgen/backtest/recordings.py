@@ -19,7 +19,6 @@ from __future__ import annotations
 import operator
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -32,6 +31,7 @@ from dashgen.backtest.rule_files import recording_levels
 from dashgen.backtest.server import query_pool, serve_tsdb
 from dashgen.prometheus_server import PrometheusServer
 from dashgen.promql import metrics_in
+from dashgen.records import record
 from dashgen.rules import RecordingRule
 
 # Recordings go to promtool in smaller parts than the runs' series, most of them while the round's
@@ -72,7 +72,7 @@ def recorded_openmetrics(server: PrometheusServer, rules: list[RecordingRule], r
     return text + "# EOF\n" if text else ""
 
 
-@dataclass(frozen=True)
+@record
 class Window:
     """`min_over_time(<source>[range])` or `max_over_time`, of a bare recorded name."""
     wins: Callable[[float, float], bool]

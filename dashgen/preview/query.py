@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import tempfile
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -25,13 +25,14 @@ from dashgen.dashboards import iter_panels
 from dashgen.prometheus_server import PrometheusServer
 from dashgen.promql import metrics_in, substitute_variables
 from dashgen.promtool import find_binary
+from dashgen.records import record
 
 # About as many points as a 1000-pixel-wide Grafana panel asks for.
 POINTS_PER_PANEL = 300
 _LEGEND_LABEL = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 
 
-@dataclass(frozen=True)
+@record
 class Series:
     ref_id: str  # the query it came from
     name: str  # its legend: the query's legendFormat with the series' labels filled in
@@ -40,7 +41,7 @@ class Series:
     values: tuple[float, ...]
 
 
-@dataclass
+@record(frozen=False)
 class PanelResult:
     title: str = ""  # with the variables filled in, as Grafana shows it
     series: list[Series] = field(default_factory=list)
@@ -51,7 +52,7 @@ class PanelResult:
         return any(s.values for s in self.series)
 
 
-@dataclass(frozen=True)
+@record
 class PreviewRun:
     run: RecordedRun
     start: float
