@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 import math
 import os
@@ -73,6 +74,23 @@ def _clean_up_on_signals() -> None:
     signal.signal(signal.SIGINT, unwind)
 
 
+def _collector_paused(command):
+    """For a command that lasts a fraction of a second and keeps what it allocates to the end
+    (build, check): the cycle collector waits until it returns. Collecting as it went cost about
+    3% of a build's wall time and freed almost nothing (issue 19)."""
+    @functools.wraps(command)
+    def run(*args, **kwargs):
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return command(*args, **kwargs)
+        finally:
+            if was_enabled:
+                gc.enable()
+
+    return run
+
+
 def _rendered_dir(root: Path) -> Path:
     """root/rendered, after finishing or discarding an interrupted build (call under the project lock)."""
     from dashgen.build import RENDERED
@@ -90,6 +108,7 @@ def _rendered_dir(root: Path) -> Path:
 @click.option("--reload", "reload_url", default=None, metavar="URL",
               help="Then make the Prometheus at URL (e.g. http://localhost:9090) re-read its config and rules "
                    "(POST URL/-/reload; Prometheus needs --web.enable-lifecycle).")
+@_collector_paused
 def build(root: Path, config_path: Path | None, reload_url: str | None) -> None:
     """Render panels/ and alerts/ into rendered/ (untouched if anything fails)."""
     from dashgen.build import render_project, write_rendered
@@ -113,6 +132,7 @@ def build(root: Path, config_path: Path | None, reload_url: str | None) -> None:
 @cli.command()
 @_root_option
 @_config_option
+@_collector_paused
 def check(root: Path, config_path: Path | None) -> None:
     """Fail if rendered/ is stale against the sources or any check fails."""
     from dashgen.build import PREVIEW, differences, render_project, validate_rendered

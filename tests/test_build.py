@@ -1,5 +1,6 @@
 """dashgen build / check on a copy of the project: output shape, determinism, bad input."""
 
+import gc
 import json
 import re
 from pathlib import Path
@@ -44,6 +45,27 @@ def test_two_builds_are_byte_identical(project):
     assert tree_digest(project / "rendered") == first
     committed = tree_digest(REPO / "rendered")
     assert first == {rel: digest for rel, digest in committed.items() if not rel.startswith("preview/")}
+
+
+def test_build_and_check_pause_the_cycle_collector_only_while_they_run(project, monkeypatch):
+    import dashgen.build
+
+    seen = []
+    real_render = dashgen.build.render_project
+
+    def render_noting_the_collector(*args, **kwargs):
+        seen.append(gc.isenabled())
+        return real_render(*args, **kwargs)
+
+    monkeypatch.setattr(dashgen.build, "render_project", render_noting_the_collector)
+    assert gc.isenabled()
+    assert run("build", "--root", str(project)).exit_code == 0
+    assert run("check", "--root", str(project)).exit_code == 0
+    assert seen == [False, False]
+    assert gc.isenabled()  # in-process callers (these tests) get their collector back
+    (project / "panels" / "broken.py").write_text("raise RuntimeError('no')\n")
+    assert run("build", "--root", str(project)).exit_code != 0
+    assert gc.isenabled()  # also after a failed build
 
 
 def test_dashboard_shape(project):
