@@ -23,8 +23,9 @@ def record(cls: T | None = None, /, *, frozen: bool = True) -> T | Callable[[T],
     """`@record` for a frozen dataclass, `@record(frozen=False)` for a mutable one."""
     def make(cls: T) -> T:
         cls = dataclass(cls, frozen=frozen, repr=False, eq=False)
-        compared = tuple(f.name for f in fields(cls) if f.compare)
-        cls._record_shown = tuple(f.name for f in fields(cls) if f.repr)
+        every = fields(cls)
+        compared = tuple(f.name for f in every if f.compare)
+        cls._record_shown = tuple(f.name for f in every if f.repr)
         # Always a tuple, as dataclass compares: (x,) == (x,) holds for x = NaN, x == x does not.
         cls._record_key = attrgetter(*compared) if len(compared) > 1 else _one_tuple(compared)
         for name, method in (("__repr__", _record_repr), ("__eq__", _record_eq)):
