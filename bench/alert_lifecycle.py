@@ -1,7 +1,7 @@
 """Benchmark: do the alerts catch real faults, stay quiet on healthy runs, fire once per
 episode, cover a lasting fault and end cleanly with the run?
 
-Generates 25 realistic verl runs with ground truth (dashgen/simulate.py: heavy-tailed
+Generates 25 realistic verl runs with ground truth (dashgen/replay/simulate.py: heavy-tailed
 noise, single-step spikes, warm-up, KL drift, entropy decline, reward plateaus, signed
 rewards, validation and checkpoint steps, a restart; and every fault kind), backtests them
 all with Prometheus' own engine, and prints per alert: episodes, detections, latency, false
@@ -17,7 +17,7 @@ targets as PASS/FAIL lines.
 Run from the repository root: .venv/bin/python bench/alert_lifecycle.py
 Targets (issue 8): critical+warning precision >= 0.9, recall >= 0.95; no false critical
 page on healthy steps; coverage >= 0.9; one firing per episode; no critical at a normal end.
-Targets (issue 20): the PASS/FAIL lines (dashgen/scoring.py, issue_20_checks).
+Targets (issue 20): the PASS/FAIL lines (dashgen/replay/scoring.py, issue_20_checks).
 """
 
 from __future__ import annotations
@@ -27,11 +27,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from dashgen.backfill import Timing
-from dashgen.backtest import RunOutcome, backtest
+from dashgen.replay.backfill import Timing
+from dashgen.replay.backtest import RunOutcome, backtest
 from dashgen.config import Config
-from dashgen.scoring import format_episodes, format_latency, format_score, issue_20_checks, score, unknown_expected_alerts
-from dashgen.simulate import Fault, RunSpec, write_run
+from dashgen.replay.scoring import format_episodes, format_latency, format_score, issue_20_checks, score, unknown_expected_alerts
+from dashgen.replay.simulate import Fault, RunSpec, write_run
 
 REPO = Path(__file__).resolve().parent.parent
 HUNG_HOLD_SECONDS = 3 * 3600.0  # a hang that nobody fixes overnight
@@ -129,7 +129,7 @@ def main() -> int:
     unknown = unknown_expected_alerts(outcomes)
     if unknown:
         print(f"FAULT_ALERTS expects {', '.join(unknown)}, which no rule defines and PLANNED_ALERTS does not plan "
-              f"(dashgen/simulate.py)", file=sys.stderr)
+              f"(dashgen/replay/simulate.py)", file=sys.stderr)
         return 1
     print(format_score(score(issue_8, list(RUNS))), end="")
     print(f"{len(RUNS)} runs, {sum(len(outcome.run.steps) for outcome in issue_8)} steps")

@@ -15,10 +15,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from dashgen.backfill import Timing
-from dashgen.backtest import backtest, format_table
+from dashgen.replay.backfill import Timing
+from dashgen.replay.backtest import backtest, format_table
 from dashgen.config import Config
-from dashgen.synthetic_runs import write_run
+from dashgen.replay.synthetic_runs import write_run
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -9,7 +9,7 @@ average, and the largest panel as it is written in the file.
 import json
 from pathlib import Path
 
-from dashgen.dashboards import dashboard_to_text, iter_panels
+from dashgen.compiler.dashboards import dashboard_to_text, iter_panels
 
 REPO = Path(__file__).resolve().parent.parent
 

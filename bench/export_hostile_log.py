@@ -15,7 +15,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from dashgen.prometheus_server import free_port
+from dashgen.replay.prometheus_server import free_port
 
 from _process_memory import status_mib  # bench/, first on sys.path when a bench runs
 

@@ -203,7 +203,7 @@ def _verl_metrics() -> Iterable[Metric]:
     yield Metric(EXIT_CODE_METRIC, MetricType.GAUGE, "none",
                  "Exit code of the supervised trainer (negative: killed by that signal); absent while it runs",
                  VERL_LABELS, Source.VERL)
-    # dashgen/ray_link.py: which Ray session (cluster) runs this run's GPUs; dashgen/gpu.py joins on it.
+    # dashgen/runtime/ray_link.py: which Ray session (cluster) runs this run's GPUs; dashgen/gpu.py joins on it.
     yield Metric("verl_run_ray_session_info", MetricType.GAUGE, "none",
                  "Always 1; links the run (project, experiment) to the Ray session whose nodes run it",
                  VERL_LABELS | {"SessionName"}, Source.VERL)

@@ -7,10 +7,10 @@ An author writes what should fire, not the plumbing:
                keep_firing_while=Signal("critic/score/mean").median_over("5m").below(0.8, times=Baseline.held()),
                severity=Severity.WARNING, for_="10m", summary="The reward fell to half its level of the hour before.")
 
-and the compiler (dashgen/condition_compiler.py, called by dashgen/rules.py) writes the rest: the baseline's
+and the compiler (dashgen/compiler/condition_compiler.py, called by dashgen/compiler/rules.py) writes the rest: the baseline's
 recording, the held baseline and the group that steps it, the hysteresis branch on the alert's
 own ALERTS series, the description with the thresholds filled in, and promtool tests
-(dashgen/rule_tests.py).
+(dashgen/compiler/rule_tests.py).
 
 A signal names a verl step-log key (`critic/score/mean`) or a catalog or recorded series
 (`verl_critic_score_mean`, `verl:critic_score_mean:median_gain`); an unknown one fails the build

@@ -255,7 +255,7 @@ class Config:
     # What the `page` (critical) and `channel` (warning) receivers deliver to, in Alertmanager's own
     # receiver syntax, e.g. {"slack_configs": [{"api_url_file": "/etc/alertmanager/slack-url",
     # "channel": "#verl"}]}. Empty: a placeholder that delivers nothing. Secrets only by *_file
-    # (dashgen/alertmanager.py checks these).
+    # (dashgen/compiler/targets/alertmanager.py checks these).
     alertmanager_page: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     alertmanager_channel: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     # Info alerts go nowhere unless this sends them to the channel too.

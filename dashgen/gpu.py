@@ -4,7 +4,7 @@ A cluster of 1024 GPUs has 1024 series per GPU metric. Dashboards and alerts rea
 through recording rules (alerts/gpu.py) that keep one series per node and one per Ray
 session, named by Prometheus' `level:metric:operations` convention; only a drill-down into
 one node reads the raw per-GPU series. A run is linked to its Ray session by the exporter's
-`verl_run_ray_session_info` series (dashgen/ray_link.py); DCGM's series carry no session,
+`verl_run_ray_session_info` series (dashgen/runtime/ray_link.py); DCGM's series carry no session,
 so with `gpu_source: dcgm` GPU panels and alerts cannot be scoped to a run. Several runs on
 one Ray cluster share its session: they are told apart from single-run sessions
 (`SHARED_SESSIONS`), not from each other.

@@ -1,7 +1,7 @@
 """The small typed definitions dashboard authors write (see panels/).
 
 Authors state what differs between panels: title, queries, unit, size. The compiler
-(dashgen/dashboards.py) owns layout, ids, refIds, datasource references and selector
+(dashgen/compiler/dashboards.py) owns layout, ids, refIds, datasource references and selector
 substitution.
 
 In expressions, a bare name inside a selector's braces stands for a set of matchers the

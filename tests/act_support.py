@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 from conftest import wait_until
-from dashgen.prometheus_server import PrometheusServer, stop_process
+from dashgen.replay.prometheus_server import PrometheusServer, stop_process
 
 TESTS = Path(__file__).resolve().parent
 TOKEN = "dashgen-test-token-0123456789abcdef"

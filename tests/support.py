@@ -14,7 +14,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from dashgen.prometheus_server import free_port
+from dashgen.replay.prometheus_server import free_port
 
 # The exporter's poll of its log in tests: short, so a step written is served at once.
 POLL_INTERVAL = "0.05"

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from conftest import REPO, run
-from dashgen.exporter import RunState
+from dashgen.runtime.exporter import RunState
 from dashgen.project_metrics import project_catalog
 
 JUDGE = """metrics:

@@ -27,7 +27,7 @@ import yaml
 
 from act_support import TOKEN, ActProcess, start_trainer, stop_process
 from conftest import run
-from dashgen.prometheus_server import AlertmanagerServer, PrometheusServer, free_port
+from dashgen.replay.prometheus_server import AlertmanagerServer, PrometheusServer, free_port
 from support import export_command, firing, wait_until
 
 pytestmark = pytest.mark.live

@@ -9,11 +9,11 @@ import pytest
 import yaml
 
 from conftest import REPO, run, tree_digest
-from dashgen.build import render_project
+from dashgen.compiler.build import render_project
 from dashgen.config import config_from
-from dashgen.rule_tests import write_generated_tests
+from dashgen.compiler.rule_tests import write_generated_tests
 from dashgen.promtool import run_tool
-from dashgen.selectors import expand_selectors, rule_selectors
+from dashgen.compiler.selectors import expand_selectors, rule_selectors
 
 pytestmark = pytest.mark.heavy
 

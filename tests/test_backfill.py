@@ -5,12 +5,12 @@ import math
 from pathlib import Path
 
 import pytest
-from dashgen.synthetic_runs import step_data, write_run
+from dashgen.replay.synthetic_runs import step_data, write_run
 
 from conftest import run
-from dashgen.backfill import Timing, read_run, run_labels
-from dashgen.backtest import serve_tsdb
-from dashgen.exporter import LogFollower, RunState
+from dashgen.replay.backfill import Timing, read_run, run_labels
+from dashgen.replay.backtest import serve_tsdb
+from dashgen.runtime.exporter import LogFollower, RunState
 
 START = 1_700_000_000  # a fixed, past anchor: results do not depend on the clock
 

@@ -6,7 +6,7 @@ promtool, recordings filled one query after another with a Prometheus per level,
 evaluated run by run over the run's own times. Several simulated runs with faults (held
 baselines, a hang, a crash, a divergence) are backtested both ways and their firing episodes
 compared. Each Prometheus binds 127.0.0.1 on a free port over a temporary TSDB and is stopped
-by its PID when its `with` block ends, also on failure (dashgen/prometheus_server.py).
+by its PID when its `with` block ends, also on failure (dashgen/replay/prometheus_server.py).
 """
 
 from __future__ import annotations
@@ -17,18 +17,18 @@ from pathlib import Path
 
 import pytest
 
-from dashgen.backfill import RecordedRun, Timing, create_blocks, read_run, run_labels, write_openmetrics
-from dashgen.backtest import backtest, recorded_openmetrics, recording_levels, serve_tsdb
-from dashgen.backtest import blocks as backtest_blocks
-from dashgen.backtest.blocks import BlockParts
-from dashgen.backtest.evaluation import evaluate_alert
-from dashgen.backtest.recordings import Window, queried_series
+from dashgen.replay.backfill import RecordedRun, Timing, create_blocks, read_run, run_labels, write_openmetrics
+from dashgen.replay.backtest import backtest, recorded_openmetrics, recording_levels, serve_tsdb
+from dashgen.replay.backtest import blocks as backtest_blocks
+from dashgen.replay.backtest.blocks import BlockParts
+from dashgen.replay.backtest.evaluation import evaluate_alert
+from dashgen.replay.backtest.recordings import Window, queried_series
 from dashgen.config import Config
 from dashgen.errors import BuildError
 from dashgen.project_metrics import project_catalog
-from dashgen.promql import metrics_in
-from dashgen.rules import RecordingRule, render_rules
-from dashgen.simulate import Fault, RunSpec, write_run
+from dashgen.compiler.promql import metrics_in
+from dashgen.compiler.rules import RecordingRule, render_rules
+from dashgen.replay.simulate import Fault, RunSpec, write_run
 
 from conftest import REPO
 
@@ -96,7 +96,7 @@ def test_the_engine_reports_the_firing_episodes_the_engine_before_it_did(simulat
 
 def _lines_one_by_one(runs: list[RecordedRun], only: set[str]) -> str:
     """The scrapes' sample lines, each written on its own (how write_openmetrics wrote them before issue 19)."""
-    from dashgen.backfill import _families, _final_phase, _gone_scrapes, _stamp, label_text, openmetrics_value
+    from dashgen.replay.backfill import _families, _final_phase, _gone_scrapes, _stamp, label_text, openmetrics_value
     from dashgen.lifecycle import RunPhase
 
     out = []

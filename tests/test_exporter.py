@@ -8,9 +8,9 @@ import socket
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from dashgen.exporter import LogFollower, RunState, VerlPrometheusLogger, run_from_path
-from dashgen.prometheus_server import stop_process
-from dashgen.verl_log import StepMapper, parse_line
+from dashgen.runtime.exporter import LogFollower, RunState, VerlPrometheusLogger, run_from_path
+from dashgen.replay.prometheus_server import stop_process
+from dashgen.sources.verl_log import StepMapper, parse_line
 from support import start_exporter, wait_until
 
 

@@ -8,8 +8,8 @@ import tracemalloc
 
 import pytest
 
-from dashgen.exporter import MAX_LINE_BYTES, LogFollower, RunState, run_from_path
-from dashgen.verl_log import MAX_REMEMBERED_KEYS, MAX_UNKNOWN_SERIES, LineError, StepMapper, parse_line
+from dashgen.runtime.exporter import MAX_LINE_BYTES, LogFollower, RunState, run_from_path
+from dashgen.sources.verl_log import MAX_REMEMBERED_KEYS, MAX_UNKNOWN_SERIES, LineError, StepMapper, parse_line
 from support import dashgen_process, start_exporter
 
 

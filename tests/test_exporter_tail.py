@@ -7,13 +7,13 @@ import random
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-import dashgen.exporter
-import dashgen.log_tail
-from dashgen.exporter import LogFollower, RunState
+import dashgen.runtime.exporter
+import dashgen.runtime.log_tail
+from dashgen.runtime.exporter import LogFollower, RunState
 from dashgen.lifecycle import RunPhase
-from dashgen.log_tail import lines_backwards, read_tail
-from dashgen.synthetic_runs import step_data
-from dashgen.verl_log import MAX_VALIDATION_SERIES
+from dashgen.runtime.log_tail import lines_backwards, read_tail
+from dashgen.replay.synthetic_runs import step_data
+from dashgen.sources.verl_log import MAX_VALIDATION_SERIES
 
 MAX_LINE_BYTES = 4096
 
@@ -123,14 +123,14 @@ def written_log(tmp_path, content: bytes):
 @pytest.fixture
 def small_blocks(monkeypatch):
     """Blocks of a few lines, so lines and markers straddle block ends."""
-    monkeypatch.setattr(dashgen.log_tail, "BLOCK_BYTES", 97)
+    monkeypatch.setattr(dashgen.runtime.log_tail, "BLOCK_BYTES", 97)
 
 
 @pytest.mark.parametrize("seed", range(60))
 def test_a_tail_start_serves_what_a_whole_read_serves(tmp_path, small_blocks, monkeypatch, seed):
     rng = random.Random(seed)
     if seed % 2:
-        monkeypatch.setattr(dashgen.exporter, "COUNT_HISTORY_AT_ONCE_BYTES", 0)  # counted in the background
+        monkeypatch.setattr(dashgen.runtime.exporter, "COUNT_HISTORY_AT_ONCE_BYTES", 0)  # counted in the background
     path = written_log(tmp_path, random_lines(rng, rng.randint(0, 120)) + rng.choice([b"", b'{"step": 9999, "data": {"a']))
     pair = Pair(path, total_steps=rng.choice([None, 20, 60]))
     try:
@@ -207,7 +207,7 @@ def test_validation_series_over_the_limit_are_counted_from_history(tmp_path):
 
 
 def test_counters_are_withheld_until_the_history_is_counted(tmp_path, monkeypatch):
-    monkeypatch.setattr(dashgen.exporter, "COUNT_HISTORY_AT_ONCE_BYTES", 0)
+    monkeypatch.setattr(dashgen.runtime.exporter, "COUNT_HISTORY_AT_ONCE_BYTES", 0)
     path = written_log(tmp_path, b"".join(map(healthy, range(1, 2001))) + b"garbage\n")
     pair = Pair(path)
     try:
@@ -223,7 +223,7 @@ def test_counters_are_withheld_until_the_history_is_counted(tmp_path, monkeypatc
 
 
 def test_stop_ends_the_history_count_and_closes_its_file(tmp_path, monkeypatch):
-    monkeypatch.setattr(dashgen.exporter, "COUNT_HISTORY_AT_ONCE_BYTES", 0)
+    monkeypatch.setattr(dashgen.runtime.exporter, "COUNT_HISTORY_AT_ONCE_BYTES", 0)
     path = written_log(tmp_path, b"".join(map(healthy, range(1, 3001))))
     open_before = set(os.listdir("/proc/self/fd"))
     follower = LogFollower(path, RunState("proj", "exp"), say=lambda _: None)
@@ -239,8 +239,8 @@ def test_the_tail_start_decodes_only_the_lines_that_decide(tmp_path, monkeypatch
     lines = [test_step(step, 0.5) if step % 100 == 0 else healthy(step) for step in range(1, 5001)]
     path.write_bytes(b"".join([*lines, nonfinite(5001, loss=False), nonfinite(5002, loss=False)]))
     decoded = []
-    parse_line = dashgen.log_tail.parse_line
-    monkeypatch.setattr(dashgen.log_tail, "parse_line", lambda line: decoded.append(line) or parse_line(line))
+    parse_line = dashgen.runtime.log_tail.parse_line
+    monkeypatch.setattr(dashgen.runtime.log_tail, "parse_line", lambda line: decoded.append(line) or parse_line(line))
     with open(path, "rb") as log:
         tail = read_tail(log.fileno(), path.stat().st_size, MAX_LINE_BYTES)
     assert tail.newest[0] == 5002 and tail.nonfinite_steps == 2

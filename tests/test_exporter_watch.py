@@ -11,10 +11,10 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from support import scrape, start_exporter, wait_until
-from dashgen.exporter import RunState, serve_metrics
+from dashgen.runtime.exporter import RunState, serve_metrics
 from dashgen.lifecycle import RunPhase
-from dashgen.log_watch import LogChanges
-from dashgen.prometheus_server import stop_process
+from dashgen.runtime.log_watch import LogChanges
+from dashgen.replay.prometheus_server import stop_process
 
 LONG = 30.0  # a poll interval no test waits out: only a change notification ends a wait early
 
@@ -145,7 +145,7 @@ def test_scrape_threads_wait_for_the_next_scrape_and_end_with_the_server():
 def test_a_scrape_thread_still_answering_when_the_server_closes_ends_too(monkeypatch):
     """The race of a scrape answered just before the close: its thread comes back for the next
     connection only after server_close has woken the waiting ones."""
-    from dashgen import exporter
+    from dashgen.runtime import exporter
 
     answered = threading.Event()
     original = exporter._MetricsServer.shutdown_request

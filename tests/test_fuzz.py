@@ -14,8 +14,8 @@ from prometheus_client.registry import CollectorRegistry
 
 from conftest import REPO, run, tree_digest
 from dashgen.config import CONFIG_FILE_NAME, Config
-from dashgen.exporter import LogFollower, RunState
-from dashgen.tree_writer import STAGING
+from dashgen.runtime.exporter import LogFollower, RunState
+from dashgen.compiler.tree_writer import STAGING
 
 TIME_BUDGET_S = 40
 

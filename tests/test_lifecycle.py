@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from dashgen.exporter import LogFollower, RunState
+from dashgen.runtime.exporter import LogFollower, RunState
 from dashgen.lifecycle import RunPhase
-from dashgen.prometheus_server import free_port
+from dashgen.replay.prometheus_server import free_port
 from support import Exporter, dashgen_command, export_command, run_state, wait_until
 
 TRAINER = """
@@ -129,7 +129,7 @@ def test_a_non_finite_loss_has_a_streak_of_its_own(tmp_path: Path, losses, strea
 
 
 def test_backfill_records_the_loss_streak_as_the_exporter_serves_it(tmp_path: Path):
-    from dashgen.backfill import Timing, read_run, run_labels
+    from dashgen.replay.backfill import Timing, read_run, run_labels
 
     log = _log(tmp_path / "p" / "e.jsonl", [{"critic/vf_loss": loss} for loss in (0.1, None, None, 0.2)])
     recorded = read_run(log, run_labels(log, "verl"), Timing(start=1_000_000.0, default_step_seconds=60.0))

@@ -19,9 +19,9 @@ import pytest
 import yaml
 
 from conftest import run
-from dashgen.dashboards import iter_panels
-from dashgen.prometheus_server import PrometheusServer, free_port
-from dashgen.synthetic_runs import step_line
+from dashgen.compiler.dashboards import iter_panels
+from dashgen.replay.prometheus_server import PrometheusServer, free_port
+from dashgen.replay.synthetic_runs import step_line
 from support import firing, wait_until
 
 pytestmark = pytest.mark.live

@@ -6,10 +6,10 @@ from pathlib import Path
 import yaml
 
 from conftest import REPO, run
-from dashgen.build import render_project
+from dashgen.compiler.build import render_project
 from dashgen.config import Config, config_from
-from dashgen.dashboards import iter_panels
-from dashgen.validate import schema_errors
+from dashgen.compiler.dashboards import iter_panels
+from dashgen.compiler.validate import schema_errors
 
 DASHBOARD = "dashboards/verl-training.json"
 MAX_BYTES_PER_PANEL = 1_200

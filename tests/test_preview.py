@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, run, with_preview
-from dashgen.preview.units import format_value
+from dashgen.replay.preview.units import format_value
 
 pytestmark = pytest.mark.heavy
 
@@ -75,8 +75,8 @@ def test_units_read_as_grafana_shows_them(value, unit, shown):
 
 def test_heatmaps_stats_and_collapsed_rows_are_drawn_as_grafana_shows_them(tmp_path: Path):
     """Without Prometheus: the sample run has no GPU series, so its heatmaps are empty."""
-    from dashgen.backfill import RecordedRun
-    from dashgen.preview import PanelResult, PreviewRun, Series, draw_dashboard
+    from dashgen.replay.backfill import RecordedRun
+    from dashgen.replay.preview import PanelResult, PreviewRun, Series, draw_dashboard
 
     run_ = RecordedRun(Path("run.jsonl"), {"job": "verl", "instance": "i", "project": "p", "experiment": "e"},
                        steps=[1])

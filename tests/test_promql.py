@@ -1,8 +1,8 @@
 import pytest
 
 from dashgen.catalog import CATALOG
-from dashgen.promql import QueryError, check_expression, substitute_grafana_variables
-from dashgen.selectors import expand_selectors
+from dashgen.compiler.promql import QueryError, check_expression, substitute_grafana_variables
+from dashgen.compiler.selectors import expand_selectors
 
 OK = [
     'verl_actor_ppo_kl{job=~"$job", project=~"$project"}',

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from dashgen.prometheus_server import stop_process
+from dashgen.replay.prometheus_server import stop_process
 from support import start_exporter
 from test_exporter import line
 

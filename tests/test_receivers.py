@@ -6,7 +6,7 @@ import yaml
 
 from conftest import run, tree_digest
 from dashgen.promtool import run_tool
-from dashgen.receivers import BLOCKS, BOOL, COUNT, DURATION, HEADER, INTEGRATIONS, LIST, TEXT_LIST, TEXT_MAP, URL
+from dashgen.compiler.targets.receivers import BLOCKS, BOOL, COUNT, DURATION, HEADER, INTEGRATIONS, LIST, TEXT_LIST, TEXT_MAP, URL
 
 ALERTMANAGER_YML = "rendered/alertmanager/alertmanager.yml"
 

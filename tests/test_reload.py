@@ -9,9 +9,9 @@ import yaml
 import pytest
 
 from conftest import run
-from dashgen.build import render_project
+from dashgen.compiler.build import render_project
 from dashgen.config import Config
-from dashgen.prometheus_server import PrometheusServer
+from dashgen.replay.prometheus_server import PrometheusServer
 
 pytestmark = pytest.mark.live
 

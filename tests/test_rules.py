@@ -7,9 +7,9 @@ import pytest
 import yaml
 
 from conftest import REPO, run, tree_digest
-from dashgen.build import render_project
+from dashgen.compiler.build import render_project
 from dashgen.config import Config, duration_seconds
-from dashgen.rule_tests import files_read_by
+from dashgen.compiler.rule_tests import files_read_by
 
 RULES = sorted((REPO / "rendered" / "rules").glob("*.yaml"))
 FIXTURES = sorted((REPO / "tests" / "rules").glob("*.yaml"))

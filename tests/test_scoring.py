@@ -4,12 +4,12 @@ from pathlib import Path
 
 import pytest
 
-from dashgen import scoring
+from dashgen.replay import scoring
 
-from dashgen.backfill import RecordedRun
-from dashgen.backtest import AlertOutcome, Firing, RunOutcome
-from dashgen.scoring import entropy_fifth_step, issue_20_checks, score, unknown_expected_alerts
-from dashgen.simulate import Fault, RunSpec, noise_free_entropy
+from dashgen.replay.backfill import RecordedRun
+from dashgen.replay.backtest import AlertOutcome, Firing, RunOutcome
+from dashgen.replay.scoring import entropy_fifth_step, issue_20_checks, score, unknown_expected_alerts
+from dashgen.replay.simulate import Fault, RunSpec, noise_free_entropy
 
 STEP = 60.0
 

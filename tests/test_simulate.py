@@ -1,9 +1,9 @@
-"""dashgen/simulate.py: the runs behind the published benchmark figures stay as they were."""
+"""dashgen/replay/simulate.py: the runs behind the published benchmark figures stay as they were."""
 
 import hashlib
 from pathlib import Path
 
-from dashgen.simulate import Fault, RunSpec, noise_free_entropy, write_run
+from dashgen.replay.simulate import Fault, RunSpec, noise_free_entropy, write_run
 
 # Four of bench/alert_lifecycle.py's 25 runs (plateaus, a skipped step, signed rewards, a restart,
 # an entropy fault), and the digest of their logs when its figures were published: a new run

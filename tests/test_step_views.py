@@ -3,8 +3,8 @@
 import json
 
 from conftest import REPO, run
-from dashgen.dashboards import iter_panels
-from dashgen.validate import schema_errors
+from dashgen.compiler.dashboards import iter_panels
+from dashgen.compiler.validate import schema_errors
 from dashgen_panels.verl_training import STAGE_COLOURS
 
 RENDERED = REPO / "rendered" / "dashboards"

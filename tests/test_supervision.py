@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from act_support import ActProcess, alert, notification
-from dashgen.prometheus_server import free_port
+from dashgen.replay.prometheus_server import free_port
 from support import Exporter, dashgen_command, wait_until
 
 pytestmark = pytest.mark.live

@@ -4,12 +4,12 @@ labels and are held between test steps, by the exporter and by backfill alike.""
 import math
 from pathlib import Path
 
-from dashgen.synthetic_runs import DATA_SOURCE, TEST_FREQ, step_data, write_run
+from dashgen.replay.synthetic_runs import DATA_SOURCE, TEST_FREQ, step_data, write_run
 
 from conftest import run
-from dashgen.backtest import serve_tsdb
-from dashgen.exporter import LogFollower, RunState
-from dashgen.verl_log import MAX_VALIDATION_SERIES, StepMapper, validation_series
+from dashgen.replay.backtest import serve_tsdb
+from dashgen.runtime.exporter import LogFollower, RunState
+from dashgen.sources.verl_log import MAX_VALIDATION_SERIES, StepMapper, validation_series
 
 START = 1_700_000_000
 

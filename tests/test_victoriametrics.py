@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dashgen.backfill import Timing, read_run, run_labels
-from dashgen.backtest.engine import backtest
+from dashgen.replay.backfill import Timing, read_run, run_labels
+from dashgen.replay.backtest.engine import backtest
 from dashgen.config import Config
-from dashgen.victoriametrics import (VictoriaMetricsServer, dry_run, firing_starts, prometheus_text, replay,
+from dashgen.compiler.targets.victoriametrics import (VictoriaMetricsServer, dry_run, firing_starts, prometheus_text, replay,
                                      vmalert_installed, without_keep_firing_for)
 
 from conftest import REPO, run

@@ -17,7 +17,7 @@ from dashgen.config import Config, config_path as find_config_path, load_config
 from dashgen.errors import BuildError
 
 if TYPE_CHECKING:
-    from dashgen.backfill import Timing
+    from dashgen.replay.backfill import Timing
 
 # How long `dashgen export -- CMD` serves a finished trainer's final state; backfill models the same.
 DEFAULT_GRACE = "5m"
@@ -93,8 +93,8 @@ def _collector_paused(command):
 
 def _rendered_dir(root: Path) -> Path:
     """root/rendered, after finishing or discarding an interrupted build (call under the project lock)."""
-    from dashgen.build import RENDERED
-    from dashgen.tree_writer import recover
+    from dashgen.compiler.build import RENDERED
+    from dashgen.compiler.tree_writer import recover
 
     note = recover(root / RENDERED)
     if note:
@@ -111,11 +111,11 @@ def _rendered_dir(root: Path) -> Path:
 @_collector_paused
 def build(root: Path, config_path: Path | None, reload_url: str | None) -> None:
     """Render panels/ and alerts/ into rendered/ (untouched if anything fails)."""
-    from dashgen.build import render_project, write_rendered
-    from dashgen.tree_writer import project_lock
+    from dashgen.compiler.build import render_project, write_rendered
+    from dashgen.compiler.tree_writer import project_lock
 
     if reload_url is not None:  # urllib.request, only then
-        from dashgen.prometheus_server import check_reload_url, reload_prometheus
+        from dashgen.replay.prometheus_server import check_reload_url, reload_prometheus
 
         check_reload_url(reload_url)
     rendered = render_project(root, load_config(config_path, root))
@@ -135,9 +135,9 @@ def build(root: Path, config_path: Path | None, reload_url: str | None) -> None:
 @_collector_paused
 def check(root: Path, config_path: Path | None) -> None:
     """Fail if rendered/ is stale against the sources or any check fails."""
-    from dashgen.build import PREVIEW, differences, render_project, validate_rendered
-    from dashgen.preview.stamp import stale_previews
-    from dashgen.tree_writer import project_lock
+    from dashgen.compiler.build import PREVIEW, differences, render_project, validate_rendered
+    from dashgen.replay.preview.stamp import stale_previews
+    from dashgen.compiler.tree_writer import project_lock
 
     rendered = render_project(root, load_config(config_path, root))
     validate_rendered(rendered.files)
@@ -160,8 +160,8 @@ def check(root: Path, config_path: Path | None) -> None:
                    "gives for leaving it out (Dashboard.left_out).")
 def list_(root: Path, config_path: Path | None, unused: bool) -> None:
     """Show dashboards, their panels and the metrics each panel queries; then the alerts."""
-    from dashgen.build import render_project
-    from dashgen.dashboards import metrics_used
+    from dashgen.compiler.build import render_project
+    from dashgen.compiler.dashboards import metrics_used
 
     config = load_config(config_path, root)
     rendered = render_project(root, config)
@@ -180,7 +180,7 @@ def list_(root: Path, config_path: Path | None, unused: bool) -> None:
 
 
 def _list_unused(rendered, config: Config, root: Path) -> None:
-    from dashgen.coverage import unused_signals
+    from dashgen.compiler.coverage import unused_signals
     from dashgen.project_metrics import project_catalog
 
     signals = unused_signals(rendered.dashboards, config, project_catalog(root))
@@ -195,9 +195,9 @@ def _list_unused(rendered, config: Config, root: Path) -> None:
 def lint(root: Path) -> None:
     """Run `promtool check rules` on rendered/rules/*.yaml and `amtool check-config` on Alertmanager's file;
     also `vmalert -dryRun` on the rule files when vmalert (VictoriaMetrics) is installed."""
-    from dashgen.alertmanager import ALERTMANAGER_FILE
+    from dashgen.compiler.targets.alertmanager import ALERTMANAGER_FILE
     from dashgen.promtool import run_tool
-    from dashgen.tree_writer import project_lock
+    from dashgen.compiler.tree_writer import project_lock
 
     with project_lock(root):
         rendered = _rendered_dir(root)
@@ -217,7 +217,7 @@ def lint(root: Path) -> None:
 
 def _vmalert_dry_run(files: list[Path]) -> int:
     """`vmalert -dryRun` on the rule files if vmalert is installed; says so if it is not."""
-    from dashgen.victoriametrics import dry_run, vmalert_installed
+    from dashgen.compiler.targets.victoriametrics import dry_run, vmalert_installed
 
     if not vmalert_installed():
         click.echo("vmalert not found: skipped `vmalert -dryRun` (VictoriaMetrics' rule check; Debian package "
@@ -246,10 +246,10 @@ def test(root: Path, config_path: Path | None, keep_generated: Path | None, modu
     import shutil
     import tempfile
 
-    from dashgen.alertmanager import run_route_fixtures
-    from dashgen.build import render_project
+    from dashgen.compiler.targets.alertmanager import run_route_fixtures
+    from dashgen.compiler.build import render_project
     from dashgen.promtool import run_tool
-    from dashgen.rule_tests import alerts_tested_by_fixtures, write_generated_tests
+    from dashgen.compiler.rule_tests import alerts_tested_by_fixtures, write_generated_tests
 
     config = load_config(config_path, root)
     rendered = render_project(root, config)
@@ -316,7 +316,7 @@ def config_(root: Path, config_path: Path | None, describe: bool) -> None:
     from dashgen.config import areas_of, config_yaml, default_areas, describe_config, read_overrides
 
     if (root / "alerts").is_dir():
-        from dashgen.rules import load_rule_modules
+        from dashgen.compiler.rules import load_rule_modules
 
         areas = areas_of(definition.module for definition in load_rule_modules(root))
     else:
@@ -405,10 +405,10 @@ def export(jsonl: str, listen: str | None, project: str | None, experiment: str 
 
     from prometheus_client import CollectorRegistry
 
-    from dashgen.exporter import LogFollower, RunState, follow_forever, run_from_path, serve_metrics
-    from dashgen.log_watch import LogChanges
+    from dashgen.runtime.exporter import LogFollower, RunState, follow_forever, run_from_path, serve_metrics
+    from dashgen.runtime.log_watch import LogChanges
     from dashgen.project_metrics import project_catalog
-    from dashgen.supervisor import Supervisor
+    from dashgen.runtime.supervisor import Supervisor
 
     config = load_config(config_path, root)
     grace_seconds = _bounded_duration("--grace", grace, MAX_SUPERVISOR_WAIT, positive=False)
@@ -463,7 +463,7 @@ def export(jsonl: str, listen: str | None, project: str | None, experiment: str 
 
 def _ray_link(labels: tuple[str, str], session: str | None, temp_dir: Path):
     """The run's link to its Ray session, which GPU panels and alerts join on."""
-    from dashgen.ray_link import RaySessionLink, check_session_name
+    from dashgen.runtime.ray_link import RaySessionLink, check_session_name
 
     return RaySessionLink(*labels, check_session_name(session) if session is not None else None, temp_dir)
 
@@ -489,7 +489,7 @@ def _ray_link(labels: tuple[str, str], session: str | None, temp_dir: Path):
 def act(root: Path, config_path: Path | None, listen: str | None, token_file: Path | None, project: str | None,
         experiment: str | None, pid_file: Path | None, audit_log: Path | None, dry_run: bool) -> None:
     """Receive Alertmanager's notifications and act on the guarded run's alerts (log, stop, command)."""
-    from dashgen.act import ActSettings, load_token, serve
+    from dashgen.runtime.act import ActSettings, load_token, serve
 
     config = load_config(config_path, root)
     settings = ActSettings.from_config(config, project, experiment, pid_file, audit_log, dry_run)
@@ -548,7 +548,7 @@ def _parse_time(text: str) -> float:
 
 def _timing(start: str | None, scrape_interval: str | None, default_step_time: str, run_end: str | None,
             hold: str | None, config: Config) -> Timing:
-    from dashgen.backfill import MAX_SCRAPES_PER_RUN, Timing
+    from dashgen.replay.backfill import MAX_SCRAPES_PER_RUN, Timing
     from dashgen.config import duration_seconds
 
     run_end = run_end or ("hung" if hold is not None else "finished")
@@ -616,9 +616,9 @@ def backfill(run_path: Path, tsdb_dir: Path, start: str | None, scrape_interval:
     """Turn a recorded verl run into Prometheus blocks, as if `dashgen export` had been scraped."""
     import tempfile
 
-    from dashgen.backfill import create_blocks, read_run, run_labels, write_openmetrics
+    from dashgen.replay.backfill import create_blocks, read_run, run_labels, write_openmetrics
     from dashgen.project_metrics import project_catalog
-    from dashgen.backtest import iso_time
+    from dashgen.replay.backtest import iso_time
     from dashgen.promtool import find_binary
 
     config = load_config(config_path, root)
@@ -666,8 +666,8 @@ def backtest(run_paths: tuple[Path, ...], root: Path, config_path: Path | None, 
     """
     import json
 
-    from dashgen.backtest import backtest as run_backtest
-    from dashgen.backtest import format_table, plot, require_matplotlib, to_json
+    from dashgen.replay.backtest import backtest as run_backtest
+    from dashgen.replay.backtest import format_table, plot, require_matplotlib, to_json
 
     config = load_config(config_path, root)
     timing = _timing(start, scrape_interval, default_step_time, run_end, hold, config)
@@ -711,12 +711,12 @@ def preview(run_path: Path | None, out_dir: Path | None, allow_empty: bool, star
     """
     import json
 
-    from dashgen.backfill import Timing
-    from dashgen.build import PREVIEW, RENDERED, render_project
+    from dashgen.replay.backfill import Timing
+    from dashgen.compiler.build import PREVIEW, RENDERED, render_project
     from dashgen.config import duration_seconds
-    from dashgen.preview import draw_dashboard, preview_data, require_matplotlib
-    from dashgen.preview.query import backfilled
-    from dashgen.preview.stamp import dashboard_digest
+    from dashgen.replay.preview import draw_dashboard, preview_data, require_matplotlib
+    from dashgen.replay.preview.query import backfilled
+    from dashgen.replay.preview.stamp import dashboard_digest
     from dashgen.project_metrics import project_catalog
 
     require_matplotlib()
@@ -752,7 +752,7 @@ def preview(run_path: Path | None, out_dir: Path | None, allow_empty: bool, star
 
 
 def _all_panels(model: dict):
-    from dashgen.dashboards import iter_panels
+    from dashgen.compiler.dashboards import iter_panels
 
     return iter_panels(model)
 
@@ -761,7 +761,7 @@ def _all_panels(model: dict):
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
 def init(directory: Path) -> None:
     """Create a team project in DIRECTORY that builds on dashgen's verl dashboards and alerts."""
-    from dashgen.scaffold import init_project
+    from dashgen.compiler.scaffold import init_project
 
     written = init_project(directory)
     click.echo(f"created {len(written)} files in {directory}:\n  " + "\n  ".join(written))

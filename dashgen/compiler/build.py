@@ -1,7 +1,7 @@
 """Render a project's definitions into the files of rendered/, and compare or write them.
 
 Everything is rendered and checked in memory first; only a complete, valid set of files
-is written, as a whole (dashgen/tree_writer.py), so a failed or killed build leaves
+is written, as a whole (dashgen/compiler/tree_writer.py), so a failed or killed build leaves
 rendered/ as it was and a Grafana or Prometheus watching it never reads a half-written file.
 """
 
@@ -19,16 +19,16 @@ import yaml
 
 from dashgen.catalog import Catalog
 from dashgen.config import Config, areas_of
-from dashgen.dashboards import compile_dashboard, dashboard_to_text
+from dashgen.compiler.dashboards import compile_dashboard, dashboard_to_text
 from dashgen.errors import BuildError
-from dashgen.loader import call_definition, load_modules
+from dashgen.compiler.loader import call_definition, load_modules
 from dashgen.model import Dashboard
 from dashgen.project_metrics import project_catalog
 from dashgen.records import record
-from dashgen.references import resolve_dashboard_references
-from dashgen.rendering import markdown_text, templates
-from dashgen.tree_writer import existing_files, replace_tree
-from dashgen.validate import validate_dashboard
+from dashgen.compiler.references import resolve_dashboard_references
+from dashgen.compiler.rendering import markdown_text, templates
+from dashgen.compiler.tree_writer import existing_files, replace_tree
+from dashgen.compiler.validate import validate_dashboard
 
 RENDERED = "rendered"
 # rendered/preview/ holds `dashgen preview`'s PNGs: drawn from a backfilled run, not by build, so
@@ -49,8 +49,8 @@ class Rendered:
 
 
 def render_project(root: Path, config: Config) -> Rendered:
-    from dashgen.alertmanager import alertmanager_config, render_alerting
-    from dashgen.rules import DOCS_FILE, load_rule_modules, render_rules  # alerts and recording rules
+    from dashgen.compiler.targets.alertmanager import alertmanager_config, render_alerting
+    from dashgen.compiler.rules import DOCS_FILE, load_rule_modules, render_rules  # alerts and recording rules
 
     out = Rendered()
     alert_modules = load_rule_modules(root)
@@ -98,7 +98,7 @@ def render_project(root: Path, config: Config) -> Rendered:
         config=config, alerting=alerting.prometheus_alerting)
     alertmanager = alertmanager_config(config, alerting.inhibitions)
     if config.kubernetes:  # the objects' schemas only then
-        from dashgen.kubernetes import render_kubernetes
+        from dashgen.compiler.targets.kubernetes import render_kubernetes
 
         out.files.update(render_kubernetes(config, out.files, out.dashboards, alertmanager))
     return out

@@ -14,9 +14,9 @@ from dashgen.catalog import VALIDATION_FAMILIES, Catalog
 from dashgen.config import Config
 from dashgen.errors import BuildError
 from dashgen.model import Dashboard
-from dashgen.promql import metrics_in
+from dashgen.compiler.promql import metrics_in
 from dashgen.records import record
-from dashgen.selectors import dashboard_selectors, expand_selectors
+from dashgen.compiler.selectors import dashboard_selectors, expand_selectors
 
 
 @record

@@ -21,8 +21,8 @@ from dashgen.config import Config
 from dashgen.errors import BuildError
 from dashgen.model import (GRID_COLUMNS, Annotation, Dashboard, DashboardLink, Heatmap, Panel, Position, Query, Row,
                            Stat, StepChart, Threshold, TimeSeries, Variable)
-from dashgen.rendering import runbook_anchor
-from dashgen.selectors import checked_expression, dashboard_selectors, expand_selectors
+from dashgen.compiler.rendering import runbook_anchor
+from dashgen.compiler.selectors import checked_expression, dashboard_selectors, expand_selectors
 
 SCHEMA_VERSION = 39
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
@@ -522,7 +522,7 @@ def _laid_out(node: _Node, indent: int, start: int | None) -> str:
 
 def metrics_used(definition: Dashboard, config: Config) -> dict[str, list[str]]:
     """Panel title -> the metric names its queries select (for `dashgen list`)."""
-    from dashgen.promql import metrics_in
+    from dashgen.compiler.promql import metrics_in
 
     selectors = dashboard_selectors(config)
     return {panel.title: sorted(set().union(*(metrics_in(expand_selectors(q.expr, selectors))

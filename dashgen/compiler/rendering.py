@@ -15,6 +15,9 @@ from pathlib import Path
 import jinja2
 import yaml
 
+# dashgen/ itself holds the templates and schemas, which several packages read.
+_PACKAGE_DIR = Path(__file__).resolve().parents[1]
+
 # How dashgen's templates are compiled: part of the name of their compiled files.
 _TEMPLATE_OPTIONS = {"keep_trailing_newline": True, "trim_blocks": True, "lstrip_blocks": True, "autoescape": False}
 
@@ -70,7 +73,7 @@ def compile_templates() -> None:
 
 
 def _template_cache() -> _CompiledTemplates:
-    return _CompiledTemplates(Path(__file__).with_name("templates") / "__pycache__")
+    return _CompiledTemplates(_PACKAGE_DIR / "templates" / "__pycache__")
 
 
 def templates() -> jinja2.Environment:

@@ -26,12 +26,12 @@ from pathlib import Path
 import yaml
 
 from dashgen.catalog import Catalog
-from dashgen.condition_compiler import resolve_signal
+from dashgen.compiler.condition_compiler import resolve_signal
 from dashgen.conditions import Compare, Comparison, Condition, comparisons
 from dashgen.config import Config, duration_seconds
 from dashgen.model import Alert
 from dashgen.records import record
-from dashgen.selectors import expand_selectors, rule_selectors
+from dashgen.compiler.selectors import expand_selectors, rule_selectors
 
 GENERATED_SUFFIX = "-generated-test.yaml"
 _RATIO_UNITS = ("percentunit",)

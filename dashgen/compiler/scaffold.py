@@ -11,7 +11,7 @@ from importlib import resources
 from pathlib import Path
 
 from dashgen.errors import BuildError
-from dashgen.rendering import templates
+from dashgen.compiler.rendering import templates
 
 # Files of the default set that are not definition modules.
 _NOT_DEFINITIONS = ("_", "__")

@@ -3,7 +3,7 @@
 `dashgen build` validates every dashboard; jsonschema takes 50-70 ms to import and builds a
 validator object for each subschema it descends into (about 2,600 a build). A dashboard that
 passes needs none of that: `compile_schema` turns the schema into nested closures that say
-whether an instance conforms, and dashgen/validate.py asks jsonschema only for the messages
+whether an instance conforms, and dashgen/compiler/validate.py asks jsonschema only for the messages
 of one that does not.
 
 The Draft 7 keywords dashgen's schemas use are compiled, with jsonschema's meaning (its type

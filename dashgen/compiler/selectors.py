@@ -15,7 +15,7 @@ from dashgen.catalog import Catalog
 from dashgen.config import Config
 from dashgen.errors import BuildError
 from dashgen.gpu import gpu_source
-from dashgen.promql import QueryError, SeriesInfo, check_expression
+from dashgen.compiler.promql import QueryError, SeriesInfo, check_expression
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 

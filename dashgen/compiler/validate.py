@@ -11,9 +11,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dashgen.dashboards import iter_panels
+from dashgen.compiler.dashboards import iter_panels
 from dashgen.errors import BuildError
-from dashgen.schema_check import Schema
+from dashgen.compiler.schema_check import Schema
+
+# dashgen/ itself holds the templates and schemas, which several packages read.
+_PACKAGE_DIR = Path(__file__).resolve().parents[1]
 
 if TYPE_CHECKING:
     import jsonschema
@@ -29,7 +32,7 @@ _PANEL_SCHEMAS = {
 @lru_cache(maxsize=None)
 def _validator(name: str) -> Schema:
     # Beside this module, read as a file: importlib.resources (and zipfile) cost 15 ms to import.
-    text = (Path(__file__).with_name("schemas") / f"{name}.schema.json").read_text()
+    text = (_PACKAGE_DIR / "schemas" / f"{name}.schema.json").read_text()
     return Schema(json.loads(text))
 
 

@@ -25,9 +25,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from dashgen.catalog import (CATALOG, NONFINITE_LOSS_STREAK_METRIC, NONFINITE_STREAK_METRIC, RUN_STATE_METRIC, VALIDATION_FAMILIES,
                              VALIDATION_LABELS, Catalog)
 from dashgen.lifecycle import NonFiniteStreak, RunPhase
-from dashgen.log_tail import HistoryCounter, HistoryCounts, TailStart, last_line_end, read_tail
-from dashgen.log_watch import LogChanges
-from dashgen.verl_log import LineError, StepMapper, ValidationSeries, parse_line
+from dashgen.runtime.log_tail import HistoryCounter, HistoryCounts, TailStart, last_line_end, read_tail
+from dashgen.runtime.log_watch import LogChanges
+from dashgen.sources.verl_log import LineError, StepMapper, ValidationSeries, parse_line
 
 LABELS = ("project", "experiment")
 READ_CHUNK = 1 << 20

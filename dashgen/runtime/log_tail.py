@@ -28,7 +28,7 @@ from typing import Iterator
 from dashgen.catalog import CATALOG, VALIDATION_FAMILIES, Catalog
 from dashgen.lifecycle import step_is_nonfinite, watched_keys, NONFINITE_FATAL
 from dashgen.records import record
-from dashgen.verl_log import MAX_VALIDATION_SERIES, LineError, StepMapper, ValidationSeries, parse_line
+from dashgen.sources.verl_log import MAX_VALIDATION_SERIES, LineError, StepMapper, ValidationSeries, parse_line
 
 BLOCK_BYTES = 1 << 20
 # A line holding one of these may hold a validation key: verl writes keys unescaped, and a key

@@ -16,15 +16,15 @@ from pathlib import Path
 
 import yaml
 
-from dashgen.block_yaml import indented_yaml
+from dashgen.compiler.block_yaml import indented_yaml
 from dashgen.config import Config
 from dashgen.errors import BuildError
-from dashgen.loader import DefinitionModule, call_definition
+from dashgen.compiler.loader import DefinitionModule, call_definition
 from dashgen.model import RUN_LABELS, Alert, Inhibition, Severity
-from dashgen.receivers import check_receiver
+from dashgen.compiler.targets.receivers import check_receiver
 from dashgen.records import record
-from dashgen.references import check_alert_name
-from dashgen.rendering import runbook_anchor, templates
+from dashgen.compiler.references import check_alert_name
+from dashgen.compiler.rendering import runbook_anchor, templates
 
 ALERTMANAGER_FILE = "alertmanager/alertmanager.yml"
 ROUTE_FIXTURES = Path("tests") / "alertmanager"

@@ -9,7 +9,7 @@ rendered (so the objects hold exactly what rendered/rules/ and rendered/dashboar
   for KubeRay's pods), each setting the target's `job` to the config's job name;
 - alertmanager-config.yaml: an AlertmanagerConfig with the routes, receivers and inhibitions.
 
-Every object is checked against the vendored schemas (dashgen/kubernetes_schemas.py).
+Every object is checked against the vendored schemas (dashgen/compiler/targets/kubernetes_schemas.py).
 """
 
 from __future__ import annotations
@@ -19,14 +19,14 @@ from typing import Any
 
 import yaml
 
-from dashgen.alertmanager import ACT, CHANNEL, NOWHERE, PAGE
-from dashgen.block_yaml import rule_yaml
+from dashgen.compiler.targets.alertmanager import ACT, CHANNEL, NOWHERE, PAGE
+from dashgen.compiler.block_yaml import rule_yaml
 from dashgen.config import Config
 from dashgen.errors import BuildError
-from dashgen.kubernetes_schemas import check_object, object_name
+from dashgen.compiler.targets.kubernetes_schemas import check_object, object_name
 from dashgen.model import Dashboard
 from dashgen.records import record
-from dashgen.rules import RULES_DIR
+from dashgen.compiler.rules import RULES_DIR
 
 KUBERNETES_DIR = "kubernetes"
 MONITORING_API = "monitoring.coreos.com/v1"

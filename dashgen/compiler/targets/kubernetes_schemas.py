@@ -14,7 +14,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from dashgen.errors import BuildError
-from dashgen.schema_check import Schema
+from dashgen.compiler.schema_check import Schema
 
 if TYPE_CHECKING:
     import jsonschema

@@ -27,10 +27,10 @@ from pathlib import Path
 
 import yaml
 
-from dashgen.backfill import RecordedRun, write_openmetrics
-from dashgen.block_yaml import rule_yaml
+from dashgen.replay.backfill import RecordedRun, write_openmetrics
+from dashgen.compiler.block_yaml import rule_yaml
 from dashgen.errors import BuildError
-from dashgen.prometheus_server import PrometheusServer, free_port, stop_process
+from dashgen.replay.prometheus_server import PrometheusServer, free_port, stop_process
 from dashgen.promtool import find_binary
 from dashgen.records import record
 

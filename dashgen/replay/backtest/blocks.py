@@ -9,7 +9,7 @@ promtool has finished, so no promtool sees another's half-written block.
 
 Blocks are made as long as promtool allows (BLOCK_HOURS): promtool 2.42 reads its whole input once
 per block window, so a run that crossed a window boundary cost two reads. A backtest's TSDB is
-temporary, so the retention price `dashgen backfill` avoids (dashgen/backfill.py, block_hours)
+temporary, so the retention price `dashgen backfill` avoids (dashgen/replay/backfill.py, block_hours)
 does not apply.
 """
 

@@ -1,17 +1,17 @@
 """The backtest itself: backfill the runs, fill the recording rules, evaluate every alert.
 
 1. The runs are backfilled (only the series the rules select) into a temporary TSDB with
-   promtool, part by part while the rest is written (dashgen/backtest/blocks.py).
-2. A real `prometheus` is started on loopback over it (dashgen/backtest/server.py).
+   promtool, part by part while the rest is written (dashgen/replay/backtest/blocks.py).
+2. A real `prometheus` is started on loopback over it (dashgen/replay/backtest/server.py).
 3. Recording rules are filled by evaluating each one with `query_range` at its group's
    interval, on the same timestamps the group's alerts are evaluated at, and writing the
    result back as blocks with promtool; then Prometheus is restarted to load them
-   (dashgen/backtest/recordings.py). `promtool tsdb create-blocks-from rules` does the same
+   (dashgen/replay/backtest/recordings.py). `promtool tsdb create-blocks-from rules` does the same
    queries, but picks its own timestamps (newer versions shift them by the group's hash
    offset), so an alert at t could read the recording of the evaluation before t, one
    interval late, whereas Prometheus evaluates a group's recordings and alerts at one
    timestamp. It also cannot fill a recording that reads another.
-4. Each alert is evaluated over the runs (dashgen/backtest/evaluation.py).
+4. Each alert is evaluated over the runs (dashgen/replay/backtest/evaluation.py).
 
 The queries of a round, and the alerts, run one per processor (each Prometheus query uses one
 core); results are taken in the rules' order, so the outcome is that of one query after another.
@@ -24,17 +24,17 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
-from dashgen.backfill import Timing, check_unique_runs, read_run, run_labels, series_names, write_openmetrics
-from dashgen.backtest.blocks import BlockParts
-from dashgen.backtest.evaluation import RunOutcome, evaluate_alert
-from dashgen.backtest.recordings import fill_recordings, recorded_openmetrics
-from dashgen.backtest.rule_files import read_rule_files
-from dashgen.backtest.server import SERVER_ARGS, query_pool, serve_tsdb
+from dashgen.replay.backfill import Timing, check_unique_runs, read_run, run_labels, series_names, write_openmetrics
+from dashgen.replay.backtest.blocks import BlockParts
+from dashgen.replay.backtest.evaluation import RunOutcome, evaluate_alert
+from dashgen.replay.backtest.recordings import fill_recordings, recorded_openmetrics
+from dashgen.replay.backtest.rule_files import read_rule_files
+from dashgen.replay.backtest.server import SERVER_ARGS, query_pool, serve_tsdb
 from dashgen.config import Config
-from dashgen.promql import metrics_in
-from dashgen.prometheus_server import PrometheusServer
+from dashgen.compiler.promql import metrics_in
+from dashgen.replay.prometheus_server import PrometheusServer
 from dashgen.promtool import find_binary
-from dashgen.rules import AlertRule
+from dashgen.compiler.rules import AlertRule
 
 __all__ = ["SERVER_ARGS", "backtest", "recorded_openmetrics", "serve_tsdb"]
 
@@ -47,7 +47,7 @@ def backtest(paths: list[Path], root: Path, config: Config, timing: Timing,
     `timings` gives some runs their own timing (e.g. how each ended) instead of `timing`.
     `rule_files`: backtest these Prometheus rule files instead of the project's alerts."""
     from dashgen.project_metrics import project_catalog
-    from dashgen.rules import render_rules
+    from dashgen.compiler.rules import render_rules
 
     find_binary("promtool")
     find_binary("prometheus")

@@ -15,11 +15,11 @@ import math
 import urllib.error
 from dataclasses import field
 
-from dashgen.backfill import RecordedRun
+from dashgen.replay.backfill import RecordedRun
 from dashgen.errors import BuildError
-from dashgen.prometheus_server import PrometheusServer
+from dashgen.replay.prometheus_server import PrometheusServer
 from dashgen.records import record
-from dashgen.rules import AlertRule
+from dashgen.compiler.rules import AlertRule
 
 # Prometheus refuses range queries of more than 11,000 steps (11,001 points).
 MAX_POINTS_PER_QUERY = 11_000

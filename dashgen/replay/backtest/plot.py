@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dashgen.backtest.evaluation import SEVERITY_ORDER, RunOutcome
+from dashgen.replay.backtest.evaluation import SEVERITY_ORDER, RunOutcome
 from dashgen.errors import BuildError
 
 

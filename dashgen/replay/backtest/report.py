@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from dashgen.backtest.evaluation import SEVERITY_ORDER, AlertOutcome, RunOutcome
+from dashgen.replay.backtest.evaluation import SEVERITY_ORDER, AlertOutcome, RunOutcome
 
 
 def iso_time(when: float | None) -> str:

@@ -9,9 +9,9 @@ import yaml
 
 from dashgen.config import duration_seconds
 from dashgen.errors import BuildError
-from dashgen.promql import metrics_in
+from dashgen.compiler.promql import metrics_in
 from dashgen.promtool import run_promtool
-from dashgen.rules import RULES_DIR, AlertRule, RecordingRule
+from dashgen.compiler.rules import RULES_DIR, AlertRule, RecordingRule
 
 
 def load_rules(files: dict[str, str]) -> tuple[list[RecordingRule], list[AlertRule]]:

@@ -8,8 +8,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from dashgen.backtest.blocks import parallel_jobs
-from dashgen.prometheus_server import PrometheusServer
+from dashgen.replay.backtest.blocks import parallel_jobs
+from dashgen.replay.prometheus_server import PrometheusServer
 
 # Backfilled runs may be years old; the default 15 d retention would delete them at start-up.
 SERVER_ARGS = ("--storage.tsdb.retention.time=100y", "--log.level=warn")

@@ -17,8 +17,8 @@ from typing import Any
 
 from dashgen.errors import BuildError
 from dashgen.model import GRID_COLUMNS
-from dashgen.preview.query import PanelResult, PreviewRun, Series
-from dashgen.preview.units import format_value
+from dashgen.replay.preview.query import PanelResult, PreviewRun, Series
+from dashgen.replay.preview.units import format_value
 
 COLUMN_PX = 64  # 24 columns: 1536 px, about a laptop's Grafana
 GRID_ROW_PX = 30  # Grafana's grid row height
@@ -89,7 +89,7 @@ def _save_png(figure, path: Path, stamp: str) -> None:
     from PIL import Image
     from PIL.PngImagePlugin import PngInfo
 
-    from dashgen.preview.stamp import STAMP_KEY
+    from dashgen.replay.preview.stamp import STAMP_KEY
 
     info = PngInfo()
     if stamp:

@@ -1,7 +1,7 @@
 """A recorded run backfilled into a temporary Prometheus, and the dashboards' queries over it.
 
-The run goes through the same path as a backtest (dashgen/backtest/engine.py): read and placed
-on the clock by dashgen/backfill.py, written as the exporter's scrapes, turned into blocks by
+The run goes through the same path as a backtest (dashgen/replay/backtest/engine.py): read and placed
+on the clock by dashgen/replay/backfill.py, written as the exporter's scrapes, turned into blocks by
 promtool and served by a query-only Prometheus. Every panel's queries are then evaluated as
 Grafana would over the whole run: a range query per target, the run's labels in the template
 variables, `$__rate_interval` from the scrape interval.
@@ -16,14 +16,14 @@ from dataclasses import field
 from pathlib import Path
 from typing import Any, Iterator
 
-from dashgen.backfill import RecordedRun, Timing, create_blocks, read_run, run_labels, write_openmetrics
-from dashgen.backtest.engine import serve_tsdb
-from dashgen.backtest.evaluation import query_range
+from dashgen.replay.backfill import RecordedRun, Timing, create_blocks, read_run, run_labels, write_openmetrics
+from dashgen.replay.backtest.engine import serve_tsdb
+from dashgen.replay.backtest.evaluation import query_range
 from dashgen.catalog import Catalog, Source
 from dashgen.config import Config
-from dashgen.dashboards import iter_panels
-from dashgen.prometheus_server import PrometheusServer
-from dashgen.promql import metrics_in, substitute_variables
+from dashgen.compiler.dashboards import iter_panels
+from dashgen.replay.prometheus_server import PrometheusServer
+from dashgen.compiler.promql import metrics_in, substitute_variables
 from dashgen.promtool import find_binary
 from dashgen.records import record
 
@@ -139,7 +139,7 @@ def preview_data(server: PrometheusServer, model: dict[str, Any], preview: Previ
         starts: list[float] = []
         for found in evaluate(server, expr, preview, f"{origin}, annotation {annotation['name']!r}"):
             # A scraped series vanishes between the steps that log it; a backfilled one is held for
-            # Prometheus' lookback (see dashgen/backfill.py), so a new value starts an event too.
+            # Prometheus' lookback (see dashgen/replay/backfill.py), so a new value starts an event too.
             previous = None
             for at, value in found["values"]:
                 if previous is None or at - previous[0] > preview.step * 1.5 or value != previous[1]:

@@ -1,0 +1,2 @@
+"""Deploy targets beyond Prometheus' own rule files: Alertmanager's config and receivers, the
+Prometheus Operator's Kubernetes objects, and VictoriaMetrics' vmalert dialect."""
