@@ -27,9 +27,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from dashgen.config import Config
 from dashgen.replay.backfill import Timing
 from dashgen.replay.backtest import RunOutcome, backtest
-from dashgen.config import Config
 from dashgen.replay.scoring import format_episodes, format_latency, format_score, issue_20_checks, score, unknown_expected_alerts
 from dashgen.replay.simulate import Fault, RunSpec, write_run
 

@@ -15,9 +15,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from dashgen.config import Config
 from dashgen.replay.backfill import Timing
 from dashgen.replay.backtest import backtest, format_table
-from dashgen.config import Config
 from dashgen.replay.synthetic_runs import write_run
 
 REPO = Path(__file__).resolve().parent.parent

@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from conftest import REPO, run
-from dashgen.runtime.exporter import RunState
 from dashgen.project_metrics import project_catalog
+from dashgen.runtime.exporter import RunState
 
 JUDGE = """metrics:
   - name: verl_judge_mean

@@ -13,8 +13,8 @@ import yaml
 
 from dashgen.compiler import tree_writer
 from dashgen.compiler.build import render_project
-from dashgen.config import Config, config_from
 from dashgen.compiler.tree_writer import STAGING, recover, replace_tree
+from dashgen.config import Config, config_from
 from conftest import run, tree_digest
 
 NEW_CONFIG = "verl_job: trainer\nstability: {kl_spike_threshold: 0.3}\ngpu_source: dcgm\n"

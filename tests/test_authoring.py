@@ -10,10 +10,10 @@ import yaml
 
 from conftest import REPO, run, tree_digest
 from dashgen.compiler.build import render_project
-from dashgen.config import config_from
 from dashgen.compiler.rule_tests import write_generated_tests
-from dashgen.promtool import run_tool
 from dashgen.compiler.selectors import expand_selectors, rule_selectors
+from dashgen.config import config_from
+from dashgen.promtool import run_tool
 
 pytestmark = pytest.mark.heavy
 

@@ -10,7 +10,8 @@ from dashgen.replay.synthetic_runs import step_data, write_run
 from conftest import run
 from dashgen.replay.backfill import Timing, read_run, run_labels
 from dashgen.replay.backtest import serve_tsdb
-from dashgen.runtime.exporter import LogFollower, RunState
+from dashgen.runtime.exporter import RunState
+from dashgen.runtime.log_follower import LogFollower
 
 START = 1_700_000_000  # a fixed, past anchor: results do not depend on the clock
 

@@ -9,11 +9,11 @@ import pytest
 from dashgen.replay.synthetic_runs import write_run
 
 from conftest import REPO, run
+from dashgen.config import duration_seconds
+from dashgen.promtool import find_binary
 from dashgen.replay.backtest import engine as backtest_engine
 from dashgen.replay.backtest import evaluation as backtest_evaluation
 from dashgen.replay.backtest import firing_intervals, query_spans
-from dashgen.config import duration_seconds
-from dashgen.promtool import find_binary
 from dashgen_alerts.rewards import RewardsConfig
 from dashgen_alerts.rollout import RolloutConfig
 

@@ -9,9 +9,9 @@ import pytest
 
 from conftest import REPO, run, tree_digest, with_preview
 from dashgen.compiler.build import render_project
-from dashgen.config import Config
 from dashgen.compiler.dashboards import LINE_WIDTH, dashboard_to_text, iter_panels
 from dashgen.compiler.validate import schema_errors
+from dashgen.config import Config
 
 DASHBOARD = "rendered/dashboards/verl-training.json"
 LEGACY_KEYS = {"rows", "style", "hideControls", "sharedCrosshair", "gnetId", "span", "minSpan", "height",

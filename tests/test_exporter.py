@@ -8,8 +8,10 @@ import socket
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from dashgen.runtime.exporter import LogFollower, RunState, VerlPrometheusLogger, run_from_path
+from dashgen.runtime.exporter import RunState, VerlPrometheusLogger
+
 from dashgen.replay.prometheus_server import stop_process
+from dashgen.runtime.log_follower import LogFollower, run_from_path
 from dashgen.sources.verl_log import StepMapper, parse_line
 from support import start_exporter, wait_until
 

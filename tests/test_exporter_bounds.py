@@ -8,7 +8,9 @@ import tracemalloc
 
 import pytest
 
-from dashgen.runtime.exporter import MAX_LINE_BYTES, LogFollower, RunState, run_from_path
+from dashgen.runtime.exporter import RunState
+
+from dashgen.runtime.log_follower import MAX_LINE_BYTES, LogFollower, run_from_path
 from dashgen.sources.verl_log import MAX_REMEMBERED_KEYS, MAX_UNKNOWN_SERIES, LineError, StepMapper, parse_line
 from support import dashgen_process, start_exporter
 
@@ -148,7 +150,7 @@ def test_port_0_announces_the_port_it_got(tmp_path):
 
 
 def test_listen_without_a_host_means_every_interface():
-    from dashgen.cli import _listen_address
+    from dashgen.cli.trainer import _listen_address
 
     assert _listen_address(":0") == ("0.0.0.0", 0)
     assert _listen_address("[::1]:9464") == ("::1", 9464)

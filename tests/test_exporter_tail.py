@@ -7,12 +7,13 @@ import random
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-import dashgen.runtime.exporter
-import dashgen.runtime.log_tail
-from dashgen.runtime.exporter import LogFollower, RunState
 from dashgen.lifecycle import RunPhase
-from dashgen.runtime.log_tail import lines_backwards, read_tail
 from dashgen.replay.synthetic_runs import step_data
+from dashgen.runtime.exporter import RunState
+import dashgen.runtime.log_follower
+from dashgen.runtime.log_follower import LogFollower
+import dashgen.runtime.log_tail
+from dashgen.runtime.log_tail import lines_backwards, read_tail
 from dashgen.sources.verl_log import MAX_VALIDATION_SERIES
 
 MAX_LINE_BYTES = 4096
@@ -130,7 +131,7 @@ def small_blocks(monkeypatch):
 def test_a_tail_start_serves_what_a_whole_read_serves(tmp_path, small_blocks, monkeypatch, seed):
     rng = random.Random(seed)
     if seed % 2:
-        monkeypatch.setattr(dashgen.runtime.exporter, "COUNT_HISTORY_AT_ONCE_BYTES", 0)  # counted in the background
+        monkeypatch.setattr(dashgen.runtime.log_follower, "COUNT_HISTORY_AT_ONCE_BYTES", 0)  # counted in the background
     path = written_log(tmp_path, random_lines(rng, rng.randint(0, 120)) + rng.choice([b"", b'{"step": 9999, "data": {"a']))
     pair = Pair(path, total_steps=rng.choice([None, 20, 60]))
     try:
@@ -207,7 +208,7 @@ def test_validation_series_over_the_limit_are_counted_from_history(tmp_path):
 
 
 def test_counters_are_withheld_until_the_history_is_counted(tmp_path, monkeypatch):
-    monkeypatch.setattr(dashgen.runtime.exporter, "COUNT_HISTORY_AT_ONCE_BYTES", 0)
+    monkeypatch.setattr(dashgen.runtime.log_follower, "COUNT_HISTORY_AT_ONCE_BYTES", 0)
     path = written_log(tmp_path, b"".join(map(healthy, range(1, 2001))) + b"garbage\n")
     pair = Pair(path)
     try:
@@ -223,7 +224,7 @@ def test_counters_are_withheld_until_the_history_is_counted(tmp_path, monkeypatc
 
 
 def test_stop_ends_the_history_count_and_closes_its_file(tmp_path, monkeypatch):
-    monkeypatch.setattr(dashgen.runtime.exporter, "COUNT_HISTORY_AT_ONCE_BYTES", 0)
+    monkeypatch.setattr(dashgen.runtime.log_follower, "COUNT_HISTORY_AT_ONCE_BYTES", 0)
     path = written_log(tmp_path, b"".join(map(healthy, range(1, 3001))))
     open_before = set(os.listdir("/proc/self/fd"))
     follower = LogFollower(path, RunState("proj", "exp"), say=lambda _: None)

@@ -11,10 +11,11 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from support import scrape, start_exporter, wait_until
-from dashgen.runtime.exporter import RunState, serve_metrics
 from dashgen.lifecycle import RunPhase
-from dashgen.runtime.log_watch import LogChanges
 from dashgen.replay.prometheus_server import stop_process
+from dashgen.runtime.exporter import RunState
+from dashgen.runtime.log_watch import LogChanges
+from dashgen.runtime.metrics_server import serve_metrics
 
 LONG = 30.0  # a poll interval no test waits out: only a change notification ends a wait early
 
@@ -145,17 +146,17 @@ def test_scrape_threads_wait_for_the_next_scrape_and_end_with_the_server():
 def test_a_scrape_thread_still_answering_when_the_server_closes_ends_too(monkeypatch):
     """The race of a scrape answered just before the close: its thread comes back for the next
     connection only after server_close has woken the waiting ones."""
-    from dashgen.runtime import exporter
+    from dashgen.runtime import metrics_server
 
     answered = threading.Event()
-    original = exporter._MetricsServer.shutdown_request
+    original = metrics_server._MetricsServer.shutdown_request
 
     def slow_to_come_back(self, request):
         original(self, request)  # the client has its answer now
         answered.set()
         time.sleep(0.5)  # ... and the server closes before this thread waits for the next connection
 
-    monkeypatch.setattr(exporter._MetricsServer, "shutdown_request", slow_to_come_back)
+    monkeypatch.setattr(metrics_server._MetricsServer, "shutdown_request", slow_to_come_back)
     state = RunState("proj", "exp")
     registry = CollectorRegistry(auto_describe=False)
     registry.register(state)

@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from dashgen.runtime.exporter import LogFollower, RunState
+from dashgen.runtime.exporter import RunState
+
 from dashgen.lifecycle import RunPhase
 from dashgen.replay.prometheus_server import free_port
+from dashgen.runtime.log_follower import LogFollower
 from support import Exporter, dashgen_command, export_command, run_state, wait_until
 
 TRAINER = """

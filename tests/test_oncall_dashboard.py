@@ -7,9 +7,9 @@ import yaml
 
 from conftest import REPO, run
 from dashgen.compiler.build import render_project
-from dashgen.config import Config, config_from
 from dashgen.compiler.dashboards import iter_panels
 from dashgen.compiler.validate import schema_errors
+from dashgen.config import Config, config_from
 
 DASHBOARD = "dashboards/verl-training.json"
 MAX_BYTES_PER_PANEL = 1_200

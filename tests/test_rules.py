@@ -8,8 +8,8 @@ import yaml
 
 from conftest import REPO, run, tree_digest
 from dashgen.compiler.build import render_project
-from dashgen.config import Config, duration_seconds
 from dashgen.compiler.rule_tests import files_read_by
+from dashgen.config import Config, duration_seconds
 
 RULES = sorted((REPO / "rendered" / "rules").glob("*.yaml"))
 FIXTURES = sorted((REPO / "tests" / "rules").glob("*.yaml"))

@@ -17,10 +17,10 @@ import pytest
 import yaml
 
 from dashgen.compiler.build import render_project
-from dashgen.config import config_from
 from dashgen.compiler.dashboards import iter_panels
 from dashgen.compiler.schema_check import Schema, Unsupported, compile_schema
 from dashgen.compiler.validate import _core_annotations
+from dashgen.config import config_from
 
 from conftest import REPO
 

@@ -3,10 +3,10 @@
 from pathlib import Path
 
 from conftest import REPO, run
-from dashgen.compiler.build import render_project
 from dashgen.catalog import CATALOG
-from dashgen.config import Config
+from dashgen.compiler.build import render_project
 from dashgen.compiler.coverage import unused_signals, verl_signals
+from dashgen.config import Config
 
 # The pinned list: a key added to the catalog needs a panel or a LeftOut with its reason.
 LEFT_OUT = {"perf/time_per_step"}

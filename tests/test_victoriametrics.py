@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from dashgen.compiler.targets.victoriametrics import dry_run, vmalert_installed, without_keep_firing_for
+from dashgen.config import Config
 from dashgen.replay.backfill import Timing, read_run, run_labels
 from dashgen.replay.backtest.engine import backtest
-from dashgen.config import Config
-from dashgen.compiler.targets.victoriametrics import (VictoriaMetricsServer, dry_run, firing_starts, prometheus_text, replay,
-                                     vmalert_installed, without_keep_firing_for)
+from dashgen.replay.victoriametrics import VictoriaMetricsServer, firing_starts, prometheus_text, replay
 
 from conftest import REPO, run
 

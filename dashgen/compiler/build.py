@@ -18,17 +18,17 @@ import tempfile
 import yaml
 
 from dashgen.catalog import Catalog
-from dashgen.config import Config, areas_of
 from dashgen.compiler.dashboards import compile_dashboard, dashboard_to_text
-from dashgen.errors import BuildError
 from dashgen.compiler.loader import call_definition, load_modules
-from dashgen.model import Dashboard
-from dashgen.project_metrics import project_catalog
-from dashgen.records import record
 from dashgen.compiler.references import resolve_dashboard_references
 from dashgen.compiler.rendering import markdown_text, templates
 from dashgen.compiler.tree_writer import existing_files, replace_tree
 from dashgen.compiler.validate import validate_dashboard
+from dashgen.config import Config, areas_of
+from dashgen.errors import BuildError
+from dashgen.model import Dashboard
+from dashgen.project_metrics import project_catalog
+from dashgen.records import record
 
 RENDERED = "rendered"
 # rendered/preview/ holds `dashgen preview`'s PNGs: drawn from a backfilled run, not by build, so
@@ -49,8 +49,8 @@ class Rendered:
 
 
 def render_project(root: Path, config: Config) -> Rendered:
-    from dashgen.compiler.targets.alertmanager import alertmanager_config, render_alerting
     from dashgen.compiler.rules import DOCS_FILE, load_rule_modules, render_rules  # alerts and recording rules
+    from dashgen.compiler.targets.alertmanager import alertmanager_config, render_alerting
 
     out = Rendered()
     alert_modules = load_rule_modules(root)

@@ -11,12 +11,12 @@ from __future__ import annotations
 import difflib
 
 from dashgen.catalog import VALIDATION_FAMILIES, Catalog
+from dashgen.compiler.promql import metrics_in
+from dashgen.compiler.selectors import dashboard_selectors, expand_selectors
 from dashgen.config import Config
 from dashgen.errors import BuildError
 from dashgen.model import Dashboard
-from dashgen.compiler.promql import metrics_in
 from dashgen.records import record
-from dashgen.compiler.selectors import dashboard_selectors, expand_selectors
 
 
 @record

@@ -17,12 +17,12 @@ import attr
 import grafanalib.core as G
 
 from dashgen.catalog import Catalog
+from dashgen.compiler.rendering import runbook_anchor
+from dashgen.compiler.selectors import checked_expression, dashboard_selectors, expand_selectors
 from dashgen.config import Config
 from dashgen.errors import BuildError
 from dashgen.model import (GRID_COLUMNS, Annotation, Dashboard, DashboardLink, Heatmap, Panel, Position, Query, Row,
                            Stat, StepChart, Threshold, TimeSeries, Variable)
-from dashgen.compiler.rendering import runbook_anchor
-from dashgen.compiler.selectors import checked_expression, dashboard_selectors, expand_selectors
 
 SCHEMA_VERSION = 39
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}

@@ -27,11 +27,11 @@ import yaml
 
 from dashgen.catalog import Catalog
 from dashgen.compiler.condition_compiler import resolve_signal
+from dashgen.compiler.selectors import expand_selectors, rule_selectors
 from dashgen.conditions import Compare, Comparison, Condition, comparisons
 from dashgen.config import Config, duration_seconds
 from dashgen.model import Alert
 from dashgen.records import record
-from dashgen.compiler.selectors import expand_selectors, rule_selectors
 
 GENERATED_SUFFIX = "-generated-test.yaml"
 _RATIO_UNITS = ("percentunit",)

@@ -15,18 +15,18 @@ import textwrap
 from dataclasses import field, replace
 from pathlib import Path
 
-from dashgen.compiler.block_yaml import rule_yaml
 from dashgen.catalog import Catalog, Metric, MetricType, Source
+from dashgen.compiler.block_yaml import rule_yaml
 from dashgen.compiler.condition_compiler import BaselineDefaults, ConditionCompiler, expand_group
+from dashgen.compiler.loader import DefinitionModule, call_definition, load_modules
+from dashgen.compiler.promql import QueryError
+from dashgen.compiler.rendering import runbook_anchor, templates
+from dashgen.compiler.selectors import checked_expression, expression_info, rule_selectors
 from dashgen.conditions import RUN_NAME, VALUE, comparisons
 from dashgen.config import DURATION, Config, duration_seconds
 from dashgen.errors import BuildError
-from dashgen.compiler.loader import DefinitionModule, call_definition, load_modules
 from dashgen.model import ON_RUN, Alert, Recording, RuleGroup, Severity, Sustain
-from dashgen.compiler.promql import QueryError
 from dashgen.records import record
-from dashgen.compiler.rendering import runbook_anchor, templates
-from dashgen.compiler.selectors import checked_expression, expression_info, rule_selectors
 
 _ALERT_NAME = re.compile(r"[A-Z][A-Za-z0-9]*")
 _RECORD_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")

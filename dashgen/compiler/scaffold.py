@@ -10,8 +10,8 @@ import importlib
 from importlib import resources
 from pathlib import Path
 
-from dashgen.errors import BuildError
 from dashgen.compiler.rendering import templates
+from dashgen.errors import BuildError
 
 # Files of the default set that are not definition modules.
 _NOT_DEFINITIONS = ("_", "__")

@@ -12,10 +12,10 @@ from typing import Mapping
 import textwrap
 
 from dashgen.catalog import Catalog
+from dashgen.compiler.promql import QueryError, SeriesInfo, check_expression
 from dashgen.config import Config
 from dashgen.errors import BuildError
 from dashgen.gpu import gpu_source
-from dashgen.compiler.promql import QueryError, SeriesInfo, check_expression
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 

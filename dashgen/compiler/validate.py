@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dashgen.compiler.dashboards import iter_panels
-from dashgen.errors import BuildError
 from dashgen.compiler.schema_check import Schema
+from dashgen.errors import BuildError
 
 # dashgen/ itself holds the templates and schemas, which several packages read.
 _PACKAGE_DIR = Path(__file__).resolve().parents[1]

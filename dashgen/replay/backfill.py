@@ -36,10 +36,10 @@ from typing import Iterable, Iterator, TextIO
 from dashgen.catalog import (CATALOG, NONFINITE_LOSS_STREAK_METRIC, NONFINITE_STREAK_METRIC, RUN_STATE_METRIC,
                              VALIDATION_FAMILIES, VALIDATION_LABELS, Catalog, verl_metric_name)
 from dashgen.errors import BuildError
-from dashgen.runtime.exporter import MAX_LINE_BYTES, run_from_path
 from dashgen.lifecycle import NonFiniteStreak, RunPhase
 from dashgen.promtool import run_promtool
 from dashgen.records import record
+from dashgen.runtime.log_follower import MAX_LINE_BYTES, run_from_path
 from dashgen.sources.verl_log import LineError, StepMapper, ValidationSeries, parse_line
 
 STEP_TIME_METRIC = verl_metric_name("timing_s/step")[0]

@@ -14,8 +14,8 @@ import statistics
 from collections.abc import Callable
 from dataclasses import field
 
-from dashgen.replay.backtest import RunOutcome
 from dashgen.records import record
+from dashgen.replay.backtest import RunOutcome
 from dashgen.replay.simulate import FAULT_ALERTS, PLANNED_ALERTS, TERMINAL, Fault, RunSpec, noise_free_entropy
 
 # A firing that starts this long after an episode ended still belongs to it (windows lag).

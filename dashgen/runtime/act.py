@@ -38,12 +38,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Iterator
 
-from dashgen.compiler.targets.alertmanager import ACT_PATH
 from dashgen.bounded_read import TooLarge, read_bounded
+from dashgen.compiler.targets.alertmanager import ACT_PATH
 from dashgen.config import Config, duration_seconds
 from dashgen.errors import BuildError
-from dashgen.runtime.process_group import end_group, start_group, wait_for_exit
 from dashgen.records import record
+from dashgen.runtime.process_group import end_group, start_group, wait_for_exit
 
 TOKEN_ENV = "DASHGEN_ACT_TOKEN"
 MIN_TOKEN_LENGTH = 16

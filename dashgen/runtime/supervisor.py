@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Callable, TextIO
 
 from dashgen.errors import BuildError
-from dashgen.runtime.exporter import LogFollower
-from dashgen.runtime.log_watch import LogChanges
 from dashgen.lifecycle import phase_after_exit, shell_exit_status
+from dashgen.runtime.log_follower import LogFollower
+from dashgen.runtime.log_watch import LogChanges
 from dashgen.runtime.process_group import end_group, has_exited, signal_group, start_group
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM)

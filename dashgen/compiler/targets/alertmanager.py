@@ -17,14 +17,14 @@ from pathlib import Path
 import yaml
 
 from dashgen.compiler.block_yaml import indented_yaml
-from dashgen.config import Config
-from dashgen.errors import BuildError
 from dashgen.compiler.loader import DefinitionModule, call_definition
-from dashgen.model import RUN_LABELS, Alert, Inhibition, Severity
-from dashgen.compiler.targets.receivers import check_receiver
-from dashgen.records import record
 from dashgen.compiler.references import check_alert_name
 from dashgen.compiler.rendering import runbook_anchor, templates
+from dashgen.compiler.targets.receivers import check_receiver
+from dashgen.config import Config
+from dashgen.errors import BuildError
+from dashgen.model import RUN_LABELS, Alert, Inhibition, Severity
+from dashgen.records import record
 
 ALERTMANAGER_FILE = "alertmanager/alertmanager.yml"
 ROUTE_FIXTURES = Path("tests") / "alertmanager"

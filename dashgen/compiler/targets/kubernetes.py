@@ -19,14 +19,14 @@ from typing import Any
 
 import yaml
 
-from dashgen.compiler.targets.alertmanager import ACT, CHANNEL, NOWHERE, PAGE
 from dashgen.compiler.block_yaml import rule_yaml
+from dashgen.compiler.rules import RULES_DIR
+from dashgen.compiler.targets.alertmanager import ACT, CHANNEL, NOWHERE, PAGE
+from dashgen.compiler.targets.kubernetes_schemas import check_object, object_name
 from dashgen.config import Config
 from dashgen.errors import BuildError
-from dashgen.compiler.targets.kubernetes_schemas import check_object, object_name
 from dashgen.model import Dashboard
 from dashgen.records import record
-from dashgen.compiler.rules import RULES_DIR
 
 KUBERNETES_DIR = "kubernetes"
 MONITORING_API = "monitoring.coreos.com/v1"

@@ -13,8 +13,8 @@ from functools import lru_cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from dashgen.errors import BuildError
 from dashgen.compiler.schema_check import Schema
+from dashgen.errors import BuildError
 
 if TYPE_CHECKING:
     import jsonschema

@@ -24,17 +24,17 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
+from dashgen.compiler.promql import metrics_in
+from dashgen.compiler.rules import AlertRule
+from dashgen.config import Config
+from dashgen.promtool import find_binary
 from dashgen.replay.backfill import Timing, check_unique_runs, read_run, run_labels, series_names, write_openmetrics
 from dashgen.replay.backtest.blocks import BlockParts
 from dashgen.replay.backtest.evaluation import RunOutcome, evaluate_alert
 from dashgen.replay.backtest.recordings import fill_recordings, recorded_openmetrics
 from dashgen.replay.backtest.rule_files import read_rule_files
 from dashgen.replay.backtest.server import SERVER_ARGS, query_pool, serve_tsdb
-from dashgen.config import Config
-from dashgen.compiler.promql import metrics_in
 from dashgen.replay.prometheus_server import PrometheusServer
-from dashgen.promtool import find_binary
-from dashgen.compiler.rules import AlertRule
 
 __all__ = ["SERVER_ARGS", "backtest", "recorded_openmetrics", "serve_tsdb"]
 
@@ -46,8 +46,8 @@ def backtest(paths: list[Path], root: Path, config: Config, timing: Timing,
 
     `timings` gives some runs their own timing (e.g. how each ended) instead of `timing`.
     `rule_files`: backtest these Prometheus rule files instead of the project's alerts."""
-    from dashgen.project_metrics import project_catalog
     from dashgen.compiler.rules import render_rules
+    from dashgen.project_metrics import project_catalog
 
     find_binary("promtool")
     find_binary("prometheus")

@@ -15,11 +15,11 @@ import math
 import urllib.error
 from dataclasses import field
 
-from dashgen.replay.backfill import RecordedRun
-from dashgen.errors import BuildError
-from dashgen.replay.prometheus_server import PrometheusServer
-from dashgen.records import record
 from dashgen.compiler.rules import AlertRule
+from dashgen.errors import BuildError
+from dashgen.records import record
+from dashgen.replay.backfill import RecordedRun
+from dashgen.replay.prometheus_server import PrometheusServer
 
 # Prometheus refuses range queries of more than 11,000 steps (11,001 points).
 MAX_POINTS_PER_QUERY = 11_000

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dashgen.replay.backtest.evaluation import SEVERITY_ORDER, RunOutcome
 from dashgen.errors import BuildError
+from dashgen.replay.backtest.evaluation import SEVERITY_ORDER, RunOutcome
 
 
 PLOTTED = (("verl_critic_score_mean", "reward (critic/score/mean)"), ("verl_actor_ppo_kl", "KL (actor/ppo_kl)"),

@@ -24,15 +24,15 @@ from typing import Callable
 
 import promql_parser as pp
 
+from dashgen.compiler.promql import metrics_in
+from dashgen.compiler.rules import RecordingRule
+from dashgen.records import record
 from dashgen.replay.backfill import RecordedRun, label_text
 from dashgen.replay.backtest.blocks import BlockParts
 from dashgen.replay.backtest.evaluation import evaluation_times, query_range, query_spans, series_key
 from dashgen.replay.backtest.rule_files import recording_levels
 from dashgen.replay.backtest.server import query_pool, serve_tsdb
 from dashgen.replay.prometheus_server import PrometheusServer
-from dashgen.compiler.promql import metrics_in
-from dashgen.records import record
-from dashgen.compiler.rules import RecordingRule
 
 # Recordings go to promtool in smaller parts than the runs' series, most of them while the round's
 # last queries run: the next Prometheus waits only for the last part.

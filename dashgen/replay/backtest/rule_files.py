@@ -7,11 +7,11 @@ from pathlib import Path
 
 import yaml
 
+from dashgen.compiler.promql import metrics_in
+from dashgen.compiler.rules import RULES_DIR, AlertRule, RecordingRule
 from dashgen.config import duration_seconds
 from dashgen.errors import BuildError
-from dashgen.compiler.promql import metrics_in
 from dashgen.promtool import run_promtool
-from dashgen.compiler.rules import RULES_DIR, AlertRule, RecordingRule
 
 
 def load_rules(files: dict[str, str]) -> tuple[list[RecordingRule], list[AlertRule]]:

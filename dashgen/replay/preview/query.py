@@ -16,16 +16,16 @@ from dataclasses import field
 from pathlib import Path
 from typing import Any, Iterator
 
+from dashgen.catalog import Catalog, Source
+from dashgen.compiler.dashboards import iter_panels
+from dashgen.compiler.promql import metrics_in, substitute_variables
+from dashgen.config import Config
+from dashgen.promtool import find_binary
+from dashgen.records import record
 from dashgen.replay.backfill import RecordedRun, Timing, create_blocks, read_run, run_labels, write_openmetrics
 from dashgen.replay.backtest.engine import serve_tsdb
 from dashgen.replay.backtest.evaluation import query_range
-from dashgen.catalog import Catalog, Source
-from dashgen.config import Config
-from dashgen.compiler.dashboards import iter_panels
 from dashgen.replay.prometheus_server import PrometheusServer
-from dashgen.compiler.promql import metrics_in, substitute_variables
-from dashgen.promtool import find_binary
-from dashgen.records import record
 
 # About as many points as a 1000-pixel-wide Grafana panel asks for.
 POINTS_PER_PANEL = 300

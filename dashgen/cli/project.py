@@ -1,0 +1,251 @@
+"""Commands on a project's definitions: init, build, check, list, lint, test, config."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from dashgen.cli.options import collector_paused, config_option, rendered_dir, root_option
+from dashgen.config import Config, config_path as find_config_path, load_config
+from dashgen.errors import BuildError
+
+@click.command()
+@root_option
+@config_option
+@click.option("--reload", "reload_url", default=None, metavar="URL",
+              help="Then make the Prometheus at URL (e.g. http://localhost:9090) re-read its config and rules "
+                   "(POST URL/-/reload; Prometheus needs --web.enable-lifecycle).")
+@collector_paused
+def build(root: Path, config_path: Path | None, reload_url: str | None) -> None:
+    """Render panels/ and alerts/ into rendered/ (untouched if anything fails)."""
+    from dashgen.compiler.build import render_project, write_rendered
+    from dashgen.compiler.tree_writer import project_lock
+
+    if reload_url is not None:  # urllib.request, only then
+        from dashgen.replay.prometheus_server import check_reload_url, reload_prometheus
+
+        check_reload_url(reload_url)
+    rendered = render_project(root, load_config(config_path, root))
+    with project_lock(root):
+        out_dir = rendered_dir(root)
+        changed = write_rendered(out_dir, rendered.files)
+    click.echo(f"rendered {len(rendered.files)} files into {out_dir}"
+               + (f"; changed: {', '.join(changed)}" if changed else "; nothing changed"))
+    if reload_url is not None:
+        reload_prometheus(reload_url)
+        click.echo(f"reloaded Prometheus at {reload_url}")
+
+
+@click.command()
+@root_option
+@config_option
+@collector_paused
+def check(root: Path, config_path: Path | None) -> None:
+    """Fail if rendered/ is stale against the sources or any check fails."""
+    from dashgen.compiler.build import PREVIEW, differences, render_project, validate_rendered
+    from dashgen.compiler.tree_writer import project_lock
+    from dashgen.replay.preview.stamp import stale_previews
+
+    rendered = render_project(root, load_config(config_path, root))
+    validate_rendered(rendered.files)
+    with project_lock(root):
+        out_dir = rendered_dir(root)
+        problems = differences(out_dir, rendered.files)
+    problems += stale_previews(out_dir / PREVIEW, {d.uid: rendered.files[f"dashboards/{d.uid}.json"]
+                                                   for _, d in rendered.dashboards})
+    if problems:
+        raise BuildError("rendered/ does not match the sources; run `dashgen build` and commit:\n  "
+                         + "\n  ".join(problems))
+    click.echo(f"ok: {len(rendered.files)} rendered files match their sources and pass the checks")
+
+
+@click.command(name="list")
+@root_option
+@config_option
+@click.option("--unused", is_flag=True,
+              help="Instead: the verl keys of the catalog that no panel shows, each with the reason a dashboard "
+                   "gives for leaving it out (Dashboard.left_out).")
+def list_(root: Path, config_path: Path | None, unused: bool) -> None:
+    """Show dashboards, their panels and the metrics each panel queries; then the alerts."""
+    from dashgen.compiler.build import render_project
+    from dashgen.compiler.dashboards import metrics_used
+
+    config = load_config(config_path, root)
+    rendered = render_project(root, config)
+    if unused:
+        _list_unused(rendered, config, root)
+        return
+    for module, dashboard in rendered.dashboards:
+        click.echo(f"{dashboard.uid}  {dashboard.title!r}  ({module})")
+        used = metrics_used(dashboard, config)
+        for row in dashboard.rows:
+            click.echo(f"  {row.title}")
+            for panel in row.panels:
+                click.echo(f"    {panel.title}: {', '.join(used[panel.title])}")
+    for module, alert, _ in rendered.alerts:
+        click.echo(f"alert {alert.name} [{alert.severity.value}] ({module})")
+
+
+def _list_unused(rendered, config: Config, root: Path) -> None:
+    from dashgen.compiler.coverage import unused_signals
+    from dashgen.project_metrics import project_catalog
+
+    signals = unused_signals(rendered.dashboards, config, project_catalog(root))
+    for unused in signals:
+        click.echo(f"{unused.verl_key}  ({unused.metric})  "
+                   + (f"left out: {unused.reason}" if unused.reason else "no panel, and no reason given"))
+    click.echo(f"{len(signals)} catalogued verl key(s) without a panel", err=True)
+
+
+@click.command()
+@root_option
+def lint(root: Path) -> None:
+    """Run `promtool check rules` on rendered/rules/*.yaml and `amtool check-config` on Alertmanager's file;
+    also `vmalert -dryRun` on the rule files when vmalert (VictoriaMetrics) is installed."""
+    from dashgen.compiler.targets.alertmanager import ALERTMANAGER_FILE
+    from dashgen.compiler.tree_writer import project_lock
+    from dashgen.promtool import run_tool
+
+    with project_lock(root):
+        rendered = rendered_dir(root)
+    files = sorted(str(p) for p in (rendered / "rules").glob("*.yaml"))
+    if not files:
+        raise BuildError(f"no rule files in {rendered / 'rules'}; run `dashgen build` first")
+    alertmanager = rendered / ALERTMANAGER_FILE
+    if not alertmanager.is_file():
+        raise BuildError(f"{alertmanager} does not exist; run `dashgen build` first")
+    rules = run_tool("promtool", ["check", "rules", *files])
+    _show(rules.stdout, rules.stderr)
+    routing = run_tool("amtool", ["check-config", str(alertmanager)])
+    _show(routing.stdout, routing.stderr)
+    vmalert = _vmalert_dry_run([Path(f) for f in files])
+    sys.exit(rules.returncode or routing.returncode or vmalert)
+
+
+def _vmalert_dry_run(files: list[Path]) -> int:
+    """`vmalert -dryRun` on the rule files if vmalert is installed; says so if it is not."""
+    from dashgen.compiler.targets.victoriametrics import dry_run, vmalert_installed
+
+    if not vmalert_installed():
+        click.echo("vmalert not found: skipped `vmalert -dryRun` (VictoriaMetrics' rule check; Debian package "
+                   "victoria-metrics)")
+        return 0
+    result, note = dry_run(files)
+    _show(result.stdout, result.stderr)
+    click.echo(note if result.returncode == 0 else f"{note}: FAILED")
+    return result.returncode
+
+
+@click.command()
+@root_option
+@config_option
+@click.option("--keep-generated", type=click.Path(file_okay=False, path_type=Path), default=None, metavar="DIR",
+              help="Also write the generated rule tests (and the rule files they test) into DIR, to read them.")
+@click.argument("modules", nargs=-1, metavar="[MODULE]...")
+def test(root: Path, config_path: Path | None, keep_generated: Path | None, modules: tuple[str, ...]) -> None:
+    """Run the rule tests: tests/rules/*.yaml and the tests generated for every alert written with
+    the vocabulary (promtool test rules); then the routing fixtures in tests/alertmanager/.
+
+    With MODULE (an alert module's name, `team` for alerts/team.py), only that module's tests:
+    tests/rules/MODULE-test*.yaml and its alerts' generated ones.
+
+    Fails on an alert that no test covers, unless the alert says why (untested="...")."""
+    import shutil
+    import tempfile
+
+    from dashgen.compiler.build import render_project
+    from dashgen.compiler.rule_tests import alerts_tested_by_fixtures, write_generated_tests
+    from dashgen.compiler.targets.alertmanager import run_route_fixtures
+    from dashgen.promtool import run_tool
+
+    config = load_config(config_path, root)
+    rendered = render_project(root, config)
+    fixtures = sorted((root / "tests" / "rules").glob("*.yaml"))
+    # An alert is tested if any fixture tests it, whichever module's tests run.
+    tested = alerts_tested_by_fixtures(fixtures)
+    alerts = rendered.alerts
+    if modules:
+        alerts, fixtures = _tests_of_modules(modules, alerts, fixtures)
+    untested = [(module, alert.name) for module, alert, _ in alerts
+                if alert.condition is None and alert.name not in tested and not alert.untested.strip()]
+    failed = False
+    with tempfile.TemporaryDirectory(prefix="dashgen-generated-tests-") as tmp:
+        rule_files = {rel: content for rel, content in rendered.files.items() if rel.startswith("rules/")}
+        generated = write_generated_tests(Path(tmp), rule_files, alerts, rendered.catalog, config)
+        if keep_generated is not None:
+            shutil.copytree(tmp, keep_generated, dirs_exist_ok=True)
+        if fixtures or generated:
+            rules = run_tool("promtool", ["test", "rules", *map(str, fixtures), *map(str, generated)])
+            _show(rules.stdout, rules.stderr)
+            failed = rules.returncode != 0
+        elif modules and not untested:
+            click.echo(f"no rule tests of {', '.join(modules)}: every alert there says why (untested=...)")
+        elif not untested:
+            raise BuildError(f"no rule tests: none in {root / 'tests' / 'rules'}, and no alert written with the "
+                             f"vocabulary (Alert.when) to generate them for")
+    for module, name in untested:
+        click.echo(f"{module}: alert {name!r} has no rule test: add a case to tests/rules/, write it with "
+                   f"Alert.when(...) so one is generated, or say why not with untested=\"...\"", err=True)
+    routes_passed, report = run_route_fixtures(root)
+    _show(report, "")
+    sys.exit(1 if failed or untested or not routes_passed else 0)
+
+
+def _tests_of_modules(modules: tuple[str, ...], alerts: list, fixtures: list[Path]) -> tuple[list, list[Path]]:
+    """The alerts of the named alert modules, and their fixtures (tests/rules/MODULE-test*.yaml)."""
+    from dashgen.errors import get_close_matches
+
+    known = sorted({Path(module).stem for module, _, _ in alerts})
+    wanted = {Path(name).stem for name in modules}  # `team` or `alerts/team.py`
+    for name in sorted(wanted - set(known)):
+        close = get_close_matches(name, known)
+        hint = f"; did you mean {close[0]!r}?" if close else f" (the project's alert modules: {', '.join(known)})"
+        raise BuildError(f"dashgen test {name}: no alert module alerts/{name}.py{hint}")
+    return ([item for item in alerts if Path(item[0]).stem in wanted],
+            [path for path in fixtures if any(path.stem.startswith(f"{name}-test") for name in wanted)])
+
+
+def _show(stdout: str, stderr: str) -> None:
+    sys.stdout.write(stdout)
+    sys.stderr.write(stderr)
+
+
+@click.command(name="config")
+@root_option
+@config_option
+@click.option("--describe", is_flag=True,
+              help="Describe every field instead: type, unit or format, default and what it tunes.")
+def config_(root: Path, config_path: Path | None, describe: bool) -> None:
+    """Print the effective config (defaults plus the project's dashgen.yaml or --config) as YAML.
+
+    Alert areas (stability, rewards, ...) are sections of their own; a project without alerts/
+    shows dashgen's default areas."""
+    from dashgen.config import areas_of, config_yaml, default_areas, describe_config, read_overrides
+
+    if (root / "alerts").is_dir():
+        from dashgen.compiler.rules import load_rule_modules
+
+        areas = areas_of(definition.module for definition in load_rule_modules(root))
+    else:
+        areas = default_areas()
+    if describe:
+        click.echo(describe_config(areas), nl=False)
+        return
+    found = find_config_path(root, config_path)
+    config = load_config(config_path, root)
+    config.check_sections(areas)
+    click.echo(config_yaml(config, areas, found, read_overrides(found) if found else {}), nl=False)
+
+
+
+@click.command()
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+def init(directory: Path) -> None:
+    """Create a team project in DIRECTORY that builds on dashgen's verl dashboards and alerts."""
+    from dashgen.compiler.scaffold import init_project
+
+    written = init_project(directory)
+    click.echo(f"created {len(written)} files in {directory}:\n  " + "\n  ".join(written))
+    click.echo(f"next: cd {directory} && dashgen build && dashgen check   (make test also runs the rule tests)")

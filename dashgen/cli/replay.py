@@ -1,0 +1,273 @@
+"""Commands on recorded runs: backfill, backtest, preview."""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from dashgen.cli.options import DEFAULT_GRACE, DEFAULT_HUNG_HOLD, config_option, root_option
+from dashgen.config import Config, load_config
+from dashgen.errors import BuildError
+
+if TYPE_CHECKING:
+    from dashgen.replay.backfill import Timing
+
+def _timing_options(command):
+    options = [
+        click.option("--start", default=None,
+                     help="When the run began: Unix seconds or RFC 3339 (2025-05-01T12:00:00Z; no zone: UTC). "
+                          "Default: the file's modification time minus the run's length."),
+        click.option("--scrape-interval", default=None,
+                     help="Spacing of the samples, like the exporter's scrapes. Default: the config's "
+                          "scrape_interval (15s)."),
+        click.option("--default-step-time", default="60s", show_default=True,
+                     help="Spacing of steps that log no timing_s/step."),
+        click.option("--end", "run_end", type=click.Choice(["finished", "crashed", "hung"]), default=None,
+                     help="How the run ended. finished (default) and crashed: the exporter serves that final state "
+                          "for the grace period, then goes away. hung (default when --hold is given): it keeps "
+                          "serving the last step, so VerlTrainingStalled can fire."),
+        click.option("--hold", default=None,
+                     help=f"How long the exporter serves after the last step: the grace period of a finished or "
+                          f"crashed run (default {DEFAULT_GRACE}), or how long a hung run is watched (default "
+                          f"{DEFAULT_HUNG_HOLD})."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+# Times a run may start at: from the Unix epoch to the end of year 9999 (what RFC 3339 can spell).
+LATEST_START = 253402300799.0
+
+
+def _parse_time(text: str) -> float:
+    from datetime import datetime, timezone
+
+    try:
+        when = float(text)
+    except ValueError:
+        try:
+            parsed = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+            when = (parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)).timestamp()
+        except (ValueError, OverflowError, OSError):
+            raise BuildError(f"--start {text!r}: expected Unix seconds or RFC 3339, "
+                             f"e.g. 2025-05-01T12:00:00Z") from None
+    if not (math.isfinite(when) and 0 <= when <= LATEST_START):
+        raise BuildError(f"--start {text!r}: not a time between 1970-01-01 and 9999-12-31 "
+                         f"(Unix seconds or RFC 3339, e.g. 2025-05-01T12:00:00Z)")
+    return when
+
+
+def _timing(start: str | None, scrape_interval: str | None, default_step_time: str, run_end: str | None,
+            hold: str | None, config: Config) -> Timing:
+    from dashgen.config import duration_seconds
+    from dashgen.replay.backfill import MAX_SCRAPES_PER_RUN, Timing
+
+    run_end = run_end or ("hung" if hold is not None else "finished")
+    hold = hold or (DEFAULT_HUNG_HOLD if run_end == "hung" else DEFAULT_GRACE)
+    seconds = {}
+    for option, text in (("--scrape-interval", scrape_interval or config.scrape_interval),
+                         ("--default-step-time", default_step_time), ("--hold", hold)):
+        try:
+            seconds[option] = duration_seconds(text)
+        except ValueError:
+            raise BuildError(f"{option} {text!r} is not a Prometheus duration (e.g. 15s, 1m, 2h)") from None
+    if seconds["--scrape-interval"] < 1:
+        raise BuildError(f"--scrape-interval {scrape_interval or config.scrape_interval}: must be at least 1s")
+    if seconds["--default-step-time"] <= 0:
+        raise BuildError(f"--default-step-time {default_step_time}: must be longer than 0s")
+    if seconds["--hold"] / seconds["--scrape-interval"] > MAX_SCRAPES_PER_RUN:
+        raise BuildError(f"--hold {hold}: {seconds['--hold'] / seconds['--scrape-interval']:.3g} scrapes at "
+                         f"--scrape-interval {scrape_interval or config.scrape_interval}; at most "
+                         f"{MAX_SCRAPES_PER_RUN:,} per run: shorten --hold or lengthen --scrape-interval")
+    return Timing(None if start is None else _parse_time(start), seconds["--scrape-interval"],
+                  seconds["--default-step-time"], run_end, seconds["--hold"])
+
+
+def _writable_folder(path: Path, option: str) -> None:
+    """`path` is a folder, or can be made one: checked before any long work starts."""
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise BuildError(f"{option} {path}: {existing} is not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise BuildError(f"{option} {path}: cannot write into {existing} (permission denied)")
+
+
+PLOT_FORMATS = (".png", ".pdf", ".svg")
+
+
+def _check_plot_path(path: Path) -> None:
+    if path.suffix.lower() not in PLOT_FORMATS:
+        raise BuildError(f"--plot {path}: name a {', '.join(PLOT_FORMATS)} file")
+    if path.is_dir():
+        raise BuildError(f"--plot {path}: is a folder; name a file in it")
+    if not path.parent.is_dir():
+        raise BuildError(f"--plot {path}: the folder {path.parent} does not exist")
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        raise BuildError(f"--plot {path}: cannot write into {path.parent} (permission denied)")
+
+
+@click.command()
+@click.argument("run_path", metavar="RUN.jsonl", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--tsdb", "tsdb_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Folder for the blocks: a Prometheus data directory (read at its next block reload) or a new one.")
+@_timing_options
+@click.option("--project", default=None, help="Label value; default: the log's parent folder name.")
+@click.option("--experiment", default=None, help="Label value; default: the log's file name without .jsonl.")
+@click.option("--instance", default=None, help="Label value; default: backfill/<project>/<experiment>.")
+@click.option("--unknown-keys/--no-unknown-keys", default=True, show_default=True,
+              help="Also backfill keys the catalog does not know, named by the same rule.")
+@root_option
+@config_option
+def backfill(run_path: Path, tsdb_dir: Path, start: str | None, scrape_interval: str | None,
+             default_step_time: str, run_end: str | None, hold: str | None, project: str | None,
+             experiment: str | None, instance: str | None, unknown_keys: bool, root: Path,
+             config_path: Path | None) -> None:
+    """Turn a recorded verl run into Prometheus blocks, as if `dashgen export` had been scraped."""
+    import tempfile
+
+    from dashgen.project_metrics import project_catalog
+    from dashgen.promtool import find_binary
+    from dashgen.replay.backfill import create_blocks, read_run, run_labels, write_openmetrics
+    from dashgen.replay.backtest import iso_time
+
+    config = load_config(config_path, root)
+    timing = _timing(start, scrape_interval, default_step_time, run_end, hold, config)
+    for option, value in (("--project", project), ("--experiment", experiment), ("--instance", instance)):
+        if value is not None and not value.strip():
+            raise BuildError(f"{option} {value!r}: give a label value, or leave the option out for its default")
+    _writable_folder(tsdb_dir, "--tsdb")
+    find_binary("promtool")
+    run = read_run(run_path, run_labels(run_path, config.verl_job, project, experiment, instance), timing,
+                   export_unknown=unknown_keys, catalog=project_catalog(root))
+    try:  # before promtool's long work; a folder os.access calls writable may still refuse (/proc)
+        tsdb_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BuildError(f"--tsdb {tsdb_dir}: cannot create the folder: {exc.strerror or exc}") from None
+    for note in run.notes:
+        click.echo(f"dashgen backfill: {run_path}: {note}", err=True)
+    with tempfile.TemporaryDirectory(prefix="dashgen-backfill-") as tmp:
+        scraped = Path(tmp) / "run.om"
+        with open(scraped, "w") as handle:
+            samples = write_openmetrics([run], handle, timing.scrape_interval)
+        create_blocks(scraped, tsdb_dir, run.end - run.times[0])
+    labels = ", ".join(f'{name}="{value}"' for name, value in run.labels.items())
+    click.echo(f"backfilled {len(run.steps)} steps ({samples} samples) of {run_path} into {tsdb_dir}: "
+               f"{iso_time(run.times[0])} to {iso_time(run.end)}, labels {{{labels}}}")
+
+
+@click.command()
+@click.argument("run_paths", metavar="RUN.jsonl...", nargs=-1, required=True,
+                type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@root_option
+@config_option
+@_timing_options
+@click.option("--format", "output_format", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also draw reward, KL, entropy and grad norm with the firing intervals shaded (PNG).")
+@click.option("--rules", "rule_files", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Backtest this Prometheus rule file instead of the project's alerts (repeatable).")
+def backtest(run_paths: tuple[Path, ...], root: Path, config_path: Path | None, start: str | None,
+             scrape_interval: str | None, default_step_time: str, run_end: str | None, hold: str | None,
+             output_format: str, plot_path: Path | None, rule_files: tuple[Path, ...]) -> None:
+    """Replay recorded runs through a real Prometheus and show when each alert would have fired.
+
+    GPU alerts need Ray's or DCGM's metrics, which verl's step log does not hold: they never fire here.
+    """
+    import json
+
+    from dashgen.replay.backtest import backtest as run_backtest
+    from dashgen.replay.backtest import format_table, plot, require_matplotlib, to_json
+
+    config = load_config(config_path, root)
+    timing = _timing(start, scrape_interval, default_step_time, run_end, hold, config)
+    if plot_path is not None:
+        _check_plot_path(plot_path)
+        require_matplotlib()
+    outcomes = run_backtest(list(run_paths), root, config, timing,
+                            say=lambda message: click.echo(f"dashgen backtest: {message}", err=True),
+                            rule_files=list(rule_files) or None)
+    if output_format == "json":
+        click.echo(json.dumps(to_json(outcomes), indent=2))
+    else:
+        click.echo(format_table(outcomes), nl=False)
+    if plot_path is not None:
+        plot(outcomes, plot_path)
+        click.echo(f"dashgen backtest: plot written to {plot_path}", err=True)
+
+
+# The sample run of the repository, and a fixed clock for it, so the committed preview is byte-stable.
+DEFAULT_PREVIEW_RUN = Path("examples/runs/gsm8k/ppo-qwen-7b.jsonl")
+PREVIEW_START = "2025-01-01T00:00:00Z"
+
+
+@click.command()
+@click.argument("run_path", metavar="[RUN.jsonl]", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Folder for one <dashboard uid>.png per dashboard. Default: rendered/preview/ of the project.")
+@click.option("--allow-empty", is_flag=True,
+              help="Succeed even when a panel that reads the verl exporter's series has no data.")
+@click.option("--start", default=PREVIEW_START, show_default=True,
+              help="When the run began (Unix seconds or RFC 3339): fixed, so the same run draws the same PNG.")
+@root_option
+@config_option
+def preview(run_path: Path | None, out_dir: Path | None, allow_empty: bool, start: str, root: Path,
+            config_path: Path | None) -> None:
+    """Draw each dashboard to a PNG from real query results over a recorded run.
+
+    The run (default: the sample run examples/runs/gsm8k/ppo-qwen-7b.jsonl) is backfilled into a
+    temporary Prometheus as backtest does; every panel's queries are evaluated over it with the
+    dashboard's variables set to the run. Fails when a panel reading verl's series has no data.
+    """
+    import json
+
+    from dashgen.compiler.build import PREVIEW, RENDERED, render_project
+    from dashgen.config import duration_seconds
+    from dashgen.project_metrics import project_catalog
+    from dashgen.replay.backfill import Timing
+    from dashgen.replay.preview import draw_dashboard, preview_data, require_matplotlib
+    from dashgen.replay.preview.query import backfilled
+    from dashgen.replay.preview.stamp import dashboard_digest
+
+    require_matplotlib()
+    config = load_config(config_path, root)
+    rendered = render_project(root, config)
+    run_path = run_path or root / DEFAULT_PREVIEW_RUN
+    if not run_path.is_file():
+        raise BuildError(f"{run_path}: no such step log; give a verl run's JSONL (dashgen preview RUN.jsonl)")
+    out_dir = out_dir or root / RENDERED / PREVIEW
+    _writable_folder(out_dir, "--out")
+    scrape_interval = duration_seconds(config.scrape_interval)
+    timing = Timing(start=_parse_time(start), scrape_interval=scrape_interval)
+    catalog = project_catalog(root)
+    empty: list[str] = []
+    with backfilled(run_path, config, catalog, timing) as (server, run):
+        for module, dashboard in rendered.dashboards:
+            model = json.loads(rendered.files[f"dashboards/{dashboard.uid}.json"])
+            results, events = preview_data(server, model, run, catalog, scrape_interval, module)
+            out_dir.mkdir(parents=True, exist_ok=True)
+            path = out_dir / f"{dashboard.uid}.png"
+            partial = out_dir / f".{dashboard.uid}.png.partial"
+            draw_dashboard(model, results, events, run, partial,
+                           dashboard_digest(rendered.files[f"dashboards/{dashboard.uid}.json"]))
+            os.replace(partial, path)
+            titles = {panel["id"]: panel["title"] for panel in _all_panels(model)}
+            empty += [f"{dashboard.uid}: {titles[panel_id]!r}" for panel_id, result in results.items()
+                      if result.reads_verl and not result.has_data]
+            drawn = sum(result.has_data for result in results.values())
+            click.echo(f"{path}: {drawn} of {len(results)} panels with data")
+    if empty and not allow_empty:
+        raise BuildError(f"{run_path}: panels reading verl's series have no data (a key the run does not log, or a "
+                         f"query that selects nothing; --allow-empty draws them anyway):\n  " + "\n  ".join(empty))
+
+
+def _all_panels(model: dict):
+    from dashgen.compiler.dashboards import iter_panels
+
+    return iter_panels(model)
