@@ -54,7 +54,7 @@ alertmanager:
 	fi
 
 # VictoriaMetrics and vmalert from the Debian package (1.79 on bookworm), when missing: lint's
-# `vmalert -dryRun` and the replay test (tests/test_victoriametrics.py).
+# `vmalert -dryRun` and the replay test (tests/replay/test_victoriametrics.py).
 victoria-metrics:
 	@if ! command -v vmalert >/dev/null 2>&1 || ! command -v victoria-metrics >/dev/null 2>&1; then \
 		echo "installing VictoriaMetrics (Debian package victoria-metrics)"; \

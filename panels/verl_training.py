@@ -1,7 +1,7 @@
 """The verl RL training dashboard: stability, rewards, losses, the stage timeline, per-rank heatmap, memory.
 
 Every verl key of the catalog is on a panel here or in LEFT_OUT with the reason
-(`dashgen list --unused` shows what no panel reads; tests/test_signals.py pins it).
+(`dashgen list --unused` shows what no panel reads; tests/authoring/test_signals.py pins it).
 
 `{run}` selects the run picked in the dashboard's job/project/experiment variables; `{gpu}`,
 `{node}` and `{rollout, run_labels}` the scrape jobs named in the config (see dashgen/model.py).

@@ -4,7 +4,7 @@ PyYAML's pure-Python emitter was a tenth of `dashgen build` (an event per node, 
 per scalar). The rendered files hold only mappings, lists, ASCII strings, integers and booleans,
 for which its block style is simple: this module writes exactly those bytes, and hands anything
 else (another type, a character outside printable ASCII, an empty string, a line long enough to be
-folded, a multi-line string needing a chomping or indentation hint) to PyYAML. tests/test_block_yaml.py compares the
+folded, a multi-line string needing a chomping or indentation hint) to PyYAML. tests/compiler/test_block_yaml.py compares the
 two on the rendered rules and on generated strings of the characters YAML treats specially.
 """
 

@@ -4,7 +4,7 @@ The rendered alertmanager.yml is committed, so a receiver secret (a key, a passw
 URL) must stay out of it: Alertmanager reads those from `*_file` fields, and where 0.25 has no file
 variant the build says so. Every integration, field and value type below is what Alertmanager 0.25
 (Debian bookworm's package) accepts; `amtool check-config` of that version agrees with this table
-(tests/test_receivers.py runs it), so a bad receiver fails `build` and `check` naming its field,
+(tests/compiler/test_receivers.py runs it), so a bad receiver fails `build` and `check` naming its field,
 not only `lint` with amtool's message.
 """
 

@@ -74,7 +74,7 @@ def test_the_readme_team_alert_and_panel_build_and_their_generated_tests_pass(tm
     panel = next(p for p in model["panels"] if p.get("title") == "Truncated responses")
     assert panel["links"][0]["url"].endswith("#verlresponsetruncation")
     assert panel["fieldConfig"]["defaults"]["thresholds"]["steps"][1]["value"] == 0.1  # the alert's threshold
-    tested = dashgen_run("test", "team")  # the team's tests; the shipped ones run in tests/test_rules.py
+    tested = dashgen_run("test", "team")  # the team's tests; the shipped ones run in tests/compiler/test_rules.py
     assert tested.returncode == 0, tested.stdout + tested.stderr
     assert "team-generated-test.yaml\n  SUCCESS" in tested.stdout
     described = dashgen_run("config", "--describe")

@@ -9,7 +9,7 @@ import yaml
 from dashgen.compiler import block_yaml
 from dashgen.compiler.block_yaml import indented_yaml, pyyaml_indented_yaml, pyyaml_rule_yaml, rule_yaml, value_is_supported
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 # The characters YAML gives a meaning to, besides letters and a space; a tab and a non-ASCII one.
 SPECIAL = list("-?:#,[]{}&*!|>'\"%@`.\n ") + ["\t", "é", "0", "1", "e", "~"]
 WORDS = ["yes", "no", "on", "null", "true", "1.5", "0x1f", "12:30", "2026-01-01", "~", "---", "...", "a b", "x"]

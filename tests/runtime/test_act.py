@@ -2,7 +2,7 @@
 
 The trainer it stops is tests/dummy_trainer.py, which writes its own PID file as
 `dashgen export --pid-file` does for the trainer it supervises. Notifications here are shaped
-like Alertmanager's; tests/test_alertmanager_live.py gets them from a real Alertmanager.
+like Alertmanager's; tests/end_to_end/test_alertmanager_live.py gets them from a real Alertmanager.
 """
 
 import http.client

@@ -54,7 +54,7 @@ def test_lint_runs_amtool_and_fails_on_a_broken_alertmanager_file(project):
 def test_routing_fixtures_pass_and_catch_a_changed_route(project, tmp_path):
     shutil.copytree(REPO / "tests", project / "tests", ignore=shutil.ignore_patterns("__pycache__", "*.py"))
     # `dashgen test MODULE` runs that module's rule tests (memory's are few) and every routing fixture;
-    # the whole rule suite runs in tests/test_rules.py.
+    # the whole rule suite runs in tests/compiler/test_rules.py.
     result = run("test", "memory", "--root", str(project))
     assert result.exit_code == 0, result.output
     assert "PASS    a divergence pages and reaches dashgen act" in result.output

@@ -88,7 +88,7 @@ def test_every_alert_has_a_firing_case_after_its_for_and_a_silent_case():
                     firing.setdefault(name, []).append(duration_seconds(check["eval_time"]))
                 else:
                     silent.add(name)
-    # Alerts written with the vocabulary get their firing and silent cases generated (tests/test_authoring.py).
+    # Alerts written with the vocabulary get their firing and silent cases generated (tests/authoring/test_authoring.py).
     generated = {alert.name for _, alert, _ in render_project(REPO, Config()).alerts if alert.condition is not None}
     for name, rule in rendered_alerts().items():
         if name in generated and name not in firing:
