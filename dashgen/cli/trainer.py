@@ -122,6 +122,8 @@ def export(jsonl: str, listen: str | None, project: str | None, experiment: str 
         follower.poll()  # serve what the log already holds from the first scrape on
     except OSError:
         follower.close()  # follow_forever retries and says why
+    # Looked at before the first scrape can be answered, so what it says is what that scrape shows.
+    no_session_yet = ray_temp_dir is not None and ray_link.current_session() is None
     try:
         port = serve_metrics(registry, host, port,  # the real port when 0 was asked
                              version=lambda: (state.version, ray_link.current_session())).server_port
@@ -130,7 +132,7 @@ def export(jsonl: str, listen: str | None, project: str | None, experiment: str 
     shown_host = f"[{host}]" if ":" in host else host
     click.echo(f"dashgen export: serving {path} as project={state.labels[0]!r} experiment={state.labels[1]!r} "
                f"on http://{shown_host}:{port}/metrics", err=True)
-    if ray_temp_dir is not None and ray_link.current_session() is None:
+    if no_session_yet:
         click.echo(f"dashgen export: no Ray session in {ray_temp_dir} yet ({ray_temp_dir}/session_latest); the run "
                    f"is linked to its GPUs once Ray starts there (or give --ray-session)", err=True)
     with LogChanges(path) as changes:
