@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from dashgen.conditions import RUN_NAME, VALUE, Baseline, Signal, all_of, any_of
+from dashgen.conditions import RUN_NAME, VALUE, Baseline, Signal
 from dashgen.config import AreaConfig, Config, Duration, Factor, Fraction, Interval, NonNegative
 from dashgen.model import Alert, Recording, RuleGroup, Severity
 
@@ -38,8 +38,10 @@ class RewardsConfig(AreaConfig, area="rewards"):
     reward_stagnation_for: Duration = "15m"
     # Once firing, it stays firing while the gain is below this multiple of min_gain.
     reward_stagnation_sustain_factor: Factor = 2.0
-    # VerlNoLearningSignal: grad norm, or the policy loss, exactly 0 (within this) at every step of
-    # no_signal_window: every group's rewards were equal, so there is no advantage to learn from.
+    # VerlNoLearningSignal: grad norm exactly 0 (within this) at every step of no_signal_window:
+    # every group's rewards were equal, so there is no advantage to learn from. The policy loss
+    # says nothing here: GRPO with group-normalised advantages logs a loss of 0 (or 1e-10) on
+    # every step while its gradient is healthy.
     no_signal_tolerance: NonNegative = 1e-9
     no_signal_window: Interval = "20m"
     no_signal_for: Duration = "2m"
@@ -107,20 +109,18 @@ def rules(config: Config) -> list[RuleGroup]:
         ),
     )
     tolerance, quiet = tunables.no_signal_tolerance, tunables.no_signal_window
-    grad_norm, pg_loss = Signal("actor/grad_norm"), Signal("actor/pg_loss")
     no_signal = Alert.when(
         "VerlNoLearningSignal",
-        any_of(grad_norm.max_over(quiet).below(tolerance),
-               all_of(pg_loss.max_over(quiet).below(tolerance), pg_loss.min_over(quiet).above(-tolerance))),
+        Signal("actor/grad_norm").max_over(quiet).below(tolerance),
         severity=Severity.WARNING,
         for_=tunables.no_signal_for,
         keep_firing_for=config.warning_keep_firing_for,
-        summary="The policy gets no gradient: grad norm or policy loss has been exactly 0 for many steps.",
-        description=(f"Run {RUN_NAME}: for {quiet}, every step's actor grad norm or policy loss was 0 (within "
-                     f"{tolerance:g})."),
+        summary="The policy gets no gradient: grad norm has been exactly 0 for many steps.",
+        description=(f"Run {RUN_NAME}: for {quiet}, every step's actor grad norm was 0 (within {tolerance:g})."),
         meaning="In GRPO, a group whose responses all get the same reward has zero advantage; when every group "
                 "does (all right, all wrong, or a reward that no longer varies, e.g. after a length collapse), "
-                "the loss and the gradient vanish and the GPUs train nothing.",
+                "the gradient vanishes and the GPUs train nothing. The policy loss is no sign of it: GRPO's "
+                "logged loss is 0 on healthy steps too.",
         next_steps=(
             "Check the score's min/max spread and the response length: identical or minimal answers?",
             "Make the data harder or easier, raise the rollout temperature or n, or fix the reward.",
