@@ -140,6 +140,7 @@ def read_run(path: Path, labels: dict[str, str], timing: Timing, export_unknown:
     durations: list[float] = []
     steps_left_out: list[int] = []  # per line: steps the log left out before it (a log of every Nth step)
     lines = 0
+    shown: dict[str, float] | None = None  # what the exporter shows after the line before
     try:
         with open(path, "rb") as handle:
             for line in _bounded_lines(handle):
@@ -154,7 +155,8 @@ def read_run(path: Path, labels: dict[str, str], timing: Timing, export_unknown:
                 except LineError:
                     run.parse_errors += 1
                     continue
-                values = mapper.map(data)
+                shown = mapper.step_values(number, data, shown)
+                values = dict(shown)
                 values[NONFINITE_STREAK_METRIC] = float(streak.observe(data))
                 values[NONFINITE_LOSS_STREAK_METRIC] = float(streak.loss_steps)
                 if run.steps and number < run.steps[-1]:

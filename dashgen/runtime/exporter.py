@@ -52,13 +52,19 @@ class RunState:
         self.version = 0  # changes whenever what collect() yields may have
 
     def record(self, step: int, data: dict) -> None:
-        """Take one step's data: it replaces the previous step's values wholesale."""
-        values = self._mapper.map(data)
+        """Take one line's data: its values replace the previous step's (StepMapper.step_values)."""
         with self._lock:
+            values = self._mapper.step_values(step, data, self._values)
             self.version += 1
             self._values = values
             self.last_step_time = time.time()
             self._count(step, data)
+
+    def take_values(self, step: int, data: dict) -> None:
+        """Take a skipped line's values only: the newest training step before a line that has none."""
+        with self._lock:
+            self.version += 1
+            self._values = self._mapper.step_values(step, data, self._values)
 
     def skip(self, step: int, data: dict) -> None:
         """Count a step whose values a newer step already replaces (catching up on a long log)."""
@@ -73,7 +79,9 @@ class RunState:
             self.history_pending = True
             if tail.newest is not None:
                 step, data = tail.newest
-                self._values = self._mapper.map(data)
+                trained = (self._mapper.step_values(*tail.newest_training, None)
+                           if tail.newest_training is not None else None)
+                self._values = self._mapper.step_values(step, data, trained)
                 self.last_step_time = time.time()
                 self.last_step = step
                 self._reach(step)

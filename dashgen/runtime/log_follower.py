@@ -12,7 +12,7 @@ from typing import Callable, Iterator
 from dashgen.runtime.exporter import RunState
 from dashgen.runtime.log_tail import HistoryCounter, HistoryCounts, last_line_end, read_tail
 from dashgen.runtime.log_watch import LogChanges
-from dashgen.sources.verl_log import LineError, parse_line
+from dashgen.sources.verl_log import LineError, is_training_line, parse_line
 
 READ_CHUNK = 1 << 20
 HEAD_BYTES = 256
@@ -58,6 +58,7 @@ class LogFollower:
             return 0
         handled = 0
         last_good: tuple[int, dict] | None = None
+        last_training: tuple[int, dict] | None = None  # the newest skipped line that logs a training step
         while True:
             chunk = self._file.read(READ_CHUNK)
             if not chunk:
@@ -78,8 +79,12 @@ class LogFollower:
                 if last_good is not None:
                     # Catching up: only the newest step's values matter, but every step counts.
                     self.state.skip(*last_good)
+                    if is_training_line(last_good[1]):
+                        last_training = last_good
                 last_good = parsed
         if last_good is not None:
+            if last_training is not None and not is_training_line(last_good[1]):
+                self.state.take_values(*last_training)
             self.state.record(*last_good)
         for note in self.state.take_notes():
             self.say(f"dashgen export: {self.path}: {note}")

@@ -28,7 +28,8 @@ from typing import Iterator
 from dashgen.catalog import CATALOG, VALIDATION_FAMILIES, Catalog
 from dashgen.lifecycle import step_is_nonfinite, watched_keys, NONFINITE_FATAL
 from dashgen.records import record
-from dashgen.sources.verl_log import MAX_VALIDATION_SERIES, LineError, StepMapper, ValidationSeries, parse_line
+from dashgen.sources.verl_log import (MAX_VALIDATION_SERIES, LineError, StepMapper, ValidationSeries, is_training_line,
+                                     parse_line)
 
 BLOCK_BYTES = 1 << 20
 # A line holding one of these may hold a validation key: verl writes keys unescaped, and a key
@@ -102,6 +103,8 @@ class TailStart:
     """The state a whole read of the log's first `offset` bytes leaves, but for counts over every line."""
     offset: int
     newest: tuple[int, dict] | None = None  # (step, data) of the last step record
+    # (step, data) of the last training record before `newest` when that is none (is_training_line)
+    newest_training: tuple[int, dict] | None = None
     nonfinite_steps: int = 0
     nonfinite_loss_steps: int = 0
     validation: dict[ValidationSeries, float] = field(default_factory=dict)
@@ -124,15 +127,15 @@ def _walk_back(fd: int, offset: int, max_line_bytes: int, catalog: Catalog, skim
     keys, loss_keys = watched_keys(catalog), tuple(key for name in NONFINITE_FATAL for key in catalog[name].verl_keys)
     mapper = StepMapper(catalog)  # its counts are the history pass's to make, not this walk's
     streak_open = loss_streak_open = True
-    validation_open = True
+    validation_open = training_open = True
     later_step: int | None = None  # the step of the newest record after this line
     marker_at: int | None = None  # where the newest validation marker not yet walked past is
     for start, line in lines_backwards(fd, offset, max_line_bytes):
         if line is None or not line.strip():
             continue
-        if not (found.newest is None or streak_open or loss_streak_open or validation_open):
+        if not (found.newest is None or streak_open or loss_streak_open or validation_open or training_open):
             break
-        if found.newest is not None and not (streak_open or loss_streak_open):
+        if found.newest is not None and not (streak_open or loss_streak_open or training_open):
             if marker_at is None or start + len(line) <= marker_at:
                 marker_at = last_marker_at(fd, start + len(line), VALIDATION_MARKERS)
                 if marker_at is None:
@@ -150,6 +153,9 @@ def _walk_back(fd: int, offset: int, max_line_bytes: int, catalog: Catalog, skim
             continue
         if found.newest is None:
             found.newest = (step, data)
+            training_open = not is_training_line(data)
+        elif training_open and is_training_line(data):
+            found.newest_training, training_open = (step, data), False
         if streak_open:
             streak_open = step_is_nonfinite(data, keys)
             found.nonfinite_steps += streak_open

@@ -182,6 +182,18 @@ class StepMapper:
             priority[name] = rank
         return values
 
+    def step_values(self, step: int, data: dict, previous: dict[str, float] | None) -> dict[str, float]:
+        """What the run shows once this line is read, given what the line before left (`previous`).
+
+        A key missing from a line is no value. A line with no training value (a validation-only
+        line, a TRL eval entry) is no training step: the training values before it stay and only
+        the step moves. Every line carries its step as the global step, logged or not."""
+        values = self.map(data)
+        values.setdefault(GLOBAL_STEP_METRIC, float(step))
+        if previous and not is_training_line(data):
+            return {**previous, **values}
+        return values
+
     def validation(self, data: dict) -> dict[ValidationSeries, float]:
         """The step's validation results (empty unless it is a test step), at most
         MAX_VALIDATION_SERIES of them."""
@@ -204,6 +216,16 @@ class StepMapper:
 
 
 _VALIDATION_PREFIXES = tuple(f"{section}/" for section in VALIDATION_FAMILIES)
+GLOBAL_STEP_METRIC = verl_metric_name("training/global_step")[0]
+# Keys that say where the run stands, not what a step measured.
+STEP_COUNTER_KEYS = frozenset({"training/global_step", "training/epoch"})
+
+
+def is_training_line(data: dict) -> bool:
+    """Whether a line logs a training step: a key beyond validation results and the step counters
+    (see StepMapper.step_values). Read from the keys alone, so following a log stays cheap."""
+    return any(isinstance(key, str) and key not in STEP_COUNTER_KEYS and not key.startswith(_VALIDATION_PREFIXES)
+               for key in data)
 
 
 def _as_float(raw: int | float) -> float:

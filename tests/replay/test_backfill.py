@@ -180,3 +180,16 @@ def test_missing_promtool_names_the_install_command(tmp_path: Path, monkeypatch)
     assert result.exit_code == 1
     assert "promtool not found on PATH" in result.output
     assert "apt-get install" in result.output
+
+
+def test_a_validation_only_line_is_backfilled_as_the_exporter_serves_it(tmp_path: Path):
+    log = tmp_path / "proj" / "exp.jsonl"
+    log.parent.mkdir()
+    log.write_text(json.dumps({"step": 20, "data": {"actor/entropy": 0.5}}) + "\n"
+                   + json.dumps({"step": 40, "data": {"val-aux/openai/gsm8k/reward/mean@1": 0.8}}) + "\n")
+    recorded = read_run(log, run_labels(log, "verl"), Timing(start=1000.0, default_step_seconds=60.0), now=10_000)
+    assert recorded.values[1]["verl_actor_entropy"] == 0.5  # the validation line measured no entropy
+    assert recorded.values[1]["verl_training_global_step"] == 40.0  # but the run stands at step 40
+    state = RunState("proj", "exp")
+    LogFollower(log, state, start_at_tail=False).poll()
+    assert {name: value for name, value in recorded.values[1].items() if name in state._values} == state._values

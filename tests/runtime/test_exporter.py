@@ -168,3 +168,24 @@ def test_a_log_rewritten_past_the_old_offset_between_polls_is_still_read_from_th
     follower.poll()
     assert state.parse_errors_total == 0 and state.last_step == 3
     assert 'verl_actor_ppo_kl{experiment="e",project="p"} 0.7' in exposition(state)
+
+
+def test_a_line_without_training_values_keeps_the_last_step_values_and_moves_the_step(tmp_path):
+    """A validation-only line (verl's check before training, a TRL eval entry) is no training step:
+    a key missing from it is no value, so the series the alerts read do not vanish on it."""
+    path = tmp_path / "proj" / "exp.jsonl"
+    path.parent.mkdir()
+    path.write_text(json.dumps({"step": 20, "data": {"actor/entropy": 0.5, "response_length/clip_ratio": 0.2}}) + "\n"
+                    + json.dumps({"step": 20, "data": {"val-aux/openai/gsm8k/reward/mean@1": 0.7}}) + "\n")
+    state = RunState("proj", "exp")
+    LogFollower(path, state, start_at_tail=False).poll()
+    assert state._values == {"verl_actor_entropy": 0.5, "verl_response_length_clip_ratio": 0.2,
+                             "verl_training_global_step": 20.0}
+    with open(path, "a") as log:
+        log.write(json.dumps({"step": 40, "data": {"val-core/openai/gsm8k/reward/mean@1": 0.8}}) + "\n")
+    LogFollower(path, state, start_at_tail=False).poll()
+    assert state._values["verl_training_global_step"] == 40.0 and state._values["verl_actor_entropy"] == 0.5
+    with open(path, "a") as log:
+        log.write(json.dumps({"step": 41, "data": {"actor/entropy": 0.4}}) + "\n")
+    LogFollower(path, state, start_at_tail=False).poll()
+    assert state._values == {"verl_actor_entropy": 0.4, "verl_training_global_step": 41.0}  # a training line replaces

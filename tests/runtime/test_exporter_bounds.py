@@ -44,7 +44,7 @@ def test_deep_nesting_is_an_unparseable_line_not_a_crash(tmp_path):
         parse_line(deep)
     state, _ = follow(tmp_path, deep, line(2, {"actor/ppo_kl": 0.5}))
     assert counters(state)["verl_exporter_parse_errors_total"] == 1
-    assert state.last_step == 2 and state._values == {"verl_actor_ppo_kl": 0.5}
+    assert state.last_step == 2 and state._values == {"verl_actor_ppo_kl": 0.5, "verl_training_global_step": 2.0}
 
 
 def test_an_overlong_line_is_dropped_and_counted_without_holding_it(tmp_path):

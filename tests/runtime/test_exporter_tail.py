@@ -48,6 +48,7 @@ LINE_KINDS = {
     "nonfinite": lambda step, rng: nonfinite(step, loss=False),
     "nonfinite loss": lambda step, rng: nonfinite(step, loss=True),
     "test step": lambda step, rng: test_step(step, rng.random()),
+    "validation only": lambda step, rng: record(step, **{"val-aux/openai/gsm8k/reward/mean@1": rng.random()}),
     "compact": lambda step, rng: b'{"step":%d,"data":{"actor/ppo_kl":NaN,"critic/vf_loss":null}}\n' % step,
     "garbage": lambda step, rng: b"Traceback (most recent call last):\n",
     "garbage with a step": lambda step, rng: b'{"step": %d, "data": {"actor/ppo_kl": 0.' % (step + 500) + b"\n",

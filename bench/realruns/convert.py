@@ -1,0 +1,455 @@
+#!/usr/bin/env python3
+"""Regenerate every run's steps.jsonl from its raw source file and run.yaml.
+
+    python bench/realruns/convert.py            # rewrite every <run>/steps.jsonl
+    python bench/realruns/convert.py --check    # exit 1 if any steps.jsonl differs
+    python bench/realruns/convert.py ID ...     # only these runs
+
+Standard library only (Python 3.10+). Output is deterministic: one JSON object per
+logged step, {"step": N, "data": {...}}, keys sorted, steps ascending. Non-finite
+values (nan, inf) are written as null, as verl's own file logger does.
+
+Each run.yaml names its raw file and a parser under `conversion:`; the parsers and
+the key mappings are below. The YAML reader understands only the small subset the
+run.yaml files of this folder are written in (nested mappings, double-quoted or
+plain scalars, null/true/false, numbers, flow lists of scalars, `|` text blocks).
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import html
+import json
+import math
+import re
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+# --------------------------------------------------------------------------- YAML subset
+
+
+def _scalar(text: str):
+    text = text.strip()
+    if text in ("", "null", "~"):
+        return None
+    if text == "true":
+        return True
+    if text == "false":
+        return False
+    if text.startswith('"'):
+        return json.loads(text)
+    if text.startswith("'") and text.endswith("'"):
+        return text[1:-1].replace("''", "'")
+    if text.startswith("[") and text.endswith("]"):
+        inner = text[1:-1].strip()
+        if not inner:
+            return []
+        return [_scalar(part) for part in _split_flow(inner)]
+    if re.fullmatch(r"[-+]?\d+", text):
+        return int(text)
+    if re.fullmatch(r"[-+]?(\d+\.\d*|\.\d+|\d+)([eE][-+]?\d+)?", text):
+        return float(text)
+    return text
+
+
+def _split_flow(inner: str) -> list[str]:
+    parts, depth, quote, cur = [], 0, None, ""
+    for ch in inner:
+        if quote:
+            cur += ch
+            if ch == quote and not cur.endswith("\\" + quote):
+                quote = None
+            continue
+        if ch in "\"'":
+            quote = ch
+        elif ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+            continue
+        cur += ch
+    parts.append(cur)
+    return parts
+
+
+def load_yaml(path: Path) -> dict:
+    """Parse the run.yaml subset into nested dicts."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    root: dict = {}
+    stack: list[tuple[int, dict]] = [(-1, root)]
+    i = 0
+    while i < len(lines):
+        raw = lines[i]
+        i += 1
+        if not raw.strip() or raw.lstrip().startswith("#"):
+            continue
+        indent = len(raw) - len(raw.lstrip(" "))
+        m = re.match(r"\s*([A-Za-z0-9_./-]+):(?:\s+(.*))?$", raw)
+        if not m:
+            raise ValueError(f"{path}: cannot read line {i}: {raw!r}")
+        key, rest = m.group(1), (m.group(2) or "").rstrip()
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        parent = stack[-1][1]
+        if rest in ("|", "|-"):
+            block: list[str] = []
+            block_indent = None
+            while i < len(lines):
+                nxt = lines[i]
+                if nxt.strip() == "":
+                    block.append("")
+                    i += 1
+                    continue
+                ind = len(nxt) - len(nxt.lstrip(" "))
+                if ind <= indent:
+                    break
+                if block_indent is None:
+                    block_indent = ind
+                block.append(nxt[block_indent:])
+                i += 1
+            while block and block[-1] == "":
+                block.pop()
+            parent[key] = "\n".join(block) + ("\n" if rest == "|" else "")
+        elif rest == "":
+            child: dict = {}
+            parent[key] = child
+            stack.append((indent, child))
+        else:
+            parent[key] = _scalar(rest)
+    return root
+
+
+# --------------------------------------------------------------------------- values
+
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+NP_WRAP = re.compile(r"^np\.(?:float|int)\d*\((.*)\)$")
+
+
+def number(value):
+    """A float from a logged value, or None when it is not numeric. nan/inf stay floats."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if not isinstance(value, str):
+        return None
+    text = value.strip()
+    m = NP_WRAP.match(text)
+    if m:
+        text = m.group(1)
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def finite_or_null(value: float):
+    return value if math.isfinite(value) else None
+
+
+# --------------------------------------------------------------------------- TRL mapping
+
+TRL_KEYS = {
+    "loss": "actor/pg_loss",
+    "grad_norm": "actor/grad_norm",
+    "learning_rate": "actor/lr",
+    "reward": "critic/score/mean",
+    "reward_std": "critic/score/std",
+    "kl": "actor/kl_loss",  # KL to the reference policy: verl's actor/kl_loss, not actor/ppo_kl
+    "entropy": "actor/entropy",
+    "completion_length": "response_length/mean",
+    "completions/mean_length": "response_length/mean",
+    "completions/max_length": "response_length/max",
+    "completions/min_length": "response_length/min",
+    "completions/clipped_ratio": "response_length/clip_ratio",
+}
+SUMMARY_KEYS = ("train_runtime", "train_loss", "train_samples_per_second", "train_steps_per_second")
+
+
+def map_trl(entry: dict) -> dict:
+    """verl-named keys for one TRL log entry (a log_history element or a console dict)."""
+    out: dict = {}
+    for key, raw in entry.items():
+        if key == "step":
+            continue
+        value = number(raw)
+        if value is None:
+            continue
+        if key.startswith("eval_"):
+            out["val-aux/" + key[len("eval_"):]] = value
+            continue
+        target = TRL_KEYS.get(key, key)
+        if target in out and key == "completion_length":
+            continue  # completions/mean_length wins when a step logs both
+        out[target] = value
+    return out
+
+
+def is_summary(entry: dict) -> bool:
+    return any(k in entry for k in SUMMARY_KEYS)
+
+
+def header_to_trl_key(header: str) -> str:
+    """Column title of TRL's notebook progress table -> log_history key."""
+    header = html.unescape(header).strip()
+    if header == "Training Loss":
+        return "loss"
+    if header == "Validation Loss":
+        return "eval_loss"
+    return re.sub(r"\s*/\s*", "/", header)
+
+
+# --------------------------------------------------------------------------- parsers
+# Each parser returns {step: {key: float}}.
+
+
+def merge(rows: dict, step: int, data: dict) -> None:
+    rows.setdefault(step, {}).update(data)
+
+
+def parse_verl_console(text: str, conv: dict) -> dict:
+    """verl console lines `step:N - key:value - key:value ...` (several lines per step merge)."""
+    rows: dict = {}
+    pattern = re.compile(r"(?:^|[\s)\]])step:(\d+) - (.*)$")
+    for line in text.splitlines():
+        line = ANSI.sub("", line).rstrip()
+        m = pattern.search(line)
+        if not m:
+            continue
+        step = int(m.group(1))
+        data = {}
+        for part in m.group(2).split(" - "):
+            key, sep, val = part.rpartition(":")
+            key = key.strip()
+            if not sep or not key or " " in key:
+                continue
+            value = number(val)
+            if value is not None:
+                data[key] = value
+        if data:
+            merge(rows, step, data)
+    return select_steps(rows, conv)
+
+
+def parse_trl_trainer_state(text: str, conv: dict) -> dict:
+    state = json.loads(text)  # Python's json reads NaN / Infinity tokens too
+    rows: dict = {}
+    for entry in state.get("log_history", []):
+        if "step" not in entry or is_summary(entry):
+            continue
+        merge(rows, int(entry["step"]), map_trl(entry))
+    return select_steps(rows, conv)
+
+
+def _literal_dicts(text: str) -> list[dict]:
+    """Python dict reprs `{'loss': ...}` printed by transformers' console logger, in order."""
+    out = []
+    for m in re.finditer(r"\{'[^{}]*\}", text.replace("\r", "\n")):
+        chunk = m.group(0).replace("\n", " ")
+        # bare nan / inf are not literals: quote them, number() reads them back
+        chunk = re.sub(r"(?<![\w'.])(-?)(nan|inf)\b", lambda x: "'%s%s'" % (x.group(1), x.group(2)), chunk)
+        try:
+            value = ast.literal_eval(chunk)
+        except (ValueError, SyntaxError):
+            continue
+        if isinstance(value, dict):
+            out.append(value)
+    return out
+
+
+def parse_trl_console_dicts(text: str, conv: dict) -> dict:
+    """transformers' printed log dicts; they carry no step, so the n-th training dict is
+    step first_step + n * logging_steps; an eval dict joins the last training step."""
+    every = int(conv["logging_steps"])
+    first = int(conv.get("first_step") or every)
+    rows: dict = {}
+    n = 0
+    for entry in _literal_dicts(text):
+        if is_summary(entry):
+            continue
+        if any(k.startswith("eval_") for k in entry):
+            merge(rows, first + max(n - 1, 0) * every, map_trl(entry))
+            continue
+        if "loss" not in entry:
+            continue
+        merge(rows, first + n * every, map_trl(entry))
+        n += 1
+    return select_steps(rows, conv)
+
+
+def _html_tables(nb: dict):
+    for ci, cell in enumerate(nb.get("cells", [])):
+        for out in cell.get("outputs", []) or []:
+            data = out.get("data", {}) if isinstance(out, dict) else {}
+            page = data.get("text/html")
+            if page is None:
+                continue
+            page = "".join(page) if isinstance(page, list) else page
+            if "<th>Step</th>" not in page:
+                continue
+            yield ci, page
+
+
+def parse_ipynb_trl_table(text: str, conv: dict) -> dict:
+    """TRL/Unsloth progress table saved in a notebook cell's HTML output (one row per logged step)."""
+    nb = json.loads(text)
+    want = conv.get("cell")
+    for ci, page in _html_tables(nb):
+        if want is not None and ci != int(want):
+            continue
+        heads = [header_to_trl_key(h) for h in re.findall(r"<th>(.*?)</th>", page, re.S)]
+        rows: dict = {}
+        for tr in re.findall(r"<tr>\s*(.*?)</tr>", page, re.S):
+            cells = [html.unescape(c).strip() for c in re.findall(r"<td>(.*?)</td>", tr, re.S)]
+            if not cells:
+                continue
+            entry = dict(zip(heads, cells))
+            step = int(entry.pop("Step"))
+            merge(rows, step, map_trl(entry))
+        return select_steps(rows, conv)
+    raise ValueError("no TRL progress table in the notebook")
+
+
+def parse_md_trl_table(text: str, conv: dict) -> dict:
+    """TRL progress table pasted as text: `Step | Training Loss | reward | ...` then rows."""
+    rows: dict = {}
+    heads = None
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if cells and cells[0] == "Step":
+            heads = [header_to_trl_key(c) for c in cells]
+            continue
+        if heads is None or not cells or not re.fullmatch(r"\d+", cells[0]):
+            continue
+        entry = dict(zip(heads, cells))
+        step = int(entry.pop("Step"))
+        merge(rows, step, map_trl(entry))
+    return select_steps(rows, conv)
+
+
+def parse_swift_jsonl(text: str, conv: dict) -> dict:
+    """ms-swift's JSON log lines; the step comes from their "global_step/max_steps" field."""
+    rows: dict = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        gs = entry.get("global_step/max_steps")
+        if not isinstance(gs, str) or "/" not in gs:
+            continue
+        step = int(gs.split("/")[0])
+        entry = {k: v for k, v in entry.items() if k not in ("global_step/max_steps",)}
+        merge(rows, step, map_trl(entry))
+    return select_steps(rows, conv)
+
+
+def parse_ipynb_scratch_grpo(text: str, conv: dict) -> dict:
+    """Notebook stdout of a hand-written GRPO loop: `Average Reward: R` then
+    `Iteration i/I, Step s/S, GRPO iter g/G, loss: L` for each step."""
+    nb = json.loads(text)
+    rows: dict = {}
+    reward = None
+    for cell in nb.get("cells", []):
+        for out in cell.get("outputs", []) or []:
+            body = out.get("text") if isinstance(out, dict) else None
+            if body is None:
+                continue
+            body = "".join(body) if isinstance(body, list) else body
+            for line in body.splitlines():
+                m = re.match(r"Average Reward: (\S+)", line)
+                if m:
+                    reward = number(m.group(1))
+                    continue
+                m = re.match(r"Iteration (\d+)/\d+, Step (\d+)/\d+, GRPO iter \d+/\d+, loss: (\S+)", line)
+                if m:
+                    step = int(m.group(2))
+                    data = {"actor/pg_loss": number(m.group(3))}
+                    if reward is not None:
+                        data["critic/score/mean"] = reward
+                    reward = None
+                    merge(rows, step, {k: v for k, v in data.items() if v is not None})
+    return select_steps(rows, conv)
+
+
+PARSERS = {
+    "verl_console": parse_verl_console,
+    "trl_trainer_state": parse_trl_trainer_state,
+    "trl_console_dicts": parse_trl_console_dicts,
+    "ipynb_trl_table": parse_ipynb_trl_table,
+    "md_trl_table": parse_md_trl_table,
+    "swift_jsonl": parse_swift_jsonl,
+    "ipynb_scratch_grpo": parse_ipynb_scratch_grpo,
+}
+
+
+def select_steps(rows: dict, conv: dict) -> dict:
+    lo, hi = conv.get("first_kept_step"), conv.get("last_kept_step")
+    return {s: d for s, d in rows.items()
+            if (lo is None or s >= int(lo)) and (hi is None or s <= int(hi))}
+
+
+# --------------------------------------------------------------------------- driver
+
+
+def render(rows: dict) -> str:
+    lines = []
+    for step in sorted(rows):
+        data = {k: finite_or_null(v) for k, v in rows[step].items()}
+        lines.append(json.dumps({"step": step, "data": data}, sort_keys=True, allow_nan=False))
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+def convert(run_dir: Path) -> str:
+    meta = load_yaml(run_dir / "run.yaml")
+    conv = meta["conversion"]
+    raw = (run_dir / conv["raw"]).read_bytes().decode("utf-8", errors="replace")
+    rows = PARSERS[conv["parser"]](raw, conv)
+    if not rows:
+        raise ValueError(f"{run_dir.name}: no steps parsed")
+    return render(rows)
+
+
+def run_dirs(ids: list[str]) -> list[Path]:
+    dirs = sorted(p.parent for p in HERE.glob("*/run.yaml"))
+    if ids:
+        dirs = [d for d in dirs if d.name in ids]
+        missing = set(ids) - {d.name for d in dirs}
+        if missing:
+            raise SystemExit(f"unknown run(s): {', '.join(sorted(missing))}")
+    return dirs
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--check", action="store_true", help="exit 1 if any steps.jsonl differs")
+    ap.add_argument("ids", nargs="*", help="run ids (folder names); default: all")
+    args = ap.parse_args(argv)
+    differ = 0
+    for d in run_dirs(args.ids):
+        text = convert(d)
+        target = d / "steps.jsonl"
+        old = target.read_text(encoding="utf-8") if target.exists() else None
+        if args.check:
+            if old != text:
+                differ += 1
+                print(f"differs: {d.name}")
+        elif old != text:
+            target.write_text(text, encoding="utf-8")
+            print(f"wrote {d.name}/steps.jsonl ({text.count(chr(10))} steps)")
+    if args.check:
+        print("all steps.jsonl up to date" if not differ else f"{differ} run(s) differ")
+        return 1 if differ else 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
