@@ -28,6 +28,32 @@ from dashgen.records import record
 # Prometheus alert templates, for descriptions written by hand.
 RUN_NAME = "{{ $labels.project }}/{{ $labels.experiment }}"
 VALUE = '{{ printf "%.4g" $value }}'
+# The most steps a window may count: 10,000 steps of the slowest rhythm compile to a window of
+# months, which no Prometheus keeps.
+MAX_STEPS = 10_000
+
+
+@record
+class Steps:
+    """A window counted in the run's training steps, not in time: `steps(20)` is the last 20 steps
+    whatever a step lasts (1.5 s or 20 minutes). The compiler turns it into the time the run's own
+    rhythm gives (dashgen/compiler/step_windows.py)."""
+
+    count: int
+
+    def __str__(self) -> str:
+        return f"{self.count} steps"
+
+
+def steps(count: int) -> Steps:
+    """A window of `count` training steps (see Steps)."""
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_STEPS:
+        raise ValueError(f"steps({count!r}): give a whole number of steps from 1 to {MAX_STEPS:,}")
+    return Steps(count)
+
+
+# A window: a Prometheus duration ("5m") or a number of training steps (steps(20)).
+Window = Union[str, Steps]
 
 
 @record
@@ -50,30 +76,43 @@ class Baseline:
     it, so it needs no `ending`, and a signal still settling from a warm-up (GRPO's high first KL)
     is compared with where it has settled to, not with the median of its decay."""
 
-    window: str = ""
-    ending: str = ""
+    window: Window = ""
+    ending: Window = ""
     is_held: bool = False
     min_history: str = ""
     of: "Baseline | None" = None  # with is_held: the rolling baseline held
-    over: str = ""  # set: the quietest median over `window` within the last `over`
+    over: Window = ""  # set: the quietest median over `window` within the last `over`
+    is_peak: bool = False  # with over: the loudest median instead (see Baseline.peak)
 
     @classmethod
     def held(cls, of: "Baseline | None" = None) -> "Baseline":
         return cls(is_held=True, of=of)
 
     @classmethod
-    def quietest(cls, window: str, over: str, min_history: str = "") -> "Baseline":
+    def quietest(cls, window: Window, over: Window, min_history: str = "") -> "Baseline":
+        """In steps (`Baseline.quietest(steps(10), over=steps(60))`), both windows count steps and the
+        baseline exists from the run's first steps: a fall or rise fast for the run's rhythm."""
         return cls(window=window, over=over, min_history=min_history)
+
+    @classmethod
+    def peak(cls, window: Window, over: Window, ending: Window = "") -> "Baseline":
+        """The run's peak level: the highest median over `window` within the last `over` for a
+        signal a fault raises (`above`), the lowest for one it lowers, ending `ending` ago. A
+        signal 3x above its peak has reached a level the run never had lately (an explosion),
+        where a return to its level after a dip (a recovery) has not."""
+        return cls(window=window, over=over, ending=ending, is_peak=True)
 
     @property
     def is_quietest(self) -> bool:
+        """Read from the extremes of a recorded median (a quietest or a peak baseline)."""
         return bool(self.over)
 
     def describe(self) -> str:
         if self.is_held:
             return "its level before the fault" if self.of is None else f"the best of {self.of.describe()}"
         if self.is_quietest:
-            return f"its quietest median over {self.window} of the last {self.over}"
+            ended = f", ending {self.ending} ago" if self.ending else ""
+            return f"its {'peak' if self.is_peak else 'quietest'} median over {self.window} of the last {self.over}{ended}"
         return (f"its median of the {self.window or 'baseline window'} before "
                 + (f"the last {self.ending}" if self.ending else "the recent window"))
 
@@ -85,15 +124,15 @@ class Signal:
 
     ref: str
     reduction: str = ""  # "", "median", "max" or "min"
-    window: str = ""
+    window: Window = ""
 
-    def median_over(self, window: str) -> "Signal":
+    def median_over(self, window: Window) -> "Signal":
         return replace(self, reduction="median", window=window)
 
-    def max_over(self, window: str) -> "Signal":
+    def max_over(self, window: Window) -> "Signal":
         return replace(self, reduction="max", window=window)
 
-    def min_over(self, window: str) -> "Signal":
+    def min_over(self, window: Window) -> "Signal":
         return replace(self, reduction="min", window=window)
 
     def above(self, value: float, times: Baseline | None = None) -> "Compare":

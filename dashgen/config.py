@@ -165,6 +165,7 @@ Factor = Annotated[float, Between(0.0, None, low_open=True)]  # a multiplier: gr
 NonNegative = Annotated[float, Between(0.0, None)]
 Percent = Annotated[float, Between(0.0, 100.0, unit="%")]
 Bytes = Annotated[int, ByteSize(), Between(1, None, unit="bytes")]
+StepCount = Annotated[int, Between(1, 10_000, unit="steps")]  # a window of training steps: steps(N)
 JobName = Annotated[str, Matches(r"[A-Za-z_][A-Za-z0-9_.:/-]*", "verl (letters, digits, _ . : / -)")]
 GrafanaUid = Annotated[str, Matches(r"[A-Za-z0-9_-]{1,40}", "dashgen-prometheus (1-40 of A-Z a-z 0-9 _ -)")]
 GrafanaTime = Annotated[str, Matches(r"now(-\d+[smhdwMy])*(/[smhdwMy])?", "now-6h")]
@@ -239,6 +240,15 @@ class Config:
     # Warnings stay firing this long after their condition last held: one notification per
     # episode even when the signal dips below the threshold for a step or two.
     warning_keep_firing_for: Duration = "15m"
+
+    # --- Windows counted in steps ------------------------------------------------------
+    # A window of steps(N) is N times the run's seconds per step, measured over this window
+    # from the step-log lines it holds (their times and step numbers: a log of every Nth
+    # step and one without timing_s/step are measured alike).
+    rhythm_window: Interval = "6h"
+    # The shortest time a step window compiles to: Prometheus holds one sample per scrape, so a
+    # window of fewer scrapes than this holds too few samples to take a median of.
+    step_window_floor: Interval = "1m"
 
     # --- Docs ----------------------------------------------------------------------
     # Base of every alert's runbook_url; the alert's anchor is appended.

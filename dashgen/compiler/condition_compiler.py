@@ -7,7 +7,9 @@ from dataclasses import field, replace
 from typing import Callable
 
 from dashgen.catalog import Catalog, Metric, Source
-from dashgen.conditions import AllOf, AnyOf, Baseline, Compare, Comparison, Condition, Shift, Signal, comparisons
+from dashgen.compiler.step_windows import banded, rhythm_recordings
+from dashgen.conditions import (AllOf, AnyOf, Baseline, Compare, Comparison, Condition, Shift, Signal, Steps,
+                                comparisons)
 from dashgen.config import duration_seconds, format_duration
 from dashgen.errors import BuildError, get_close_matches
 from dashgen.model import ON_RUN, Recording, RuleGroup
@@ -21,6 +23,8 @@ class BaselineDefaults:
     ending: str
     hold_window: str
     hold_step: str
+    rhythm_window: str = "6h"  # where a run's seconds per step are measured (step windows)
+    step_window_floor: str = "1m"  # the shortest time a step window compiles to
 
 
 @record(frozen=False)
@@ -86,6 +90,9 @@ def smoothed(series: str, window: str) -> str:
 
 _REDUCTIONS = {"median": smoothed, "max": lambda s, w: f"max_over_time({s}[{w}])",
                "min": lambda s, w: f"min_over_time({s}[{w}])"}
+# The same over a range written whole (`[1h:1m]`, `[1h:1m] offset 10m`): step windows.
+_RANGE_REDUCTIONS = {"median": lambda s, r: f"quantile_over_time(0.5, {s}{r})",
+                     "max": lambda s, r: f"max_over_time({s}{r})", "min": lambda s, r: f"min_over_time({s}{r})"}
 
 
 class ConditionCompiler:
@@ -101,6 +108,8 @@ class ConditionCompiler:
         self._held: dict[tuple[str, bool], str] = {}  # (rolling name, fault raises) -> held name
         self._medians: set[tuple[str, str]] = set()  # (stem, window) of the rolling medians recorded
         self._quietest: dict[tuple, str] = {}  # (stem, window, over, min_history, fault raises) -> name
+        self._by_steps: dict[tuple[str, str, int], str] = {}  # (stem, reduction, steps) -> recording name
+        self._rhythm_recorded = False
 
     def signal(self, signal: Signal, where: str) -> tuple[str, SignalSeries]:
         series = resolve_signal(signal.ref, self.catalog, where)
@@ -108,9 +117,36 @@ class ConditionCompiler:
             return series.expr, series
         if signal.reduction not in _REDUCTIONS or not signal.window:
             raise BuildError(f"{where}: signal {signal.ref!r}: reduce with median_over, max_over or min_over(window)")
+        if isinstance(signal.window, Steps):
+            return self.step_reduction(series, signal.reduction, signal.window), series
+        if not isinstance(signal.window, str):
+            raise BuildError(f"{where}: signal {signal.ref!r}: a window is a duration ('5m') or steps(N), "
+                             f"not {signal.window!r}")
         return _REDUCTIONS[signal.reduction](series.expr, signal.window), series
 
+    def _rhythm(self) -> None:
+        """The run's rhythm, recorded in the group of the first alert that counts in steps."""
+        if not self._rhythm_recorded:
+            self._rhythm_recorded = True
+            self.recordings.rolling.extend(rhythm_recordings(self.defaults.rhythm_window))
+
+    def step_reduction(self, series: SignalSeries, reduction: str, window: Steps) -> str:
+        """A recording of `series` reduced over the run's last `window.count` steps."""
+        key = (series.stem, reduction, window.count)
+        if key not in self._by_steps:
+            self._rhythm()
+            name = f"{series.stem}:{reduction}_{window.count}steps"
+            self._by_steps[key] = name
+            reduce = _RANGE_REDUCTIONS[reduction]
+            self.recordings.rolling.append(Recording(
+                name, banded(window.count, lambda r: reduce(series.expr, r), self.defaults.step_window_floor),
+                f"The {'median' if reduction == 'median' else reduction} of {series.expr.split('{')[0]} over the "
+                f"run's last {window.count} steps"))
+        return self._by_steps[key]
+
     def rolling_baseline(self, series: SignalSeries, baseline: Baseline) -> str:
+        if isinstance(baseline.window, Steps) or isinstance(baseline.ending, Steps):
+            return self._rolling_in_steps(series, baseline)
         window = baseline.window or self.defaults.window
         ending = baseline.ending or self.defaults.ending
         key = (series.stem, window, ending, baseline.min_history)
@@ -134,9 +170,40 @@ class ConditionCompiler:
                 name, expr, f"Median of {series.expr.split('{')[0]} over {window}, ending {ending} ago, {since}"))
         return self._rolling[key]
 
+    def _rolling_in_steps(self, series: SignalSeries, baseline: Baseline) -> str:
+        """The median of the run's `window` steps ending `ending` steps ago, from its first steps on."""
+        window, ending = baseline.window, baseline.ending
+        if not (isinstance(window, Steps) and isinstance(ending, Steps)) or baseline.min_history:
+            raise BuildError(f"baseline of {series.expr}: a baseline in steps gives its window and ending in steps "
+                             f"(Baseline(steps(100), ending=steps(20))) and needs no min_history")
+        key = (series.stem, str(window), str(ending), "")
+        if key not in self._rolling:
+            name = f"{series.stem}:baseline_median_{window.count}steps_ending{ending.count}"
+            self._rolling[key] = name
+            self._rhythm()
+            floor = self.defaults.step_window_floor
+            median = banded(window.count, lambda r: f"quantile_over_time(0.5, {series.expr}{r})", floor,
+                            ending=ending.count)
+            # Once the run has logged half the window: a median of a young run's first few steps
+            # is no level to compare a fault with.
+            history = banded(1, lambda r: f"present_over_time({series.expr}{r})", floor,
+                             ending=ending.count + window.count // 2)
+            self.recordings.rolling.append(Recording(
+                name, f"(\n{median}\n)\nand on({ON_RUN})\n(\n{history}\n)",
+                f"Median of {series.expr.split('{')[0]} over the run's {window.count} steps ending {ending.count} "
+                f"steps ago, once half of that window is logged"))
+        return self._rolling[key]
+
     def quietest_baseline(self, series: SignalSeries, baseline: Baseline, fault_raises: bool, where: str) -> str:
         """The lowest (a fault raises the signal) or highest median over `window` of the last `over`:
         a recorded rolling median, and its extreme over `over` once `min_history` of it exists."""
+        # A peak is the other extreme: the highest median for a signal a fault raises.
+        lowest = fault_raises != baseline.is_peak
+        if isinstance(baseline.window, Steps) or isinstance(baseline.over, Steps):
+            return self._quietest_in_steps(series, baseline, lowest, where)
+        if baseline.is_peak or baseline.ending:
+            raise BuildError(f"{where}: a peak baseline, or a quietest one with an ending, counts its windows in "
+                             f"steps: Baseline.peak(steps(10), over=steps(200), ending=steps(10))")
         window, over, min_history = baseline.window or self.defaults.window, baseline.over, baseline.min_history
         if duration_seconds(window) >= duration_seconds(over):
             raise BuildError(f"{where}: quietest baseline of {series.expr}: its window {window!r} must be shorter "
@@ -165,6 +232,37 @@ class ConditionCompiler:
             adjective = "Lowest" if fault_raises else "Highest"
             self.recordings.rolling.append(Recording(
                 name, expr, f"{adjective} {median} of the last {over}{since}: the run's quietest level"))
+        return self._quietest[key]
+
+    def _quietest_in_steps(self, series: SignalSeries, baseline: Baseline, lowest: bool, where: str) -> str:
+        """The lowest or highest median over `window` steps of the last `over` steps (ending
+        `ending` steps ago), from the run's first steps on."""
+        window, over, ending = baseline.window, baseline.over, baseline.ending
+        if not (isinstance(window, Steps) and isinstance(over, Steps) and isinstance(ending, (Steps, str))
+                and (isinstance(ending, Steps) or not ending)):
+            raise BuildError(f"{where}: baseline of {series.expr}: count its windows (and ending) in steps "
+                             f"(Baseline.quietest(steps(10), over=steps(60))) or none of them")
+        if window.count >= over.count:
+            raise BuildError(f"{where}: quietest baseline of {series.expr}: its window {window} must be shorter "
+                             f"than over {over}")
+        if baseline.min_history:
+            raise BuildError(f"{where}: quietest baseline of {series.expr}: a baseline in steps exists from the "
+                             f"run's first steps; min_history does not apply")
+        ended = ending.count if ending else 0
+        key = (series.stem, window, over, ended, lowest)
+        if key not in self._quietest:
+            median = self.step_reduction(series, "median", window)
+            extreme, word = ("min", "floor") if lowest else ("max", "ceiling")
+            name = f"{series.stem}:baseline_{word}_{over.count}steps" + (f"_ending{ended}" if ended else "")
+            if name in self._quietest.values():
+                name += f"_of_{window.count}"
+            self._quietest[key] = name
+            adjective = "Lowest" if lowest else "Highest"
+            before = f", ending {ended} steps ago" if ended else ""
+            self.recordings.rolling.append(Recording(
+                name, banded(over.count, lambda r: f"{extreme}_over_time({median}{r})", self.defaults.step_window_floor,
+                             ending=ended),
+                f"{adjective} {median} of the run's last {over.count} steps{before}"))
         return self._quietest[key]
 
     def held_baseline(self, rolling: str, fault_raises: bool) -> str:

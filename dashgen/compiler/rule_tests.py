@@ -25,10 +25,11 @@ from pathlib import Path
 
 import yaml
 
-from dashgen.catalog import Catalog
+from dashgen.catalog import LAST_STEP_METRIC, Catalog
 from dashgen.compiler.condition_compiler import resolve_signal
+from dashgen.compiler.step_windows import GLOBAL_STEP, band_of, step_window_seconds
 from dashgen.compiler.selectors import expand_selectors, rule_selectors
-from dashgen.conditions import Compare, Comparison, Condition, comparisons
+from dashgen.conditions import Compare, Comparison, Condition, Steps, Window, comparisons
 from dashgen.config import Config, duration_seconds
 from dashgen.model import Alert
 from dashgen.records import record
@@ -49,6 +50,9 @@ class _Case:
     name: str
     series: dict[str, list[tuple[float, int]]] = field(default_factory=dict)  # selector -> (value, samples)
     checks: list[tuple[int, bool]] = field(default_factory=list)  # (eval time in s, firing?)
+
+    def series_length(self) -> list[tuple[str, int]]:
+        return [(selector, sum(count for _, count in segments)) for selector, segments in self.series.items()]
 
 
 def _threshold(comparison: Comparison, healthy: float) -> float:
@@ -77,14 +81,33 @@ def _fault_level(comparison: Comparison, healthy: float, ratio: bool) -> float:
     return max(level, 0.0) if ratio else level
 
 
-def _windows(condition: Condition | None, config: Config) -> tuple[float, float]:
+def _seconds(window: Window, config: Config, rhythm: float | None) -> float:
+    """A window's time: a duration as written, steps as the compiler gives them at `rhythm` s/step."""
+    if isinstance(window, Steps):
+        return step_window_seconds(window.count, band_of(rhythm or 60.0), duration_seconds(config.step_window_floor))
+    return duration_seconds(window)
+
+
+def counts_steps(condition: Condition | None) -> bool:
+    """Whether any window of the condition is counted in steps."""
+    return any(isinstance(c.signal.window, Steps)
+               or (c.baseline is not None and isinstance(c.baseline.window, Steps))
+               for c in (comparisons(condition) if condition is not None else ()))
+
+
+def _windows(condition: Condition | None, config: Config, rhythm: float | None = None) -> tuple[float, float]:
     """The longest reduction window, and the longest baseline window plus its ending, in seconds."""
     reduce, baseline = 0.0, 0.0
     for c in comparisons(condition) if condition is not None else ():
         if c.signal.window:
-            reduce = max(reduce, duration_seconds(c.signal.window))
+            reduce = max(reduce, _seconds(c.signal.window, config, rhythm))
         rolling = c.baseline.of if c.baseline is not None and c.baseline.is_held else c.baseline
-        if rolling is not None and rolling.is_quietest:  # exists once min_history (or window) is covered
+        if rolling is not None and isinstance(rolling.window, Steps):  # exists from the first steps
+            ending = _seconds(rolling.ending, config, rhythm) if rolling.ending else 0.0
+            baseline = max(baseline, _seconds(rolling.window, config, rhythm) + ending)
+        elif rolling is not None and isinstance(rolling.ending, Steps):
+            baseline = max(baseline, _seconds(rolling.ending, config, rhythm))
+        elif rolling is not None and rolling.is_quietest:  # exists once min_history (or window) is covered
             baseline = max(baseline, duration_seconds(rolling.window or config.baseline_window),
                            duration_seconds(rolling.min_history or "0s"))
         elif rolling is not None:
@@ -93,7 +116,44 @@ def _windows(condition: Condition | None, config: Config) -> tuple[float, float]
     return reduce, baseline
 
 
+# Rhythms (seconds per training step) every alert that counts in steps is tested at.
+TEST_RHYTHMS = (2.0, 60.0, 300.0)
+
+
 def alert_cases(alert: Alert, catalog: Catalog, config: Config) -> list[_Case]:
+    """The generated cases of one alert; at each of TEST_RHYTHMS for one that counts in steps."""
+    if not counts_steps(alert.condition) and not counts_steps(alert.keep_firing_while):
+        return _cases(alert, catalog, config, None)
+    cases = []
+    for rhythm in TEST_RHYTHMS:
+        for case in _cases(alert, catalog, config, rhythm):
+            case.name = f"{case.name}-at-{rhythm:g}s-per-step"
+            case.series.update(_rhythm_series(rhythm, config, max(count for _, count in case.series_length())))
+            cases.append(case)
+    return cases
+
+
+def _rhythm_series(rhythm: float, config: Config, samples: int) -> dict[str, list[tuple[float, int]]]:
+    """What the exporter serves of a run at `rhythm` s/step, sampled every evaluation: its global
+    step and the time its newest step-log line arrived."""
+    interval = duration_seconds(config.rule_interval)
+    step_of = [int(i * interval // rhythm) + 1 for i in range(samples)]
+    return {f"{GLOBAL_STEP}{{verl}}": _runs([float(s) for s in step_of]),
+            f"{LAST_STEP_METRIC}{{verl}}": _runs([(s - 1) * rhythm for s in step_of])}
+
+
+def _runs(values: list[float]) -> list[tuple[float, int]]:
+    """Values as (value, repeats) segments."""
+    segments: list[tuple[float, int]] = []
+    for value in values:
+        if segments and segments[-1][0] == value:
+            segments[-1] = (value, segments[-1][1] + 1)
+        else:
+            segments.append((value, 1))
+    return segments
+
+
+def _cases(alert: Alert, catalog: Catalog, config: Config, rhythm: float | None) -> list[_Case]:
     step = duration_seconds(config.rule_interval)
     onset = list(comparisons(alert.condition))
     keep = list(comparisons(alert.keep_firing_while)) if alert.keep_firing_while is not None else []
@@ -115,7 +175,9 @@ def alert_cases(alert: Alert, catalog: Catalog, config: Config) -> list[_Case]:
         # Halfway between the two thresholds; where they meet, a little on the fault's side.
         level.band = (keep_at + onset_at) / 2 if keep_at != onset_at else keep_at + (level.fault - keep_at) / 10
 
-    reduce, baseline = _windows(alert.condition, config)
+    reduce, baseline = _windows(alert.condition, config, rhythm)
+    if rhythm is not None:  # the run's rhythm is known from its second line on
+        baseline = max(baseline, 2 * rhythm)
     holds = any(c.baseline is not None and c.baseline.is_held for c in (*onset, *keep))
     hold = 2 * duration_seconds(config.baseline_hold_step) if holds else 0
     warm = _steps(baseline + hold + reduce + 5 * step, step)  # samples before the crossing

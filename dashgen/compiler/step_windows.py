@@ -1,0 +1,103 @@
+"""Windows counted in steps (`dashgen.conditions.steps`), compiled to the time the run's own rhythm gives.
+
+A PromQL range is a literal duration, and runs last from 1.5 s to 20 minutes a step: a 5-minute
+median is 200 steps of one run and less than one step of another. So the run's rhythm is
+recorded, its seconds per training step measured from the times and step numbers of its
+step-log lines (a log of every Nth step, or one without timing_s/step, is measured alike), and
+banded: band k holds the rhythms from 2^k to 2^(k+1) seconds per step. A step window
+compiles to one branch per band, each with the time its count of steps takes at the middle of
+the band, sampled twice a step (at most MAX_SAMPLES times), and each run reads the branch of
+its own band. So a window of N steps holds between
+N/2^(1/2) and N*2^(1/2) of the run's steps (within 41%) from 1 s to 68 minutes a step; never
+less than `step_window_floor`, since Prometheus keeps one sample per scrape whatever a step
+lasts. Bands whose windows round to the same time share a branch.
+
+Until a run has logged two lines within `rhythm_window`, it has no rhythm and no step window
+reads anything for it: its rhythm is learnt from its own log first.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+from dashgen.catalog import LAST_STEP_METRIC
+from dashgen.config import duration_seconds, format_duration
+from dashgen.model import ON_RUN, Recording
+
+SECONDS_PER_STEP = "verl:run:seconds_per_step"
+STEP_BAND = "verl:run:step_band"
+GLOBAL_STEP = "verl_training_global_step"
+# Band 0 is 1 to 2 s a step (and every faster rhythm), the last band 68 minutes and slower. Each
+# band is a branch every evaluation computes, for every run: 13 keep a cycle cheap (twice as many
+# bands halve the error and double the cost).
+BANDS = 13
+# A step window is sampled twice a step, but at most this often: a window of 200 steps reads
+# the (already smoothed) medians it takes extremes of every 7 steps, not 400 times.
+MAX_SAMPLES = 30
+
+
+def band_seconds(band: int) -> float:
+    """Seconds per step at the middle of a band (geometric)."""
+    return 2 ** (band + 0.5)
+
+
+def band_of(seconds_per_step: float) -> int:
+    """The band a rhythm falls in, as the recording computes it."""
+    return min(max(math.floor(math.log2(seconds_per_step)), 0), BANDS - 1)
+
+
+def rhythm_recordings(window: str) -> tuple[Recording, Recording]:
+    """The run's seconds per step (measured over `window`) and its band, recorded once per project."""
+    last, step = f"{LAST_STEP_METRIC}{{verl}}", f"{GLOBAL_STEP}{{verl}}"
+    seconds = Recording(
+        SECONDS_PER_STEP,
+        f"(max_over_time({last}[{window}]) - min_over_time({last}[{window}]))\n"
+        f"  / ((max_over_time({step}[{window}]) - min_over_time({step}[{window}])) > 0)",
+        f"Seconds per training step of the run: the time between its first and newest step-log line of the "
+        f"last {window}, over the steps between them")
+    band = Recording(
+        STEP_BAND, f"clamp(floor(log2({SECONDS_PER_STEP})), 0, {BANDS - 1})",
+        "The run's rhythm band: k for 2^k to 2^(k+1) seconds per step; step windows read their branch of "
+        "this band")
+    return seconds, band
+
+
+def step_window_seconds(count: int, band: int, floor: float) -> float:
+    """The time a window of `count` steps compiles to for a run in `band`."""
+    return max(floor, float(math.ceil(count * band_seconds(band))))
+
+
+def banded(count: int, expr_of_range: Callable[[str], str], floor: str, ending: int = 0) -> str:
+    """`expr_of_range(range)` of each run, over the range its rhythm gives `count` steps: the
+    range is `[window:resolution]`, followed by an offset when it ends `ending` steps ago.
+
+    The range is a subquery (`[window:resolution]`) of two samples a step: every branch is
+    evaluated for every run, and a window of 60 slow steps would otherwise read days of 15 s
+    scrapes for runs that are not even in its band."""
+    floor_seconds = duration_seconds(floor)
+    branches: list[list] = []  # [first band, last band, range]
+    for band in range(BANDS):
+        seconds = step_window_seconds(count, band, floor_seconds)
+        resolution = max(1.0, float(math.ceil(seconds / min(2 * count, MAX_SAMPLES))))
+        window = f"[{format_duration(seconds)}:{format_duration(resolution)}]"
+        if ending:
+            window += f" offset {format_duration(step_window_seconds(ending, band, floor_seconds))}"
+        if branches and branches[-1][2] == window:
+            branches[-1][1] = band
+        else:
+            branches.append([band, band, window])
+    parts = []
+    for first, last, window in branches:
+        if first == 0 and last == BANDS - 1:
+            select = STEP_BAND
+        elif first == 0:
+            select = f"{STEP_BAND} <= {last}"
+        elif last == BANDS - 1:
+            select = f"{STEP_BAND} >= {first}"
+        elif first == last:
+            select = f"{STEP_BAND} == {first}"
+        else:
+            select = f"{STEP_BAND} >= {first} <= {last}"
+        parts.append(f"  ({expr_of_range(window)})\n  and on({ON_RUN}) ({select})")
+    return "\nor\n".join(parts)
