@@ -70,7 +70,8 @@ def rules(config: Config) -> RuleGroup:
         name="VerlTrainingStalled",
         severity=Severity.CRITICAL,
         # Silent longer than the floor, unless still within what the run's own steps take.
-        expr=(f"({silence} > {min_silence:g})\n"
+        expr=(f"(\n"
+              f"({silence} > {min_silence:g})\n"
               f"unless on({ON_RUN})\n"
               f"({silence}\n"
               f"   <= {factor:g} * quantile_over_time(0.5, {STEP_SECONDS}[{window}]))\n"
@@ -82,7 +83,12 @@ def rules(config: Config) -> RuleGroup:
               f"   unless on({ON_RUN}) (present_over_time({SAVE_SECONDS}[{gap_window}])\n"
               f"      and on({ON_RUN}) present_over_time({LAST_STEP}[{history}] offset {window})))\n"
               f"unless on({ON_RUN})\n"
-              f"({ENDED})"),
+              f"({ENDED})\n"
+              f")\n"
+              # The run's rhythm is learnt from its own log first: no page before a gap between two
+              # of its lines has been seen (a log written every 20 steps shows its first gap late).
+              f"and on({ON_RUN})\n"
+              f"(max_over_time({LINE_GAP}[{gap_window}]) > 0)"),
         for_=tunables.stall_for,
         summary="No new training step for much longer than a step usually takes: a worker is probably hung.",
         description=(f"Run {RUN_NAME}: the last step was read {{{{ $value | humanizeDuration }}}} ago: more than "
@@ -90,7 +96,7 @@ def rules(config: Config) -> RuleGroup:
                      f"first checkpoint save and {window} of history), {factor:g}x the median step time of the last {window} and "
                      f"{gap_factor:g}x the longest gap between two of its log lines in the last {gap_window}."),
         meaning="The exporter is up, the run has not ended (finished, crashed or stopped), but verl wrote no "
-                "step. The usual cause in Ray-based RL is one hung "
+                "step, although the run has shown its rhythm (two step-log lines at least). The usual cause in Ray-based RL is one hung "
                 "worker (an NCCL collective waiting forever, a stuck rollout request, a dead node) that "
                 "blocks every other rank, or a checkpoint save or validation that takes far longer than usual.",
         next_steps=(

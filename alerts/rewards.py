@@ -2,8 +2,8 @@
 
 from dataclasses import dataclass
 
-from dashgen.conditions import RUN_NAME, VALUE, Baseline, Signal
-from dashgen.config import AreaConfig, Config, Duration, Factor, Fraction, Interval, NonNegative
+from dashgen.conditions import RUN_NAME, VALUE, Baseline, Signal, any_of, steps
+from dashgen.config import AreaConfig, Config, Duration, Factor, Fraction, Interval, NonNegative, StepCount
 from dashgen.model import Alert, Recording, RuleGroup, Severity
 
 SCORE = "verl_critic_score_mean{verl}"
@@ -14,10 +14,11 @@ SCORE_GAIN = "verl:critic_score_mean:median_gain"
 class RewardsConfig(AreaConfig, area="rewards"):
     """The tunables of alerts/rewards.py: the config file's `rewards:` section."""
 
-    # VerlRewardCliff compares the reward with its median over this window, ending
-    # `reward_cliff_recent_window` ago.
-    reward_cliff_baseline_window: Interval = "1h"
-    reward_cliff_recent_window: Interval = "10m"
+    # VerlRewardCliff compares the reward with its median over this many of the run's steps,
+    # ending `reward_cliff_recent_steps` ago: in steps, so that the baseline does not absorb a
+    # fault before a run of 15 minutes a step has logged enough of it to move its median.
+    reward_cliff_baseline_steps: StepCount = 100
+    reward_cliff_recent_steps: StepCount = 20
     # It fires when the reward falls by this fraction of its baseline's magnitude...
     reward_cliff_drop_fraction: Fraction = 0.5
     # ... and by at least this much, in the reward's own units: a fraction of a baseline near 0
@@ -25,9 +26,10 @@ class RewardsConfig(AreaConfig, area="rewards"):
     # critic/score/mean.
     reward_cliff_min_drop: NonNegative = 0.2
     reward_cliff_for: Duration = "2m"
-    # The reward is read as its median over this window: long enough that one odd step changes
-    # nothing, short enough that a cliff pages within minutes.
-    reward_cliff_smoothing_window: Interval = "3m"
+    # The reward is read as its median over this many steps: a reward scored on one prompt per
+    # step jumps between 0 and its maximum from step to step, and a median of minutes is a median
+    # of 3 steps on a run of one step a minute.
+    reward_cliff_smoothing_steps: StepCount = 20
     # Once firing, it stays firing while the reward is this fraction of the drop (and of the
     # floor) below its held baseline.
     reward_cliff_sustain_fraction: Fraction = 0.5
@@ -44,16 +46,21 @@ class RewardsConfig(AreaConfig, area="rewards"):
     # every step while its gradient is healthy.
     no_signal_tolerance: NonNegative = 1e-9
     no_signal_window: Interval = "20m"
-    no_signal_for: Duration = "2m"
+    # ... or, where the log has it (TRL's frac_reward_zero_std), the median share of prompt groups
+    # whose rewards are all equal, over no_signal_steps, at least this: next to no advantage is left.
+    no_signal_zero_std_fraction: Fraction = 0.9
+    no_signal_steps: StepCount = 5
+    no_signal_for: Duration = "1m"
 
 
 def rules(config: Config) -> list[RuleGroup]:
     tunables = config.area(RewardsConfig)
-    base, recent = tunables.reward_cliff_baseline_window, tunables.reward_cliff_recent_window
+    base, recent = steps(tunables.reward_cliff_baseline_steps), steps(tunables.reward_cliff_recent_steps)
     drop, floor = tunables.reward_cliff_drop_fraction, tunables.reward_cliff_min_drop
     sustain_fraction = tunables.reward_cliff_sustain_fraction
     window = tunables.reward_stagnation_window
-    score = Signal("critic/score/mean").median_over(tunables.reward_cliff_smoothing_window)
+    smoothing = steps(tunables.reward_cliff_smoothing_steps)
+    score = Signal("critic/score/mean").median_over(smoothing)
     gain = Recording(
         SCORE_GAIN, (f"quantile_over_time(0.5, {SCORE}[{window}])\n"
                      f"  - quantile_over_time(0.5, {SCORE}[{window}] offset {window})"),
@@ -66,8 +73,8 @@ def rules(config: Config) -> list[RuleGroup]:
         for_=tunables.reward_cliff_for,
         keep_firing_while=score.falls_by(drop * sustain_fraction, of=Baseline.held(),
                                          at_least=floor * sustain_fraction),
-        summary="Reward fell far below its level of the last hour and stays there.",
-        description=(f"Run {RUN_NAME}: the median of critic/score/mean over {tunables.reward_cliff_smoothing_window} is "
+        summary="Reward fell far below its level of the run's recent steps and stays there.",
+        description=(f"Run {RUN_NAME}: the median of critic/score/mean over its last {smoothing} is "
                      f"{VALUE}, more than {drop:.0%} of its magnitude (and at least {floor:g}) below its median of "
                      f"the {base} before the last {recent}."),
         meaning="A sudden, sustained reward drop: the policy has unlearned something (often after a "
@@ -109,14 +116,19 @@ def rules(config: Config) -> list[RuleGroup]:
         ),
     )
     tolerance, quiet = tunables.no_signal_tolerance, tunables.no_signal_window
+    zero_std, zero_std_steps = tunables.no_signal_zero_std_fraction, steps(tunables.no_signal_steps)
     no_signal = Alert.when(
         "VerlNoLearningSignal",
-        Signal("actor/grad_norm").max_over(quiet).below(tolerance),
+        any_of(Signal("actor/grad_norm").max_over(quiet).below(tolerance),
+               Signal("frac_reward_zero_std").median_over(zero_std_steps).above(zero_std)),
         severity=Severity.WARNING,
         for_=tunables.no_signal_for,
         keep_firing_for=config.warning_keep_firing_for,
-        summary="The policy gets no gradient: grad norm has been exactly 0 for many steps.",
-        description=(f"Run {RUN_NAME}: for {quiet}, every step's actor grad norm was 0 (within {tolerance:g})."),
+        summary="The policy gets no learning signal: grad norm has been 0, or nearly every group's rewards equal, "
+                "for many steps.",
+        description=(f"Run {RUN_NAME}: for {quiet}, every step's actor grad norm was 0 (within {tolerance:g}), or the "
+                     f"median share of prompt groups with equal rewards over the last {zero_std_steps} was above "
+                     f"{zero_std:.0%}."),
         meaning="In GRPO, a group whose responses all get the same reward has zero advantage; when every group "
                 "does (all right, all wrong, or a reward that no longer varies, e.g. after a length collapse), "
                 "the gradient vanishes and the GPUs train nothing. The policy loss is no sign of it: GRPO's "

@@ -2,8 +2,8 @@
 
 from dataclasses import dataclass
 
-from dashgen.conditions import RUN_NAME, VALUE, Baseline, Signal, all_of, any_of
-from dashgen.config import AreaConfig, Config, Duration, Factor, Fraction, Interval
+from dashgen.conditions import RUN_NAME, VALUE, Baseline, Signal, all_of, any_of, steps
+from dashgen.config import AreaConfig, Config, Duration, Factor, Fraction, StepCount
 
 
 @dataclass(frozen=True)
@@ -17,13 +17,13 @@ class RolloutConfig(AreaConfig, area="rollout"):
     truncation_rise_factor: Factor = 3.0
     truncation_rise_floor: Fraction = 0.03
     truncation_for: Duration = "15m"
-    # VerlResponseLengthCollapse: mean response length (median over length_collapse_window) below
-    # this fraction of the run's own highest hourly median; a young run is compared with its first
-    # length_min_history.
+    # VerlResponseLengthCollapse: mean response length (median of the last length_median_steps)
+    # below this fraction of its highest such median within the last length_rate_steps: a fall
+    # fast for the run's rhythm (305 to 14 tokens within 3 steps), from the run's first steps on.
     length_collapse_fraction: Fraction = 0.3
-    length_collapse_window: Interval = "10m"
-    length_min_history: Interval = "15m"
-    length_collapse_for: Duration = "5m"
+    length_median_steps: StepCount = 5
+    length_rate_steps: StepCount = 60
+    length_collapse_for: Duration = "1m"
     # VerlRolloutAborts: share of rollout requests aborted above this.
     rollout_abort_threshold: Fraction = 0.05
     rollout_abort_for: Duration = "10m"
@@ -70,20 +70,19 @@ def rules(config: Config) -> RuleGroup:
             "Check the vLLM/SGLang server logs for errors; lower gpu_memory_utilization pressure or the batch.",
         ),
     )
-    length = Signal("response_length/mean").median_over(tunables.length_collapse_window)
-    early_hourly = Baseline(config.baseline_window, ending=config.baseline_recent_window,
-                            min_history=tunables.length_min_history)
+    length_steps, length_over = steps(tunables.length_median_steps), steps(tunables.length_rate_steps)
+    length = Signal("response_length/mean").median_over(length_steps)
     length_collapse = Alert.when(
         "VerlResponseLengthCollapse",
-        length.below(tunables.length_collapse_fraction, times=Baseline.held(of=early_hourly)),
+        length.below(tunables.length_collapse_fraction, times=Baseline.quietest(length_steps, over=length_over)),
         severity=Severity.WARNING,
         for_=tunables.length_collapse_for,
         keep_firing_for=config.warning_keep_firing_for,
         summary="Responses have shrunk to a small fraction of their length: the policy may be gaming the reward "
                 "with minimal answers.",
-        description=(f"Run {RUN_NAME}: the mean response length (median of {tunables.length_collapse_window}) is "
-                     f"{VALUE} tokens, below {tunables.length_collapse_fraction:.0%} of the run's highest hourly "
-                     f"median."),
+        description=(f"Run {RUN_NAME}: the mean response length (median of its last {length_steps}) is {VALUE} "
+                     f"tokens, below {tunables.length_collapse_fraction:.0%} of its highest such median within the "
+                     f"last {length_over}."),
         meaning="A length collapse: the policy found that short (often empty or single-token) answers score, or "
                 "it collapsed onto a degenerate output. The reward may stay up while the model stops solving "
                 "the task (reward hacking).",

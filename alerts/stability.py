@@ -3,13 +3,14 @@
 from dataclasses import dataclass
 
 from dashgen.catalog import NONFINITE_LOSS_STREAK_METRIC, NONFINITE_STREAK_METRIC
-from dashgen.conditions import RUN_NAME, VALUE, Baseline, Signal, all_of, any_of
-from dashgen.config import (AreaConfig, Config, Duration, Factor, Fraction, Interval, NonNegative, duration_seconds,
-                            format_duration)
+from dashgen.conditions import RUN_NAME, VALUE, Baseline, Signal, all_of, any_of, steps
+from dashgen.config import (AreaConfig, Config, Duration, Factor, Fraction, Interval, NonNegative, StepCount,
+                            duration_seconds, format_duration)
 from dashgen.model import ON_RUN, Alert, Inhibition, RuleGroup, Severity
 
 STREAK = f"{NONFINITE_STREAK_METRIC}{{verl}}"
 KL, GRAD_NORM, ENTROPY = Signal("actor/ppo_kl"), Signal("actor/grad_norm"), Signal("actor/entropy")
+KL_REF = Signal("actor/kl_loss")  # KL to the reference policy, where KL is a loss term (GRPO, TRL)
 
 
 @dataclass(frozen=True)
@@ -21,8 +22,11 @@ class StabilityConfig(AreaConfig, area="stability"):
     # a signal breaks away if it crosses its factor at some point within the recent window.
     divergence_baseline_window: Interval = "1h"
     divergence_recent_window: Interval = "10m"
-    # PPO KL must rise above this multiple of its baseline.
+    # PPO KL must rise above this multiple of its baseline...
     divergence_kl_factor: Factor = 4.0
+    # ... and by at least this much: verl's early console logs print KL to 3 decimals, so its
+    # quietest level reads 0 and any 0.001 would be "4x" it.
+    divergence_kl_min_rise: NonNegative = 0.01
     # Grad norm must rise above this multiple of its baseline.
     divergence_grad_norm_factor: Factor = 4.0
     # Entropy must fall below this multiple of its baseline.
@@ -45,11 +49,31 @@ class StabilityConfig(AreaConfig, area="stability"):
     # median of its own history once this much of it exists (the first minutes of warm-up are no
     # level to hold a fault against for a day).
     divergence_hold_min_history: Interval = "30m"
-    # VerlEntropyCollapse: entropy (median over signal_smoothing_window) below this fraction of the
-    # run's own highest hourly median of the last baseline_hold_window. A healthy run's entropy
-    # about halves over its life; a collapse falls by e-folds within hours.
-    entropy_collapse_fraction: Fraction = 0.4
-    entropy_collapse_for: Duration = "3m"
+    # VerlEntropyCollapse: entropy (median of the last entropy_median_steps) below this fraction
+    # of its highest such median within the last entropy_rate_steps: a fall fast for the run's
+    # rhythm. Healthy runs fall a lot: 40x over a few hundred steps, and verl's DeepSeek-7B GRPO
+    # baseline 7x within its first 55 (bench/realruns/); a collapse falls 10x within dozens.
+    entropy_collapse_fraction: Fraction = 0.1
+    entropy_collapse_for: Duration = "1m"
+    entropy_median_steps: StepCount = 10
+    entropy_rate_steps: StepCount = 60
+    # VerlEntropyExplosion: entropy (median of the last entropy_explosion_steps) above this multiple
+    # of its peak: the highest entropy_median_steps median within the entropy_explosion_over_steps
+    # before the last entropy_median_steps. The policy turning to noise (responses running to the
+    # length cap), not a return to its level after a dip.
+    entropy_explosion_factor: Factor = 3.0
+    entropy_explosion_steps: StepCount = 3
+    entropy_explosion_over_steps: StepCount = 200
+    # Fires at the first evaluation that sees it: at 2 s a step the peak catches up within a minute.
+    entropy_explosion_for: Duration = "0s"
+    # VerlReferenceKLBlowUp: KL to the reference policy (actor/kl_loss; TRL's kl), its median of
+    # the last reference_kl_steps, rising by this multiple of its quietest such median within the
+    # last reference_kl_over_steps, and by at least reference_kl_min_rise. It rises smoothly by
+    # design under a KL penalty (0 to 0.2 over 200 steps) and spikes for a step in healthy runs.
+    reference_kl_rise_factor: Factor = 9.0
+    reference_kl_min_rise: NonNegative = 0.3
+    reference_kl_steps: StepCount = 10
+    reference_kl_over_steps: StepCount = 200
     # Non-finite steps that verl skipped: more than this many in nonfinite_rate_window warns
     # (VerlNonFiniteSteps); a single one is VerlNonFiniteStep, an info.
     nonfinite_rate_max: NonNegative = 3
@@ -68,7 +92,8 @@ def rules(config: Config) -> list[RuleGroup]:
         name="VerlTrainingDivergence",
         severity=Severity.CRITICAL,
         condition=all_of(
-            KL.max_over(recent).above(tunables.divergence_kl_factor, times=baseline),
+            KL.max_over(recent).rises_by(tunables.divergence_kl_factor - 1, of=baseline,
+                                         at_least=tunables.divergence_kl_min_rise),
             GRAD_NORM.max_over(recent).above(tunables.divergence_grad_norm_factor, times=baseline),
             ENTROPY.min_over(recent).below(tunables.divergence_entropy_factor, times=baseline)),
         for_=tunables.divergence_for,
@@ -114,28 +139,77 @@ def rules(config: Config) -> list[RuleGroup]:
             "Lower the actor learning rate or ppo_epochs; check that rollout and actor weights are in sync.",
         ),
     )
-    entropy_collapse = Alert(
-        name="VerlEntropyCollapse",
-        severity=Severity.WARNING,
-        condition=ENTROPY.median_over(smoothing).below(
-            tunables.entropy_collapse_fraction, times=Baseline.held(of=Baseline(base, ending=recent))),
+    entropy_median = steps(tunables.entropy_median_steps)
+    recent_steps = steps(tunables.entropy_rate_steps)
+    entropy_level = Baseline.quietest(entropy_median, over=recent_steps)
+    entropy_collapse = Alert.when(
+        "VerlEntropyCollapse",
+        ENTROPY.median_over(entropy_median).below(tunables.entropy_collapse_fraction, times=entropy_level),
         for_=tunables.entropy_collapse_for,
         keep_firing_for=config.warning_keep_firing_for,
-        summary="Policy entropy has fallen far below the run's own level: the model is collapsing onto a few "
-                "answers.",
-        description=(f"Run {RUN_NAME}: the median of actor/entropy over {smoothing} is {VALUE}, below "
-                     f"{tunables.entropy_collapse_fraction:.0%} of the run's highest hourly median of the last "
-                     f"{config.baseline_hold_window}."),
+        severity=Severity.WARNING,
+        summary="Policy entropy fell fast for the run's rhythm: the model is collapsing onto a few answers.",
+        description=(f"Run {RUN_NAME}: the median of actor/entropy over its last {entropy_median} is {VALUE}, below "
+                     f"{tunables.entropy_collapse_fraction:.0%} of its highest such median within the last "
+                     f"{recent_steps}."),
         meaning="Mode collapse: the policy samples nearly deterministically, so exploration stops and reward "
-                "usually plateaus. Entropy levels differ by model and task by orders of magnitude, so the alert "
-                "compares the run with itself: a slow decline (a healthy run's entropy about halves over its "
-                "life) is normal, and so is a level that has been low from the start; a fall by e-folds within "
-                "hours is not. A collapse that lasts longer than baseline_hold_window becomes the run's level "
-                "and resolves.",
+                "usually plateaus. Entropy levels differ by model and task by orders of magnitude, and a healthy "
+                "GRPO run's entropy falls 40x over a few hundred steps, so the alert reads the rate of the fall "
+                "in the run's own steps, not a level: an e-fold within a few dozen steps is a collapse, a slow "
+                "decline is learning. It works from the run's first steps.",
         next_steps=(
             "Look at sample responses of recent steps: are they identical or repetitive?",
             "Raise the entropy bonus (entropy_coeff) or lower the KL penalty; consider a higher rollout "
             "temperature.",
+        ),
+    )
+    explosion_steps, explosion_over = steps(tunables.entropy_explosion_steps), steps(tunables.entropy_explosion_over_steps)
+    entropy_explosion = Alert.when(
+        "VerlEntropyExplosion",
+        ENTROPY.median_over(explosion_steps).above(
+            tunables.entropy_explosion_factor,
+            times=Baseline.peak(entropy_median, over=explosion_over, ending=entropy_median)),
+        for_=tunables.entropy_explosion_for,
+        keep_firing_for=config.warning_keep_firing_for,
+        severity=Severity.WARNING,
+        summary="Policy entropy rose several-fold within a few steps: the policy is turning to noise.",
+        description=(f"Run {RUN_NAME}: the median of actor/entropy over its last {explosion_steps} is {VALUE}, above "
+                     f"{tunables.entropy_explosion_factor:g}x its highest {entropy_median} median within the "
+                     f"{explosion_over} before."),
+        meaning="The opposite failure of a collapse: the policy's token distribution flattens, responses fill "
+                "with noise and run to the length cap, and the reward falls. Usually an update that left the "
+                "trust region (learning rate, stale rollouts, a numerics problem between the rollout engine "
+                "and the trainer).",
+        next_steps=(
+            "Check the response length and its clip ratio, and read a few recent responses.",
+            "Compare the rollout engine's and the trainer's log-probs (a mismatch after a version change), "
+            "lower the learning rate, and resume from the checkpoint before the rise.",
+        ),
+    )
+    kl_ref_steps = steps(tunables.reference_kl_steps)
+    kl_ref_over = steps(tunables.reference_kl_over_steps)
+    reference_kl = Alert.when(
+        "VerlReferenceKLBlowUp",
+        KL_REF.median_over(kl_ref_steps).rises_by(
+            tunables.reference_kl_rise_factor, of=Baseline.quietest(kl_ref_steps, over=kl_ref_over),
+            at_least=tunables.reference_kl_min_rise),
+        for_=tunables.entropy_collapse_for,
+        keep_firing_for=config.warning_keep_firing_for,
+        severity=Severity.WARNING,
+        summary="KL to the reference policy has blown up: the policy is leaving what it was trained from.",
+        description=(f"Run {RUN_NAME}: the median of actor/kl_loss (KL to the reference) over its last "
+                     f"{kl_ref_steps} is {VALUE}: more than {tunables.reference_kl_rise_factor:g}x above its quietest "
+                     f"such median within the last {kl_ref_over}, and at least {tunables.reference_kl_min_rise:g} "
+                     f"above it."),
+        meaning="KL to the reference (not to the old policy, which is actor/ppo_kl and VerlKLSpike's) grows "
+                "smoothly under a KL penalty by design and spikes for single steps in healthy runs; a sustained "
+                "rise by an order of magnitude means the KL term no longer holds the policy: a KL coefficient too "
+                "small for the learning rate, reward hacking, or an update that has gone unstable (grad norm "
+                "spikes usually come with it).",
+        next_steps=(
+            "Compare with the grad norm and the reward: a KL rise without a reward gain is drift, not learning.",
+            "Raise the KL coefficient (kl_loss_coef; TRL's beta) or lower the learning rate; resume from the "
+            "checkpoint before the rise.",
         ),
     )
     # Every sample of the last evaluation interval (plus one scrape): a step shorter than the
@@ -198,13 +272,14 @@ def rules(config: Config) -> list[RuleGroup]:
             "Lower the learning rate, check bf16/fp16 settings, and look for degenerate (empty) responses.",
         ),
     )
-    return [RuleGroup("verl-stability", (divergence, kl_spike, entropy_collapse, nan, nonfinite_step,
-                                         nonfinite_steps))]
+    return [RuleGroup("verl-stability", (divergence, kl_spike, entropy_collapse, entropy_explosion, reference_kl,
+                                         nan, nonfinite_step, nonfinite_steps))]
 
 
 def inhibitions(config: Config) -> tuple[Inhibition, ...]:
     return (
-        Inhibition("VerlTrainingDivergence", ("VerlKLSpike", "VerlEntropyCollapse", "VerlRewardCliff"),
+        Inhibition("VerlTrainingDivergence", ("VerlKLSpike", "VerlEntropyCollapse", "VerlEntropyExplosion",
+                                              "VerlRewardCliff"),
                    why="A diverging policy spikes KL, collapses entropy and then loses reward; the divergence "
                        "is the one thing to act on."),
     )

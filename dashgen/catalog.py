@@ -140,6 +140,8 @@ _VERL_KEYS: list[tuple[tuple[str, ...], str, str]] = [
     (("actor/kl_loss",), "none", "KL loss against the reference policy (use_kl_loss)"),
     (("actor/kl_coef",), "none", "KL coefficient in effect"),
     (("actor/lr",), "none", "Actor learning rate"),
+    (("frac_reward_zero_std",), "percentunit",
+     "Share of prompt groups whose rewards are all equal (TRL's GRPO): they give no advantage to learn from"),
     # Critic (absent on critic-free GRPO runs) and data metrics
     (("critic/vf_loss",), "none", "Critic value-function loss"),
     (("critic/vf_clipfrac",), "percentunit", "Fraction of value predictions clipped"),

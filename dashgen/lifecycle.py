@@ -40,10 +40,12 @@ def shell_exit_status(exit_code: int) -> int:
     return 128 - exit_code if exit_code < 0 else exit_code
 
 
-# Metrics whose non-finite value marks a bad step; the losses are fatal at once.
+# Metrics whose non-finite value marks a bad step; the losses are fatal at once. The KL loss to
+# the reference is a term of the actor's loss (GRPO's use_kl_loss; TRL's beta * kl): a NaN there
+# is a NaN update.
 NONFINITE_WATCHED = ("verl_actor_pg_loss", "verl_actor_grad_norm", "verl_actor_ppo_kl", "verl_actor_entropy",
-                     "verl_critic_vf_loss")
-NONFINITE_FATAL = ("verl_actor_pg_loss", "verl_critic_vf_loss")
+                     "verl_critic_vf_loss", "verl_actor_kl_loss")
+NONFINITE_FATAL = ("verl_actor_pg_loss", "verl_critic_vf_loss", "verl_actor_kl_loss")
 
 
 def watched_keys(catalog: Catalog = CATALOG) -> tuple[str, ...]:

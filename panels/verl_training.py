@@ -26,6 +26,7 @@ TOKENS_PER_SECOND = "suffix: tokens/s"
 # verl keys the catalog knows that no panel shows, each with the reason.
 LEFT_OUT = (
     LeftOut("perf/time_per_step", "the same wall time as timing_s/step, which the step-time panels show"),
+    LeftOut("frac_reward_zero_std", "TRL's key, which verl does not log; VerlNoLearningSignal reads it"),
 )
 
 # The run picker every verl dashboard shares: `{run}` reads these three.
@@ -118,15 +119,16 @@ kl = TimeSeries(
 
 
 def _entropy(config: Config) -> TimeSeries:
-    collapse = config.area(StabilityConfig).entropy_collapse_fraction
+    stability = config.area(StabilityConfig)
+    collapse, over = stability.entropy_collapse_fraction, stability.entropy_rate_steps
     return TimeSeries(
         "Policy entropy",
         (Query("verl_actor_entropy{run}", "{{experiment}}"),
-         Query(f"{collapse:g} * verl:actor_entropy:baseline_held{{run}}", "collapse below {{experiment}}")),
+         Query(f"{collapse:g} * verl:actor_entropy:baseline_ceiling_{over}steps{{run}}", "collapse below {{experiment}}")),
         unit=NATS,
-        description="Mean token entropy. A slow decline is normal, and so is a level low from the start; a fall "
-                    "below the dashed line (a fraction of the run's own best hourly level) is mode collapse "
-                    "(VerlEntropyCollapse).",
+        description=f"Mean token entropy. A slow decline is normal, and so is a level low from the start; a fall "
+                    f"below the dashed line (a fraction of the run's own best level of its last {over} steps) is "
+                    f"mode collapse (VerlEntropyCollapse).",
         width=6,
     )
 

@@ -156,7 +156,10 @@ def neutral_value(key: str) -> float:
     return 0.5
 
 
-_BASE = {metric.verl_keys[0]: neutral_value(metric.verl_keys[0]) for metric in CATALOG.values() if metric.verl_keys}
+# Keys of other trainers that verl does not log (TRL's), which the simulated verl runs leave out.
+_NOT_VERL = frozenset({"frac_reward_zero_std"})
+_BASE = {metric.verl_keys[0]: neutral_value(metric.verl_keys[0]) for metric in CATALOG.values()
+         if metric.verl_keys and metric.verl_keys[0] not in _NOT_VERL}
 VALIDATION_EVERY = 50
 CHECKPOINT_EVERY = 100
 WARMUP_KL_STEPS = 10.0  # e-folding of the warm-up's extra KL

@@ -89,7 +89,7 @@ def test_inhibitions_stated_next_to_the_alerts_are_rendered_and_in_the_runbook(p
     rules = {r["source_matchers"][0]: (r["target_matchers"][0], r["equal"]) for r in rendered(project)["inhibit_rules"]}
     assert rules == {
         'alertname="VerlTrainingDivergence"': (
-            'alertname=~"VerlKLSpike|VerlEntropyCollapse|VerlRewardCliff"', ["project", "experiment"]),
+            'alertname=~"VerlKLSpike|VerlEntropyCollapse|VerlEntropyExplosion|VerlRewardCliff"', ["project", "experiment"]),
         'alertname="VerlTrainingStalled"': ('alertname="VerlRewardStagnation"', ["project", "experiment"]),
         'alertname="VerlMetricsAbsent"': ('alertname=~"VerlTrainingStalled|VerlRewardStagnation"', ["job", "instance"]),
         'alertname="VerlRunCrashed"': ('alertname=~"VerlTrainingStalled|VerlMetricsAbsent"', ["job", "instance"]),
@@ -97,7 +97,8 @@ def test_inhibitions_stated_next_to_the_alerts_are_rendered_and_in_the_runbook(p
     runbook = (project / "rendered" / "docs" / "alerts.md").read_text()
     assert "## Routing and inhibition" in runbook
     assert ("| [VerlTrainingDivergence](#verltrainingdivergence) | [VerlKLSpike](#verlklspike), "
-            "[VerlEntropyCollapse](#verlentropycollapse), [VerlRewardCliff](#verlrewardcliff) | project, experiment |"
+            "[VerlEntropyCollapse](#verlentropycollapse), [VerlEntropyExplosion](#verlentropyexplosion), "
+            "[VerlRewardCliff](#verlrewardcliff) | project, experiment |"
             ) in runbook
 
 

@@ -35,8 +35,9 @@ def test_every_pinned_alert_is_rendered_with_severity_summary_description_runboo
         "VerlRunCrashed", "VerlNonFiniteStep",
         # issue 20: collapse and a vanished learning signal relative to the run, skips by rate
         "VerlResponseLengthCollapse", "VerlNoLearningSignal", "VerlNonFiniteSteps",
-        # issue 27: a card larger than configured is a configuration error, not memory pressure
-        "VerlGPUMemoryCapacityTooLow"}
+        # issue 27: a card larger than configured is a configuration error, not memory pressure; entropy
+        # exploding and KL to the reference blowing up, judged in steps
+        "VerlGPUMemoryCapacityTooLow", "VerlEntropyExplosion", "VerlReferenceKLBlowUp"}
     for name, rule in alerts.items():
         assert rule["labels"]["severity"] in ("critical", "warning", "info")
         assert rule["annotations"]["summary"] and "{{" not in rule["annotations"]["summary"]

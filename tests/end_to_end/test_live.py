@@ -33,7 +33,10 @@ SHORT_WINDOWS = {
     "signal_smoothing_window": "1250ms",
     "stability": {"divergence_baseline_window": "8s", "divergence_recent_window": "1500ms", "divergence_for": "750ms",
                   "divergence_min_history": "3s", "divergence_hold_min_history": "5s"},
-    "rewards": {"reward_cliff_baseline_window": "8s", "reward_cliff_recent_window": "1500ms",
+    # Windows in steps: a step is 250 ms here, below every band, so they take the floor.
+    "step_window_floor": "1500ms",
+    "rhythm_window": "30s",
+    "rewards": {"reward_cliff_baseline_steps": 32, "reward_cliff_recent_steps": 6, "reward_cliff_smoothing_steps": 6,
                 "reward_cliff_for": "750ms"},
     "progress": {"stall_min_silence": "5s", "stall_step_time_window": "15s", "stall_for": "500ms"},
 }
