@@ -236,14 +236,24 @@ def parse_verl_console(text: str, conv: dict) -> dict:
     return select_steps(rows, conv)
 
 
-def parse_trl_trainer_state(text: str, conv: dict) -> dict:
-    state = json.loads(text)  # Python's json reads NaN / Infinity tokens too
+def _trl_history(history: list, conv: dict) -> dict:
     rows: dict = {}
-    for entry in state.get("log_history", []):
+    for entry in history:
         if "step" not in entry or is_summary(entry):
             continue
         merge(rows, int(entry["step"]), map_trl(entry))
     return select_steps(rows, conv)
+
+
+def parse_trl_trainer_state(text: str, conv: dict) -> dict:
+    state = json.loads(text)  # Python's json reads NaN / Infinity tokens too
+    return _trl_history(state.get("log_history", []), conv)
+
+
+def parse_trl_log_history(text: str, conv: dict) -> dict:
+    """A bare JSON list of TRL log entries (trainer.state.log_history dumped on its own),
+    each carrying its "step"."""
+    return _trl_history(json.loads(text), conv)
 
 
 def _literal_dicts(text: str) -> list[dict]:
@@ -282,8 +292,18 @@ def parse_trl_console_dicts(text: str, conv: dict) -> dict:
     return select_steps(rows, conv)
 
 
-def _html_tables(nb: dict):
-    for ci, cell in enumerate(nb.get("cells", [])):
+def _cells(doc):
+    """A notebook's cells. Also accepts what was cut from a notebook: one cell's `outputs`
+    array, or a single output object."""
+    if isinstance(doc, list):
+        return [{"outputs": doc}]
+    if "output_type" in doc:
+        return [{"outputs": [doc]}]
+    return doc.get("cells", [])
+
+
+def _html_tables(nb):
+    for ci, cell in enumerate(_cells(nb)):
         for out in cell.get("outputs", []) or []:
             data = out.get("data", {}) if isinstance(out, dict) else {}
             page = data.get("text/html")
@@ -298,7 +318,7 @@ def _html_tables(nb: dict):
 def parse_ipynb_trl_table(text: str, conv: dict) -> dict:
     """TRL/Unsloth progress table saved in a notebook cell's HTML output (one row per logged step)."""
     nb = json.loads(text)
-    want = conv.get("cell")
+    want = conv.get("cell") if isinstance(nb, dict) and "cells" in nb else None
     for ci, page in _html_tables(nb):
         if want is not None and ci != int(want):
             continue
@@ -333,21 +353,27 @@ def parse_md_trl_table(text: str, conv: dict) -> dict:
 
 
 def parse_swift_jsonl(text: str, conv: dict) -> dict:
-    """ms-swift's JSON log lines; the step comes from their "global_step/max_steps" field."""
+    """ms-swift's log lines (JSON, or a Python dict repr when pasted from a console; a missing
+    opening brace is tolerated); the step comes from their "global_step/max_steps" field."""
     rows: dict = {}
     for line in text.splitlines():
         line = line.strip()
-        if not line.startswith("{"):
+        if "global_step/max_steps" not in line or not line.endswith("}"):
             continue
+        if not line.startswith("{"):
+            line = "{" + line
         try:
             entry = json.loads(line)
         except ValueError:
-            continue
+            found = _literal_dicts(line)
+            if not found:
+                continue
+            entry = found[0]
         gs = entry.get("global_step/max_steps")
         if not isinstance(gs, str) or "/" not in gs:
             continue
         step = int(gs.split("/")[0])
-        entry = {k: v for k, v in entry.items() if k not in ("global_step/max_steps",)}
+        entry = {k: v for k, v in entry.items() if k != "global_step/max_steps"}
         merge(rows, step, map_trl(entry))
     return select_steps(rows, conv)
 
@@ -358,7 +384,7 @@ def parse_ipynb_scratch_grpo(text: str, conv: dict) -> dict:
     nb = json.loads(text)
     rows: dict = {}
     reward = None
-    for cell in nb.get("cells", []):
+    for cell in _cells(nb):
         for out in cell.get("outputs", []) or []:
             body = out.get("text") if isinstance(out, dict) else None
             if body is None:
@@ -383,6 +409,7 @@ def parse_ipynb_scratch_grpo(text: str, conv: dict) -> dict:
 PARSERS = {
     "verl_console": parse_verl_console,
     "trl_trainer_state": parse_trl_trainer_state,
+    "trl_log_history": parse_trl_log_history,
     "trl_console_dicts": parse_trl_console_dicts,
     "ipynb_trl_table": parse_ipynb_trl_table,
     "md_trl_table": parse_md_trl_table,
