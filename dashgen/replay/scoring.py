@@ -107,7 +107,7 @@ def _time_of(outcome: RunOutcome, step: int) -> float:
 
 # Entropy's held level: its highest of the day before a fault (the level a 24 h hold keeps).
 ENTROPY_HELD_LOOKBACK_SECONDS = 86400.0
-ENTROPY_FAULTS = ("entropy_collapse", "entropy_decay")
+ENTROPY_FAULTS = ("entropy_collapse",)
 
 
 def entropy_fifth_step(spec: RunSpec, episode: Fault) -> int | None:
