@@ -235,3 +235,17 @@ def comparisons(condition: Condition) -> Iterator[Comparison]:
             yield from comparisons(part)
     else:
         yield condition
+
+
+def windows_in(condition: Condition | None) -> tuple[list[str], list[str]]:
+    """What a condition reads over steps and what over time, in words: (steps, time)."""
+    in_steps: list[str] = []
+    in_time: list[str] = []
+    for c in comparisons(condition) if condition is not None else ():
+        if c.signal.window:
+            (in_steps if isinstance(c.signal.window, Steps) else in_time).append(c.signal.describe())
+        baseline = c.baseline.of if c.baseline is not None and c.baseline.is_held and c.baseline.of else c.baseline
+        if baseline is not None and not baseline.is_held and (baseline.window or baseline.over):
+            counted = isinstance(baseline.window, Steps)
+            (in_steps if counted else in_time).append(f"{c.signal.ref}: {baseline.describe()}")
+    return list(dict.fromkeys(in_steps)), list(dict.fromkeys(in_time))

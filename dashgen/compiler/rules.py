@@ -22,7 +22,7 @@ from dashgen.compiler.loader import DefinitionModule, call_definition, load_modu
 from dashgen.compiler.promql import QueryError
 from dashgen.compiler.rendering import runbook_anchor, templates
 from dashgen.compiler.selectors import checked_expression, expression_info, rule_selectors
-from dashgen.conditions import RUN_NAME, VALUE, comparisons
+from dashgen.conditions import RUN_NAME, VALUE, comparisons, windows_in
 from dashgen.config import DURATION, Config, duration_seconds
 from dashgen.errors import BuildError
 from dashgen.model import ON_RUN, Alert, Recording, RuleGroup, Severity, Sustain
@@ -252,7 +252,8 @@ def _render_docs(alerts: list[tuple[str, Alert, str]], config: Config) -> str:
     ordered = sorted(alerts, key=lambda item: (item[1].severity.rank, item[1].name))
     held_alerts = [alert.name for _, alert, _ in ordered if _compares_with_held_baseline(alert)]
     return templates().get_template("alerts.md.j2").render(
-        alerts=[{"module": module, "alert": alert, "expr": expr, "anchor": runbook_anchor(alert.name)}
+        alerts=[{"module": module, "alert": alert, "expr": expr, "anchor": runbook_anchor(alert.name),
+                 "windows": windows_in(alert.condition)}
                 for module, alert, expr in ordered], config=config, held_alerts=held_alerts)
 
 
