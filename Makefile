@@ -1,6 +1,6 @@
 # make build:     set up a virtualenv, install dashgen, compile its modules, render rendered/.
 # make test:      the same set-up plus Prometheus', Alertmanager's and VictoriaMetrics' tools, then
-#                 `dashgen check` and the suite, two workers a core, less the exhaustive `slow` tests (~2 min).
+#                 `dashgen check` and the suite, two workers a core, less the exhaustive `slow` tests (~4 min).
 # make test-fast: the edit loop: no live servers or processes, no heavy tool runs (~30 s).
 # make test-slow: only the exhaustive `slow` tests (every rule replayed on VictoriaMetrics, many killed builds; ~5 min).
 # make test-all:  test, then test-slow: everything, as CI runs it (.ci/run).
