@@ -29,6 +29,7 @@ import math
 import os
 import statistics
 import time
+from contextlib import contextmanager
 from dataclasses import field
 from pathlib import Path
 from typing import Iterable, Iterator, TextIO
@@ -40,6 +41,8 @@ from dashgen.lifecycle import NonFiniteStreak, RunPhase
 from dashgen.promtool import run_promtool
 from dashgen.records import record
 from dashgen.runtime.log_follower import MAX_LINE_BYTES, run_from_path
+from dashgen.sources import trl
+from dashgen.sources.trl import is_trainer_state
 from dashgen.sources.verl_log import LineError, StepMapper, ValidationSeries, parse_line
 
 STEP_TIME_METRIC = verl_metric_name("timing_s/step")[0]
@@ -142,8 +145,8 @@ def read_run(path: Path, labels: dict[str, str], timing: Timing, export_unknown:
     lines = 0
     shown: dict[str, float] | None = None  # what the exporter shows after the line before
     try:
-        with open(path, "rb") as handle:
-            for line in _bounded_lines(handle):
+        with _run_lines(path) as lines_read:
+            for line in lines_read:
                 if line is not None and not line.strip():
                     continue
                 lines += 1
@@ -203,6 +206,19 @@ def read_run(path: Path, labels: dict[str, str], timing: Timing, export_unknown:
         durations = [seconds + left_out * typical for seconds, left_out in zip(durations, steps_left_out)]
     _place_on_clock(run, durations, timing, modified, time.time() if now is None else now)
     return run
+
+
+@contextmanager
+def _run_lines(path: Path) -> Iterator[Iterator[bytes | None]]:
+    """The run's step-log lines: verl's JSONL as written, or a TRL trainer_state.json as such lines."""
+    if is_trainer_state(path):
+        try:
+            yield trl.step_log_lines(path)
+        except ValueError as exc:
+            raise BuildError(f"{path}: {exc}") from None
+        return
+    with open(path, "rb") as handle:
+        yield _bounded_lines(handle)
 
 
 def _bounded_lines(handle) -> Iterator[bytes | None]:

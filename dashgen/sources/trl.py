@@ -1,0 +1,81 @@
+"""TRL's (and Unsloth's) training logs as verl step records: one mapping of TRL's keys onto the
+catalog's meanings, for `trainer_state.json` files read by backtest, backfill and preview.
+
+TRL logs every `logging_steps` (10 to 20 is common), an entry per logged step in
+`trainer_state.json`'s `log_history`, usually without a per-step time. Its meanings differ where
+its names look alike: its `kl` is the KL to the reference policy (verl's `actor/kl_loss`), not to
+the old policy (`actor/ppo_kl`), and its `loss` mostly carries the KL term. Keys without a verl
+counterpart keep their own name (`frac_reward_zero_std`, `clip_ratio/*`, `rewards/<func>/mean`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Iterator
+
+# TRL's key -> verl's step-log key of the same meaning.
+TRL_KEYS = {
+    "loss": "actor/pg_loss",
+    "grad_norm": "actor/grad_norm",
+    "learning_rate": "actor/lr",
+    "reward": "critic/score/mean",
+    "reward_std": "critic/score/std",
+    "kl": "actor/kl_loss",  # KL to the reference policy
+    "entropy": "actor/entropy",
+    "completion_length": "response_length/mean",  # before TRL 0.18
+    "completions/mean_length": "response_length/mean",
+    "completions/max_length": "response_length/max",
+    "completions/min_length": "response_length/min",
+    "completions/clipped_ratio": "response_length/clip_ratio",
+}
+# A key both spellings of a TRL version may log: the newer wins.
+_OLDER_SPELLINGS = {"completion_length"}
+# Keys of the entry TRL adds when training ends: a summary, not a step.
+SUMMARY_KEYS = frozenset({"train_runtime", "train_loss", "train_samples_per_second", "train_steps_per_second"})
+EVAL_PREFIX = "eval_"
+
+
+def is_trainer_state(path: Path) -> bool:
+    """Whether `path` names a TRL/transformers trainer state (`trainer_state.json`)."""
+    return path.name == "trainer_state.json"
+
+
+def step_data(entry: dict) -> dict[str, float | None]:
+    """verl-named values of one log_history entry; eval metrics become val-aux/ keys (validation)."""
+    data: dict[str, float | None] = {}
+    for key, raw in entry.items():
+        if key == "step" or isinstance(raw, bool) or not isinstance(raw, (int, float)):
+            continue
+        value = float(raw) if math.isfinite(raw) else None  # verl's file logger writes NaN as null
+        if key.startswith(EVAL_PREFIX):
+            data[f"val-aux/{key[len(EVAL_PREFIX):]}"] = value
+            continue
+        target = TRL_KEYS.get(key, key)
+        if target in data and key in _OLDER_SPELLINGS:
+            continue
+        data[target] = value
+    return data
+
+
+def step_records(state: dict) -> list[tuple[int, dict]]:
+    """(step, data) per logged step, in step order; entries of one step (training and eval) merge."""
+    by_step: dict[int, dict] = {}
+    for entry in state.get("log_history") or ():
+        if not isinstance(entry, dict) or not isinstance(entry.get("step"), int) or SUMMARY_KEYS & entry.keys():
+            continue
+        by_step.setdefault(entry["step"], {}).update(step_data(entry))
+    return sorted(by_step.items())
+
+
+def step_log_lines(path: Path) -> Iterator[bytes]:
+    """A trainer state as verl's step-log lines ({"step": N, "data": {...}}), for the step-log reader."""
+    try:
+        state = json.loads(path.read_bytes())
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"not a trainer state (JSON): {exc}") from None
+    if not isinstance(state, dict) or not isinstance(state.get("log_history"), list):
+        raise ValueError("not a trainer state: no log_history list")
+    for step, data in step_records(state):
+        yield json.dumps({"step": step, "data": data}, sort_keys=True).encode()

@@ -1,0 +1,49 @@
+"""A TRL trainer_state.json is read as a verl step log: every logged step, TRL's keys by meaning."""
+
+import math
+
+import pytest
+
+from conftest import REPO
+from dashgen.errors import BuildError
+from dashgen.replay.backfill import Timing, read_run, run_labels
+from dashgen.sources.trl import step_records
+
+REAL_STATE = REPO / "bench/realruns/unsloth-llama31-8b-gsm8k-trainer-state/trainer_state.json"
+
+
+def test_trls_keys_map_by_meaning_and_eval_entries_join_their_step():
+    state = {"log_history": [
+        {"step": 10, "loss": 0.0, "grad_norm": 0.4, "kl": 0.02, "reward": 0.5, "completion_length": 120.0,
+         "completions/mean_length": 118.0, "frac_reward_zero_std": 0.25, "epoch": 0.1},
+        {"step": 10, "eval_loss": 1.5},
+        {"step": 20, "grad_norm": float("nan"), "kl": 0.03},
+        {"step": 20, "train_runtime": 100.0, "train_loss": 0.1},  # the summary TRL appends
+    ]}
+    records = dict(step_records(state))
+    assert sorted(records) == [10, 20]
+    assert records[10]["actor/kl_loss"] == 0.02 and "actor/ppo_kl" not in records[10]  # KL to the reference
+    assert records[10]["response_length/mean"] == 118.0  # the newer spelling wins
+    assert records[10]["frac_reward_zero_std"] == 0.25 and records[10]["val-aux/loss"] == 1.5
+    assert records[20]["actor/grad_norm"] is None  # NaN, as verl's file logger writes it
+    assert "train_runtime" not in records[20]
+
+
+def test_a_real_trainer_state_is_read_step_for_step_as_its_converted_log():
+    timing = Timing(start=1_735_689_600.0, default_step_seconds=55.0)
+    from_state = read_run(REAL_STATE, run_labels(REAL_STATE, "verl"), timing)
+    converted = REAL_STATE.with_name("steps.jsonl")
+    from_log = read_run(converted, run_labels(converted, "verl"), timing)
+    assert len(from_state.steps) == 250 and from_state.steps == from_log.steps
+    for ours, theirs in zip(from_state.values, from_log.values):
+        assert ours.keys() == theirs.keys()
+        assert all(math.isclose(ours[k], theirs[k], rel_tol=1e-12) or (math.isnan(ours[k]) and math.isnan(theirs[k]))
+                   for k in ours)
+
+
+def test_a_file_named_trainer_state_that_is_not_one_is_one_clear_error(tmp_path):
+    bad = tmp_path / "run" / "trainer_state.json"
+    bad.parent.mkdir()
+    bad.write_text('{"global_step": 3}')
+    with pytest.raises(BuildError, match="trainer_state.json: not a trainer state: no log_history list"):
+        read_run(bad, run_labels(bad, "verl"), Timing(start=1_735_689_600.0))
