@@ -158,6 +158,7 @@ TRL_KEYS = {
     "loss": "actor/pg_loss",
     "grad_norm": "actor/grad_norm",
     "learning_rate": "actor/lr",
+    "epoch": "training/epoch",
     "reward": "critic/score/mean",
     "reward_std": "critic/score/std",
     "kl": "actor/kl_loss",  # KL to the reference policy: verl's actor/kl_loss, not actor/ppo_kl
