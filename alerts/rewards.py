@@ -18,7 +18,7 @@ class RewardsConfig(AreaConfig, area="rewards"):
     # ending `reward_cliff_recent_steps` ago: in steps, so that the baseline does not absorb a
     # fault before a run of 15 minutes a step has logged enough of it to move its median.
     reward_cliff_baseline_steps: StepCount = 100
-    reward_cliff_recent_steps: StepCount = 20
+    reward_cliff_recent_steps: StepCount = 30
     # It fires when the reward falls by this fraction of its baseline's magnitude...
     reward_cliff_drop_fraction: Fraction = 0.5
     # ... and by at least this much, in the reward's own units: a fraction of a baseline near 0
@@ -29,7 +29,7 @@ class RewardsConfig(AreaConfig, area="rewards"):
     # The reward is read as its median over this many steps: a reward scored on one prompt per
     # step jumps between 0 and its maximum from step to step, and a median of minutes is a median
     # of 3 steps on a run of one step a minute.
-    reward_cliff_smoothing_steps: StepCount = 20
+    reward_cliff_smoothing_steps: StepCount = 30
     # Once firing, it stays firing while the reward is this fraction of the drop (and of the
     # floor) below its held baseline.
     reward_cliff_sustain_fraction: Fraction = 0.5

@@ -7,7 +7,7 @@ from dataclasses import field, replace
 from typing import Callable
 
 from dashgen.catalog import Catalog, Metric, Source
-from dashgen.compiler.step_windows import banded, rhythm_recordings
+from dashgen.compiler.step_windows import MAX_SAMPLES_OF_MEDIANS, banded, rhythm_recordings
 from dashgen.conditions import (AllOf, AnyOf, Baseline, Compare, Comparison, Condition, Shift, Signal, Steps,
                                 comparisons)
 from dashgen.config import duration_seconds, format_duration
@@ -261,7 +261,7 @@ class ConditionCompiler:
             before = f", ending {ended} steps ago" if ended else ""
             self.recordings.rolling.append(Recording(
                 name, banded(over.count, lambda r: f"{extreme}_over_time({median}{r})", self.defaults.step_window_floor,
-                             ending=ended),
+                             ending=ended, max_samples=MAX_SAMPLES_OF_MEDIANS),
                 f"{adjective} {median} of the run's last {over.count} steps{before}"))
         return self._quietest[key]
 

@@ -32,9 +32,12 @@ GLOBAL_STEP = "verl_training_global_step"
 # band is a branch every evaluation computes, for every run: 13 keep a cycle cheap (twice as many
 # bands halve the error and double the cost).
 BANDS = 13
-# A step window is sampled twice a step, but at most this often: a window of 200 steps reads
-# the (already smoothed) medians it takes extremes of every 7 steps, not 400 times.
-MAX_SAMPLES = 30
+# A step window is sampled twice a step, but at most this often: every branch is evaluated for
+# every run at every cycle, so this bounds the rules' cost (bench/scale_1024.py). A raw signal
+# keeps its 40 samples (a median of 20 steps of a reward that jumps between 0 and its maximum
+# needs them); the extremes of already smoothed medians over 200 steps are read every 17 steps.
+MAX_SAMPLES = 40
+MAX_SAMPLES_OF_MEDIANS = 12
 
 
 def band_seconds(band: int) -> float:
@@ -68,7 +71,8 @@ def step_window_seconds(count: int, band: int, floor: float) -> float:
     return max(floor, float(math.ceil(count * band_seconds(band))))
 
 
-def banded(count: int, expr_of_range: Callable[[str], str], floor: str, ending: int = 0) -> str:
+def banded(count: int, expr_of_range: Callable[[str], str], floor: str, ending: int = 0,
+           max_samples: int = MAX_SAMPLES) -> str:
     """`expr_of_range(range)` of each run, over the range its rhythm gives `count` steps: the
     range is `[window:resolution]`, followed by an offset when it ends `ending` steps ago.
 
@@ -79,7 +83,7 @@ def banded(count: int, expr_of_range: Callable[[str], str], floor: str, ending: 
     branches: list[list] = []  # [first band, last band, range]
     for band in range(BANDS):
         seconds = step_window_seconds(count, band, floor_seconds)
-        resolution = max(1.0, float(math.ceil(seconds / min(2 * count, MAX_SAMPLES))))
+        resolution = max(1.0, float(math.ceil(seconds / min(2 * count, max_samples))))
         window = f"[{format_duration(seconds)}:{format_duration(resolution)}]"
         if ending:
             window += f" offset {format_duration(step_window_seconds(ending, band, floor_seconds))}"
