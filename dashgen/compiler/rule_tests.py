@@ -105,8 +105,6 @@ def _windows(condition: Condition | None, config: Config, rhythm: float | None =
         if rolling is not None and isinstance(rolling.window, Steps):  # exists from the first steps
             ending = _seconds(rolling.ending, config, rhythm) if rolling.ending else 0.0
             baseline = max(baseline, _seconds(rolling.window, config, rhythm) + ending)
-        elif rolling is not None and isinstance(rolling.ending, Steps):
-            baseline = max(baseline, _seconds(rolling.ending, config, rhythm))
         elif rolling is not None and rolling.is_quietest:  # exists once min_history (or window) is covered
             baseline = max(baseline, duration_seconds(rolling.window or config.baseline_window),
                            duration_seconds(rolling.min_history or "0s"))
