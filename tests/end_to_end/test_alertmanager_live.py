@@ -57,6 +57,8 @@ def chain_config(ports: dict, token_file) -> dict:
         },
         "baseline_hold_step": f"{EVALUATION_INTERVAL}s",  # the held baseline must exist while the divergence fires
         "signal_smoothing_window": "1250ms",
+        # Step windows as the run's four steps a second give them, not stretched to the default minute.
+        "step_window_floor": "1500ms",
         "progress": {"stall_min_silence": "10m"},  # the stopped trainer must not page as stalled during the test
         "exporter_address": f"127.0.0.1:{ports['exporter']}",
         "alertmanager_address": f"127.0.0.1:{ports['alertmanager']}",
