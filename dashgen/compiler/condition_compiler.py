@@ -7,7 +7,8 @@ from dataclasses import field, replace
 from typing import Callable
 
 from dashgen.catalog import Catalog, Metric, Source
-from dashgen.compiler.step_windows import MAX_SAMPLES_OF_MEDIANS, banded, rhythm_recordings
+from dashgen.compiler.step_windows import (MAX_SAMPLES_OF_MEDIANS, banded, first_copied_band, near_band_copy,
+                                           rhythm_recordings)
 from dashgen.conditions import (AllOf, AnyOf, Baseline, Compare, Comparison, Condition, Shift, Signal, Steps,
                                 comparisons)
 from dashgen.config import duration_seconds, format_duration
@@ -25,6 +26,7 @@ class BaselineDefaults:
     hold_step: str
     rhythm_window: str = "6h"  # where a run's seconds per step are measured (step windows)
     step_window_floor: str = "1m"  # the shortest time a step window compiles to
+    rule_interval: str = "1m"  # how often a recording is evaluated (the slow bands read copies of it)
 
 
 @record(frozen=False)
@@ -92,7 +94,8 @@ _REDUCTIONS = {"median": smoothed, "max": lambda s, w: f"max_over_time({s}[{w}])
                "min": lambda s, w: f"min_over_time({s}[{w}])"}
 # The same over a range written whole (`[1h:1m]`, `[1h:1m] offset 10m`): step windows.
 _RANGE_REDUCTIONS = {"median": lambda s, r: f"quantile_over_time(0.5, {s}{r})",
-                     "max": lambda s, r: f"max_over_time({s}{r})", "min": lambda s, r: f"min_over_time({s}{r})"}
+                     "max": lambda s, r: f"max_over_time({s}{r})", "min": lambda s, r: f"min_over_time({s}{r})",
+                     "present": lambda s, r: f"present_over_time({s}{r})"}
 
 
 class ConditionCompiler:
@@ -109,6 +112,7 @@ class ConditionCompiler:
         self._medians: set[tuple[str, str]] = set()  # (stem, window) of the rolling medians recorded
         self._quietest: dict[tuple, str] = {}  # (stem, window, over, min_history, fault raises) -> name
         self._by_steps: dict[tuple[str, str, int], str] = {}  # (stem, reduction, steps) -> recording name
+        self._copies: dict[str, str] = {}  # series -> the recording of its near-band copies
         self._rhythm_recorded = False
 
     def signal(self, signal: Signal, where: str) -> tuple[str, SignalSeries]:
@@ -130,6 +134,16 @@ class ConditionCompiler:
             self._rhythm_recorded = True
             self.recordings.rolling.extend(rhythm_recordings(self.defaults.rhythm_window))
 
+    def _copied(self, series: str, name: str, reduce: Callable[[str, str], str]) -> tuple[Callable[[str], str], int]:
+        """How the slow bands read `series`: `reduce` of its near-band copy (recorded under `name`
+        on first use), and the first band that does."""
+        first_band = first_copied_band(self.defaults.rule_interval)
+        if series not in self._copies:
+            self._copies[series] = f"{name}:by_band"
+            self.recordings.rolling.append(near_band_copy(self._copies[series], series, first_band))
+        copy = self._copies[series]
+        return (lambda selected_range: reduce(copy, selected_range)), first_band
+
     def step_reduction(self, series: SignalSeries, reduction: str, window: Steps) -> str:
         """A recording of `series` reduced over the run's last `window.count` steps."""
         key = (series.stem, reduction, window.count)
@@ -138,8 +152,10 @@ class ConditionCompiler:
             name = f"{series.stem}:{reduction}_{window.count}steps"
             self._by_steps[key] = name
             reduce = _RANGE_REDUCTIONS[reduction]
+            copied = self._copied(series.expr, series.stem, reduce)
             self.recordings.rolling.append(Recording(
-                name, banded(window.count, lambda r: reduce(series.expr, r), self.defaults.step_window_floor),
+                name, banded(window.count, lambda r: reduce(series.expr, r), self.defaults.step_window_floor,
+                             copied=copied),
                 f"The {'median' if reduction == 'median' else reduction} of {series.expr.split('{')[0]} over the "
                 f"run's last {window.count} steps"))
         return self._by_steps[key]
@@ -182,12 +198,14 @@ class ConditionCompiler:
             self._rolling[key] = name
             self._rhythm()
             floor = self.defaults.step_window_floor
-            median = banded(window.count, lambda r: f"quantile_over_time(0.5, {series.expr}{r})", floor,
-                            ending=ending.count)
+            median = banded(window.count, lambda r: _RANGE_REDUCTIONS["median"](series.expr, r), floor,
+                            ending=ending.count,
+                            copied=self._copied(series.expr, series.stem, _RANGE_REDUCTIONS["median"]))
             # Once the run has logged half the window: a median of a young run's first few steps
             # is no level to compare a fault with.
-            history = banded(1, lambda r: f"present_over_time({series.expr}{r})", floor,
-                             ending=ending.count + window.count // 2)
+            present = _RANGE_REDUCTIONS["present"]
+            history = banded(1, lambda r: present(series.expr, r), floor, ending=ending.count + window.count // 2,
+                             copied=self._copied(series.expr, series.stem, present))
             self.recordings.rolling.append(Recording(
                 name, f"(\n{median}\n)\nand on({ON_RUN})\n(\n{history}\n)",
                 f"Median of {series.expr.split('{')[0]} over the run's {window.count} steps ending {ending.count} "
@@ -259,9 +277,11 @@ class ConditionCompiler:
             self._quietest[key] = name
             adjective = "Lowest" if lowest else "Highest"
             before = f", ending {ended} steps ago" if ended else ""
+            reduce = _RANGE_REDUCTIONS[extreme]
             self.recordings.rolling.append(Recording(
-                name, banded(over.count, lambda r: f"{extreme}_over_time({median}{r})", self.defaults.step_window_floor,
-                             ending=ended, max_samples=MAX_SAMPLES_OF_MEDIANS),
+                name, banded(over.count, lambda r: reduce(median, r), self.defaults.step_window_floor,
+                             ending=ended, max_samples=MAX_SAMPLES_OF_MEDIANS,
+                             copied=self._copied(median, median, reduce)),
                 f"{adjective} {median} of the run's last {over.count} steps{before}"))
         return self._quietest[key]
 

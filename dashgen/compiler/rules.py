@@ -106,7 +106,8 @@ def render_rules(root: Path, config: Config, catalog: Catalog,
     # then the conditions compile, adding their baselines' recordings.
     stated_catalog = _with_recordings(catalog, stated, selectors)
     defaults = BaselineDefaults(config.baseline_window, config.baseline_recent_window, config.baseline_hold_window,
-                                config.baseline_hold_step, config.rhythm_window, config.step_window_floor)
+                                config.baseline_hold_step, config.rhythm_window, config.step_window_floor,
+                                config.rule_interval)
     compiler = ConditionCompiler(stated_catalog, defaults)
     modules = [(definition, [expanded for group in groups for expanded in expand_group(
         group, compiler, lambda rule, compiler, d=definition: _compiled_alert(rule, compiler, d))])

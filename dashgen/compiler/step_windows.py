@@ -14,6 +14,14 @@ lasts. Bands whose windows round to the same time share a branch.
 
 Until a run has logged two lines within `rhythm_window`, it has no rhythm and no step window
 reads anything for it: its rhythm is learnt from its own log first.
+
+Slow bands have long windows (200 steps of a 20-minute step are almost three days), and a
+branch that read them for every run would cost every cycle what only a few slow runs need. So a
+series a slow band reads is also recorded labelled with the bands near its run's rhythm
+(`near_band`: its own and the two beside it, so a run that moves to the next band finds its
+history there), and each slow branch selects only its own band's copy: a cycle reads the long
+windows of the slow runs alone. The copy is recorded once a rule evaluation, which is twice a
+step or more in those bands; faster bands, whose windows are short, read the series itself.
 """
 
 from __future__ import annotations
@@ -50,6 +58,25 @@ def band_of(seconds_per_step: float) -> int:
     return min(max(math.floor(math.log2(seconds_per_step)), 0), BANDS - 1)
 
 
+NEAR_BAND = "near_band"
+
+
+def first_copied_band(rule_interval: str) -> int:
+    """The first band whose steps last two rule evaluations or more: from there on, a copy
+    recorded once an evaluation holds a sample of every half step, as the branch reads them."""
+    interval = duration_seconds(rule_interval)
+    return next((band for band in range(BANDS) if band_seconds(band) >= 2 * interval), BANDS)
+
+
+def near_band_copy(name: str, series: str, first_band: int) -> Recording:
+    """`series` again, once under each band near its run's rhythm, labelled `near_band`."""
+    terms = [f'label_replace({series} and on({ON_RUN}) ({STEP_BAND} >= {band - 1} <= {band + 1}), '
+             f'"{NEAR_BAND}", "{band}", "", "")' for band in range(first_band, BANDS)]
+    return Recording(name, "\nor\n".join(terms),
+                     f"{series.split('{')[0]} of the runs whose rhythm is in or beside band near_band: what the "
+                     f"slow bands' step windows read")
+
+
 def rhythm_recordings(window: str) -> tuple[Recording, Recording]:
     """The run's seconds per step (measured over `window`) and its band, recorded once per project."""
     last, step = f"{LAST_STEP_METRIC}{{verl}}", f"{GLOBAL_STEP}{{verl}}"
@@ -72,7 +99,7 @@ def step_window_seconds(count: int, band: int, floor: float) -> float:
 
 
 def banded(count: int, expr_of_range: Callable[[str], str], floor: str, ending: int = 0,
-           max_samples: int = MAX_SAMPLES) -> str:
+           max_samples: int = MAX_SAMPLES, copied: tuple[Callable[[str], str], int] | None = None) -> str:
     """`expr_of_range(range)` of each run, over the range its rhythm gives `count` steps: the
     range is `[window:resolution]`, followed by an offset when it ends `ending` steps ago.
 
@@ -80,6 +107,7 @@ def banded(count: int, expr_of_range: Callable[[str], str], floor: str, ending: 
     evaluated for every run, and a window of 60 slow steps would otherwise read days of 15 s
     scrapes for runs that are not even in its band."""
     floor_seconds = duration_seconds(floor)
+    expr_of_copy, first_copied = copied if copied else (None, BANDS)
     branches: list[list] = []  # [first band, last band, range]
     for band in range(BANDS):
         seconds = step_window_seconds(count, band, floor_seconds)
@@ -87,12 +115,17 @@ def banded(count: int, expr_of_range: Callable[[str], str], floor: str, ending: 
         window = f"[{format_duration(seconds)}:{format_duration(resolution)}]"
         if ending:
             window += f" offset {format_duration(step_window_seconds(ending, band, floor_seconds))}"
-        if branches and branches[-1][2] == window:
+        if branches and branches[-1][2] == window and band < first_copied:
             branches[-1][1] = band
         else:
             branches.append([band, band, window])
     parts = []
     for first, last, window in branches:
+        if first >= first_copied:
+            selector = "{" + f'{NEAR_BAND}="{first}"' + "}" + window
+            parts.append(f"  ({expr_of_copy(selector)})\n"
+                         f"  and on({ON_RUN}) ({STEP_BAND} {'>=' if first == BANDS - 1 else '=='} {first})")
+            continue
         if first == 0 and last == BANDS - 1:
             select = STEP_BAND
         elif first == 0:
@@ -104,4 +137,5 @@ def banded(count: int, expr_of_range: Callable[[str], str], floor: str, ending: 
         else:
             select = f"{STEP_BAND} >= {first} <= {last}"
         parts.append(f"  ({expr_of_range(window)})\n  and on({ON_RUN}) ({select})")
-    return "\nor\n".join(parts)
+    union = "\nor\n".join(parts)
+    return f'label_replace(\n{union},\n"{NEAR_BAND}", "", "", "")' if copied else union
