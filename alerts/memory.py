@@ -4,10 +4,13 @@ from dataclasses import dataclass
 
 from dashgen.conditions import RUN_NAME
 from dashgen.config import AreaConfig, Config, Duration, Fraction, Interval
-from dashgen.model import ON_RUN, Alert, RuleGroup, Severity
+from dashgen.gpu import gpu_source, run_join
+from dashgen.model import ON_RUN, Alert, Recording, RuleGroup, Severity
 
 RESERVED = "verl_perf_max_memory_reserved_bytes{verl}"
 ALLOCATED = "verl_perf_max_memory_allocated_bytes{verl}"
+CAPACITY = "run:gpu_memory_capacity_bytes:min"
+MIB = 2**20
 
 
 @dataclass(frozen=True)
@@ -27,34 +30,52 @@ class MemoryConfig(AreaConfig, area="memory"):
     memory_capacity_window: Interval = "1h"
 
 
+def capacity_recording(config: Config) -> Recording:
+    """Each run's card size: the smallest of its GPUs as Ray (through the run's session) or DCGM
+    (the whole cluster's: DCGM's series name no run) reports it, else gpu_memory_bytes."""
+    gpu = gpu_source(config)
+    total = f"({gpu.memory_used}{{gpu}} + {gpu.memory_free}{{gpu}})"
+    runs = f"max by (project, experiment) ({RESERVED}) * 0"
+    if gpu.linked_to_runs:
+        measured = f"min by (project, experiment) (\n  {total}{run_join('verl')}\n) * {MIB}"
+    else:
+        measured = f"{runs} + on() group_left() (min({total}) * {MIB})"
+    return Recording(CAPACITY, f"{measured}\nor on(project, experiment)\n{runs} + {config.gpu_memory_bytes}",
+                     "GPU memory of the run's smallest card, in bytes: Ray's or DCGM's used + free where they are "
+                     "scraped, otherwise the config's gpu_memory_bytes")
+
+
 def rules(config: Config) -> RuleGroup:
     tunables = config.area(MemoryConfig)
     fraction, gap = tunables.memory_pressure_reserved_fraction, tunables.memory_pressure_gap_fraction
     near = tunables.memory_near_limit_fraction
     capacity, window = config.gpu_memory_bytes, tunables.memory_capacity_window
-    # A reservation above the configured card is a configuration error, not pressure (a healthy
-    # run on a 141 GB card reserves 89 GB from its first step).
-    beyond_capacity = f"max_over_time({RESERVED}[{window}]) > {capacity}"
+    of_capacity = f"on(project, experiment) group_left()"
+    card = f"the card's memory (Ray's or DCGM's where scraped, else gpu_memory_bytes: {capacity / 2**30:g} GiB)"
+    # A reservation above the card is a configuration error, not pressure (a healthy run on a
+    # 141 GB card reserves 89 GB from its first step): it is possible only when the size comes
+    # from the config.
+    beyond_capacity = f"max_over_time({RESERVED}[{window}]) > {of_capacity} {CAPACITY}"
     pressure = Alert(
         name="VerlGPUMemoryPressure",
         severity=Severity.WARNING,
         # Two branches: fragmented near the limit, or at the limit whatever the fragmentation.
         expr=(f"(\n"
               f"  (\n"
-              f"    ({RESERVED} > {fraction:g} * {config.gpu_memory_bytes})\n"
+              f"    ({RESERVED} > {of_capacity} ({fraction:g} * {CAPACITY}))\n"
               f"    and on({ON_RUN})\n"
               f"    ({RESERVED} - {ALLOCATED} >= {gap:g} * {RESERVED})\n"
               f"  )\n"
               f"  or\n"
-              f"  {RESERVED} > {near:g} * {config.gpu_memory_bytes}\n"
+              f"  {RESERVED} > {of_capacity} ({near:g} * {CAPACITY})\n"
               f")\n"
               f"unless on({ON_RUN})\n"
               f"{beyond_capacity}"),
         for_=tunables.memory_pressure_for,
         summary="GPU memory reserved is near the card's limit: the next longer batch may run out of memory.",
         description=(f"Run {RUN_NAME}: peak reserved memory is {{{{ $value | humanize1024 }}}}B: above "
-                     f"{fraction:.0%} of {config.gpu_memory_bytes / 2**30:g} GiB with at least {gap:.0%} of it "
-                     f"reserved but not allocated (fragments), or above {near:.0%} of it."),
+                     f"{fraction:.0%} of {card} with at least {gap:.0%} of it reserved but not allocated "
+                     f"(fragments), or above {near:.0%} of it."),
         meaning="Either PyTorch's caching allocator holds memory it cannot reuse for the next large tensor (the "
                 "first branch: fragmentation), so the next longer batch can fail with CUDA out-of-memory although "
                 "allocated memory looks fine; or the run simply uses nearly all of the card (the second branch). "
@@ -75,9 +96,12 @@ def rules(config: Config) -> RuleGroup:
                      f"not judged for this run."),
         meaning="A configuration error, not a fault of the run: the cards are larger than gpu_memory_bytes says "
                 "(e.g. 141 GB H200 or 96 GB cards with the 80 GiB default), so every fraction of it would read "
-                "as pressure. Memory pressure stays unjudged for the run until the config says the real size.",
+                "as pressure. It is raised only where neither Ray's nor DCGM's GPU memory is scraped for the "
+                "run, which would give the real size. Memory pressure stays unjudged for the run until the "
+                "config says the real size.",
         next_steps=(
-            "Set gpu_memory_bytes in dashgen.yaml to the card's memory (e.g. 141GB), rebuild and deploy.",
+            "Scrape Ray's node metrics (or DCGM) beside the exporter, or set gpu_memory_bytes in dashgen.yaml to "
+            "the card's memory (e.g. 141GB); rebuild and deploy.",
         ),
     )
-    return RuleGroup("verl-memory", (pressure, capacity_too_low))
+    return RuleGroup("verl-memory", (capacity_recording(config), pressure, capacity_too_low))

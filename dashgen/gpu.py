@@ -35,6 +35,7 @@ class GpuSource:
 
     utilisation: str  # per-GPU utilisation in percent
     memory_used: str  # per-GPU memory used, in MiB
+    memory_free: str  # per-GPU memory free, in MiB: with memory_used, the card's size
     node_labels: str  # the labels all GPUs of one node share
     node_label: str  # the label that names a node (the dashboard's node variable)
     gpu_label: str  # the label that numbers a GPU within its node
@@ -62,9 +63,11 @@ class GpuSource:
         return f"{{{{{self.node_label}}}}} GPU {{{{{self.gpu_label}}}}}"
 
 
-RAY = GpuSource("ray_node_gpus_utilization", "ray_node_gram_used", f"job, instance, ip, {SESSION_LABEL}", "ip",
+RAY = GpuSource("ray_node_gpus_utilization", "ray_node_gram_used", "ray_node_gram_available",
+                f"job, instance, ip, {SESSION_LABEL}", "ip",
                 "GpuIndex", "session", f"job, {SESSION_LABEL}", True, "ray_job")
-DCGM = GpuSource("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "job, instance, Hostname", "Hostname", "gpu",
+DCGM = GpuSource("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "job, instance, Hostname",
+                 "Hostname", "gpu",
                  "job", "job", False, "dcgm_job")
 
 
