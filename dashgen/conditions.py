@@ -237,10 +237,11 @@ def comparisons(condition: Condition) -> Iterator[Comparison]:
         yield condition
 
 
-def windows_in(condition: Condition | None) -> tuple[list[str], list[str]]:
-    """What a condition reads over steps and what over time, in words: (steps, time)."""
-    in_steps: list[str] = []
-    in_time: list[str] = []
+def windows_in(condition: Condition | None, for_: Window = "0s") -> tuple[list[str], list[str]]:
+    """What an alert's condition (and its `for`) reads over steps and what over time, in words:
+    (steps, time)."""
+    in_steps: list[str] = [f"held for {for_}"] if isinstance(for_, Steps) else []
+    in_time: list[str] = [f"held for {for_}"] if for_ not in ("0s", "0m") and not isinstance(for_, Steps) else []
     for c in comparisons(condition) if condition is not None else ():
         if c.signal.window:
             (in_steps if isinstance(c.signal.window, Steps) else in_time).append(c.signal.describe())

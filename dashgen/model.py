@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from dashgen.records import record
 
 if TYPE_CHECKING:
-    from dashgen.conditions import Condition
+    from dashgen.conditions import Condition, Steps
 
 GRID_COLUMNS = 24
 
@@ -244,7 +244,9 @@ class Alert:
     # Prometheus template: {{ $labels.experiment }}, {{ $value | humanize }}. Generated from the
     # condition when empty.
     description: str = ""
-    for_: str = "0s"
+    # How long the condition must hold before the alert fires: a duration, or (with condition=)
+    # steps(N): at every evaluation over the run's last N steps, whatever a step lasts.
+    for_: str | Steps = "0s"
     # Keep firing this long after the condition last held: bridges single-evaluation dips
     # so that one fault episode notifies once.
     keep_firing_for: str = "0s"

@@ -7,8 +7,8 @@ from dataclasses import field, replace
 from typing import Callable
 
 from dashgen.catalog import Catalog, Metric, Source
-from dashgen.compiler.step_windows import (MAX_SAMPLES_OF_MEDIANS, banded, first_copied_band, near_band_copy,
-                                           rhythm_recordings)
+from dashgen.compiler.step_windows import (MAX_SAMPLES_OF_MEDIANS, STEP_BAND, banded, first_copied_band,
+                                           near_band_copy, rhythm_recordings)
 from dashgen.conditions import (AllOf, AnyOf, Baseline, Compare, Comparison, Condition, Shift, Signal, Steps,
                                 comparisons)
 from dashgen.config import duration_seconds, format_duration
@@ -284,6 +284,23 @@ class ConditionCompiler:
                              copied=self._copied(median, median, reduce)),
                 f"{adjective} {median} of the run's last {over.count} steps{before}"))
         return self._quietest[key]
+
+    def held_for_steps(self, expr: str, alert: str, for_steps: Steps) -> str:
+        """`expr`, once it has held at every evaluation over the run's last `for_steps` steps:
+        `for` counted in steps. What held is recorded as 1 (held) or 0 (a run with a rhythm where
+        it did not), and its minimum over the steps must be 1, from a record as old as the steps."""
+        self._rhythm()
+        holds = f"dashgen:{alert}:condition_holds"
+        self.recordings.rolling.append(Recording(
+            holds, f"max by ({ON_RUN}) (({expr}) * 0 + 1)\nor on({ON_RUN})\n{STEP_BAND} * 0",
+            f"1 where {alert}'s condition holds, 0 for the other runs with a rhythm"))
+        floor, count = self.defaults.step_window_floor, for_steps.count
+        lowest = banded(count, lambda r: _RANGE_REDUCTIONS["min"](holds, r), floor,
+                        copied=self._copied(holds, holds, _RANGE_REDUCTIONS["min"]))
+        recorded = banded(1, lambda r: _RANGE_REDUCTIONS["present"](holds, r), floor, ending=count,
+                          copied=self._copied(holds, holds, _RANGE_REDUCTIONS["present"]))
+        return (f"({expr})\nand on({ON_RUN})\n(\n{lowest}\n) == 1\n"
+                f"and on({ON_RUN})\n(\n{recorded}\n)")
 
     def held_baseline(self, rolling: str, fault_raises: bool) -> str:
         """The pre-fault level of a rolling baseline, read from its extreme of each hold step (a

@@ -120,7 +120,7 @@ TEST_RHYTHMS = (2.0, 60.0, 300.0)
 
 def alert_cases(alert: Alert, catalog: Catalog, config: Config) -> list[_Case]:
     """The generated cases of one alert; at each of TEST_RHYTHMS for one that counts in steps."""
-    if not counts_steps(alert.condition) and not counts_steps(alert.keep_firing_while):
+    if not (counts_steps(alert.condition) or counts_steps(alert.keep_firing_while) or isinstance(alert.for_, Steps)):
         return _cases(alert, catalog, config, None)
     cases = []
     for rhythm in TEST_RHYTHMS:
@@ -179,7 +179,7 @@ def _cases(alert: Alert, catalog: Catalog, config: Config, rhythm: float | None)
     holds = any(c.baseline is not None and c.baseline.is_held for c in (*onset, *keep))
     hold = 2 * duration_seconds(config.baseline_hold_step) if holds else 0
     warm = _steps(baseline + hold + reduce + 5 * step, step)  # samples before the crossing
-    for_ = duration_seconds(alert.for_)
+    for_ = _seconds(alert.for_, config, rhythm)
     keep_for = duration_seconds(alert.keep_firing_for)
     settle = _steps(reduce + for_ + 3 * step, step)  # samples until it must be firing
     crossing = warm * step
@@ -191,7 +191,10 @@ def _cases(alert: Alert, catalog: Catalog, config: Config, rhythm: float | None)
         fires.series[ref] = [(level.healthy, warm), (level.fault, settle + 1)]
         quiet.series[ref] = [(level.healthy, total)]
     fires.checks = [(crossing - step, False), (crossing + settle * step, True)]
-    if for_ >= step:
+    if isinstance(alert.for_, Steps):
+        # Sampled twice a step on a grid of its own: a step window may end up to a sample early.
+        fires.checks.append((crossing + int(for_ / 2), False))
+    elif for_ >= step:
         fires.checks.append((crossing + int(for_) - step, False))
     quiet.checks = [(crossing - step, False), (crossing + settle * step, False)]
     cases = [fires, quiet]

@@ -22,7 +22,7 @@ from dashgen.compiler.loader import DefinitionModule, call_definition, load_modu
 from dashgen.compiler.promql import QueryError
 from dashgen.compiler.rendering import runbook_anchor, templates
 from dashgen.compiler.selectors import checked_expression, expression_info, rule_selectors
-from dashgen.conditions import RUN_NAME, VALUE, comparisons, windows_in
+from dashgen.conditions import RUN_NAME, VALUE, Steps, comparisons, windows_in
 from dashgen.config import DURATION, Config, duration_seconds
 from dashgen.errors import BuildError
 from dashgen.model import ON_RUN, Alert, Recording, RuleGroup, Severity, Sustain
@@ -149,7 +149,8 @@ def render_rules(root: Path, config: Config, catalog: Catalog,
                     rendered = _alert_yaml(rule, expr, config)
                     rendered_rules.append(rendered)
                     out.alert_rules.append(AlertRule(
-                        rule.name, expr, _ms(interval), _ms(rule.for_), tuple(sorted(rendered["labels"].items())),
+                        rule.name, expr, _ms(interval), 0 if isinstance(rule.for_, Steps) else _ms(rule.for_),
+                        tuple(sorted(rendered["labels"].items())),
                         _ms(rule.keep_firing_for), condition, sustain))
                 else:
                     raise BuildError(f"{definition.path}: group {group.name!r} holds {type(rule).__name__}, "
@@ -197,6 +198,8 @@ def _compiled_alert(rule, compiler: ConditionCompiler, definition: DefinitionMod
     if rule.sustain is not None:
         raise BuildError(f"{where}: with condition=, state hysteresis as keep_firing_while=, not sustain=")
     expr = compiler.compile(rule.condition, where)
+    if isinstance(rule.for_, Steps):
+        expr = compiler.held_for_steps(expr, rule.name, rule.for_)
     sustain = None
     if rule.keep_firing_while is not None:
         sustain = Sustain(compiler.compile(rule.keep_firing_while, f"{where} (keep_firing_while)", rule.condition),
@@ -224,8 +227,13 @@ def _check_alert(alert: Alert, where: str) -> None:
         raise BuildError(f"{where}: summary is empty; say in one line what is wrong")
     if not alert.description.strip():
         raise BuildError(f"{where}: description is empty")
-    if not DURATION.fullmatch(alert.for_):
-        raise BuildError(f"{where}: for_ = {alert.for_!r} is not a Prometheus duration (e.g. 90s, 10m, 1h)")
+    if isinstance(alert.for_, Steps):
+        if alert.condition is None:
+            raise BuildError(f"{where}: for_=steps(N) counts the steps of a condition= (Alert.when); with a "
+                             f"hand-written expr, give a duration")
+    elif not isinstance(alert.for_, str) or not DURATION.fullmatch(alert.for_):
+        raise BuildError(f"{where}: for_ = {alert.for_!r} is neither a Prometheus duration (e.g. 90s, 10m, 1h) "
+                         f"nor steps(N)")
     if not DURATION.fullmatch(alert.keep_firing_for):
         raise BuildError(f"{where}: keep_firing_for = {alert.keep_firing_for!r} is not a Prometheus duration")
     if alert.sustain is not None and not isinstance(alert.sustain, Sustain):
@@ -236,7 +244,7 @@ def _check_alert(alert: Alert, where: str) -> None:
 
 def _alert_yaml(alert: Alert, expr: str, config: Config) -> dict:
     rule: dict = {"alert": alert.name, "expr": expr}
-    if alert.for_ not in ("0s", "0m"):
+    if isinstance(alert.for_, str) and alert.for_ not in ("0s", "0m"):  # steps are in the expression
         rule["for"] = alert.for_
     if alert.keep_firing_for not in ("0s", "0m"):
         rule["keep_firing_for"] = alert.keep_firing_for
@@ -254,7 +262,7 @@ def _render_docs(alerts: list[tuple[str, Alert, str]], config: Config) -> str:
     held_alerts = [alert.name for _, alert, _ in ordered if _compares_with_held_baseline(alert)]
     return templates().get_template("alerts.md.j2").render(
         alerts=[{"module": module, "alert": alert, "expr": expr, "anchor": runbook_anchor(alert.name),
-                 "windows": windows_in(alert.condition)}
+                 "windows": windows_in(alert.condition, alert.for_)}
                 for module, alert, expr in ordered], config=config, held_alerts=held_alerts)
 
 

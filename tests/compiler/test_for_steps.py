@@ -1,0 +1,49 @@
+"""`for_=steps(N)`: an alert's `for` counted in the run's steps, compiled into its expression."""
+
+import pytest
+
+from conftest import run
+
+pytestmark = pytest.mark.heavy
+
+TEAM_MODULE = '''
+from dashgen.conditions import Signal, steps
+from dashgen.model import Alert, RuleGroup, Severity
+
+
+def rules(config):
+    return RuleGroup("team-grad", (Alert.when(
+        "TeamGradNormHigh", Signal("actor/grad_norm").above({threshold}), for_={for_},
+        severity=Severity.WARNING, summary="Grad norm stayed high."),))
+'''
+
+
+def test_for_in_steps_compiles_into_the_expression_and_its_generated_tests_pass_at_every_rhythm(project):
+    (project / "alerts" / "team.py").write_text(TEAM_MODULE.format(threshold=5, for_="steps(5)"))
+    result = run("build", "--root", str(project))
+    assert result.exit_code == 0, result.output
+    rules = (project / "rendered" / "rules" / "team.yaml").read_text()
+    assert "for:" not in rules  # Prometheus' `for` is a duration; the steps are in the expression
+    assert "record: dashgen:TeamGradNormHigh:condition_holds" in rules
+    docs = (project / "rendered" / "docs" / "alerts.md").read_text()
+    assert "**Counted in steps:** held for 5 steps." in docs
+    # The generated cases (at 2, 60 and 300 s a step) check it is not firing just before the 5
+    # steps have passed, and firing after.
+    tested = run("test", "--root", str(project), "team")
+    assert tested.exit_code == 0, tested.output
+    assert "at-300s-per-step" in tested.output or "SUCCESS" in tested.output
+
+
+def test_for_in_steps_needs_the_vocabulary(project):
+    (project / "alerts" / "team.py").write_text('''
+from dashgen.conditions import steps
+from dashgen.model import Alert, RuleGroup, Severity
+
+
+def rules(config):
+    return RuleGroup("team-grad", (Alert("TeamGradNormHigh", expr='verl_actor_grad_norm{verl} > 5', for_=steps(5),
+                                         severity=Severity.WARNING, summary="s", description="d"),))
+''')
+    result = run("build", "--root", str(project))
+    assert result.exit_code != 0
+    assert "alerts/team.py: alert 'TeamGradNormHigh': for_=steps(N) counts the steps of a condition=" in result.output
