@@ -12,10 +12,10 @@ plot.py        the outcome as a picture (`--plot`, needs matplotlib)
 
 from dashgen.replay.backtest.engine import SERVER_ARGS, backtest, recorded_openmetrics, serve_tsdb
 from dashgen.replay.backtest.evaluation import AlertOutcome, Firing, RunOutcome, firing_intervals, query_spans
-from dashgen.replay.backtest.plot import plot, require_matplotlib
+from dashgen.replay.backtest.plot import plot
 from dashgen.replay.backtest.report import format_table, iso_time, to_json
 from dashgen.replay.backtest.rule_files import load_rules, read_rule_files, recording_levels
 
 __all__ = ["SERVER_ARGS", "AlertOutcome", "Firing", "RunOutcome", "backtest", "firing_intervals", "format_table",
            "iso_time", "load_rules", "plot", "query_spans", "read_rule_files", "recorded_openmetrics",
-           "recording_levels", "require_matplotlib", "serve_tsdb", "to_json"]
+           "recording_levels", "serve_tsdb", "to_json"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dashgen.errors import BuildError
+from dashgen.replay.matplotlib_check import require_matplotlib
 from dashgen.replay.backtest.evaluation import SEVERITY_ORDER, RunOutcome
 
 
@@ -13,16 +13,9 @@ PLOTTED = (("verl_critic_score_mean", "reward (critic/score/mean)"), ("verl_acto
 SEVERITY_COLOURS = {"critical": "tab:red", "warning": "tab:orange", "info": "tab:blue"}
 
 
-def require_matplotlib() -> None:
-    import importlib.util
-
-    if importlib.util.find_spec("matplotlib") is None:
-        raise BuildError("--plot needs matplotlib; install it with: pip install 'dashgen[plot]'")
-
-
 def plot(outcomes: list[RunOutcome], path: Path) -> None:
     """Reward, KL, entropy and grad norm over the steps, one column per run, firing intervals shaded."""
-    require_matplotlib()
+    require_matplotlib("--plot")
     import matplotlib
 
     matplotlib.use("Agg")

@@ -10,7 +10,7 @@ draw.py    the panels laid out on Grafana's 24-column grid with matplotlib: time
 stamp.py   the digest of the dashboard JSON a PNG was drawn from, which `dashgen check` compares
 """
 
-from dashgen.replay.preview.draw import draw_dashboard, require_matplotlib
+from dashgen.replay.preview.draw import draw_dashboard
 from dashgen.replay.preview.query import PanelResult, PreviewRun, Series, preview_data
 
-__all__ = ["PanelResult", "PreviewRun", "Series", "draw_dashboard", "preview_data", "require_matplotlib"]
+__all__ = ["PanelResult", "PreviewRun", "Series", "draw_dashboard", "preview_data"]
