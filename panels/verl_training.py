@@ -50,18 +50,24 @@ firing_alerts = Stat(
     description="Alerts firing now for the selected runs; the red marks on the graphs show when each began.",
     thresholds=(Threshold(1),),
 )
+# verl's core validation results (val-core/...); a run that logs only val-aux/... (a custom
+# validation, or a reward manager that reports no core metric) shows its means instead.
+VALIDATION_SCORES = ('verl_val_core{run} or (verl_val_aux{run, metric=~"mean@.*"} '
+                     "unless ignoring (data_source, variable, metric) verl_val_core{run})")
 latest_validation = Stat(
     "Latest validation score",
-    (Query("verl_val_core{run}", "{{data_source}} {{variable}} {{metric}}"),),
-    description="verl's core validation results (val-core/...) of the latest test step; held until the next.",
+    (Query(VALIDATION_SCORES, "{{data_source}} {{variable}} {{metric}}"),),
+    description="verl's core validation results (val-core/...) of the latest test step, or its val-aux means if "
+                "it logs no val-core; held until the next.",
     width=12,
 )
 validation_score = TimeSeries(
     "Validation score",
-    (Query("verl_val_core{run}", "{{experiment}} {{data_source}} {{metric}}"),),
+    (Query(VALIDATION_SCORES, "{{experiment}} {{data_source}} {{metric}}"),),
     unit=REWARD,
-    description="verl's core validation results, one line per data source and metric; flat between test "
-                "steps (trainer.test_freq), which are the only steps that log them.",
+    description="verl's core validation results (or val-aux means, if the run logs no val-core), one line per "
+                "data source and metric; flat between test steps (trainer.test_freq), which are the only steps "
+                "that log them.",
     width=12,
     height=7,
 )
@@ -478,6 +484,18 @@ def _host_memory(config: Config) -> TimeSeries:
     )
 
 
+def _validation_changed(family: str) -> str:
+    """The run's series of a validation family where a value changed or first appeared in the last minute."""
+    return f"(changes({family}{{run}}[1m]) > 0 or ({family}{{run}} unless {family}{{run}} offset 1m))"
+
+
+# A validation step: verl's timing of it, or, for a run that logged no such timing in the last day
+# (a log whose validation lines were cut), a step whose validation results changed or first appeared.
+VALIDATION_STEPS = ("verl_timing_testing_seconds{run} or (count by (job, instance, project, experiment) "
+                    f"({_validation_changed('verl_val_core')} or {_validation_changed('verl_val_aux')}) "
+                    "unless on (job, instance, project, experiment) last_over_time(verl_timing_testing_seconds{run}[1d]))")
+
+
 def dashboard(config: Config) -> Dashboard:
     per_rank_gpu, gpu_memory_timeline, gpu_variables = _gpu_panels(config)
     return Dashboard(
@@ -491,8 +509,7 @@ def dashboard(config: Config) -> Dashboard:
         annotations=(
             Annotation("Firing alerts", 'ALERTS{run, alertstate="firing"}', "{{alertname}} {{experiment}}"),
             # verl logs these two timings only on the steps that validate or save a checkpoint.
-            Annotation("Validation steps", "verl_timing_testing_seconds{run}", "validation {{experiment}}",
-                       color="green"),
+            Annotation("Validation steps", VALIDATION_STEPS, "validation {{experiment}}", color="green"),
             Annotation("Checkpoints", "verl_timing_save_checkpoint_seconds{run}", "checkpoint {{experiment}}",
                        color="yellow"),
             # The global step went back: the run restarted or resumed from a checkpoint.

@@ -249,7 +249,8 @@ def preview(run_path: Path | None, out_dir: Path | None, allow_empty: bool, star
     timing = Timing(start=_parse_time(start), scrape_interval=scrape_interval)
     catalog = project_catalog(root)
     empty: list[str] = []
-    with backfilled(run_path, config, catalog, timing) as (server, run):
+    rules = (rendered.recording_rules, rendered.alert_rules)
+    with backfilled(run_path, config, catalog, timing, *rules) as (server, run):
         for module, dashboard in rendered.dashboards:
             model = json.loads(rendered.files[f"dashboards/{dashboard.uid}.json"])
             results, events = preview_data(server, model, run, catalog, scrape_interval, module)

@@ -46,6 +46,8 @@ class Rendered:
     dashboards: list[tuple[str, Dashboard]] = field(default_factory=list)  # (module path, definition)
     alerts: list = field(default_factory=list)  # (module path, Alert, expanded expr)
     catalog: Catalog | None = None  # what the queries were checked against, recordings included
+    recording_rules: list = field(default_factory=list)  # RecordingRule, as rendered (a preview evaluates them)
+    alert_rules: list = field(default_factory=list)  # AlertRule, as rendered
 
 
 def render_project(root: Path, config: Config) -> Rendered:
@@ -58,6 +60,7 @@ def render_project(root: Path, config: Config) -> Rendered:
     rules = render_rules(root, config, project_catalog(root), alert_modules)
     out.files.update(rules.files)
     out.alerts = rules.alerts
+    out.recording_rules, out.alert_rules = rules.recording_rules, rules.alert_rules
     alerts_by_name = {alert.name: alert for _, alert, _ in rules.alerts}
     # Panels may query recorded series, so they are checked against the catalog plus the recordings.
     catalog: Catalog = rules.catalog

@@ -1,13 +1,14 @@
 """Backtest the alerts on recorded runs with Prometheus' own query engine.
 
-engine.py      backfill the runs, fill the recording rules, evaluate every alert: `backtest()`
-blocks.py      OpenMetrics into TSDB blocks, part by part, by promtools in the background
-server.py      the query-only Prometheus, and the threads that query it
-recordings.py  the recording rules' results, by Prometheus or (a window over a recording) here
-evaluation.py  one alert over the runs, as Prometheus' rule manager would; the outcome types
-rule_files.py  rules from Prometheus rule files (`--rules`), and the fill order of recordings
-report.py      the outcome as a table or JSON
-plot.py        the outcome as a picture (`--plot`, needs matplotlib)
+engine.py        backfill the runs, fill the recording rules, evaluate every alert: `backtest()`
+blocks.py        OpenMetrics into TSDB blocks, part by part, by promtools in the background
+server.py        the query-only Prometheus, and the threads that query it
+recordings.py    the recording rules' results, by Prometheus or (a window over a recording) here
+evaluation.py    one alert over the runs, as Prometheus' rule manager would; the outcome types
+rule_files.py    rules from Prometheus rule files (`--rules`), and the fill order of recordings
+alert_series.py  the firing alerts as Prometheus' `ALERTS` series (what a preview draws)
+report.py        the outcome as a table or JSON
+plot.py          the outcome as a picture (`--plot`, needs matplotlib)
 """
 
 from dashgen.replay.backtest.engine import SERVER_ARGS, backtest, recorded_openmetrics, serve_tsdb

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from dashgen.model import GRID_COLUMNS
+from dashgen.replay.matplotlib_check import require_matplotlib
 from dashgen.replay.preview.query import PanelResult, PreviewRun, Series
 from dashgen.replay.preview.units import format_value
 
