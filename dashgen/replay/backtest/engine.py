@@ -71,14 +71,17 @@ def backtest(paths: list[Path], root: Path, config: Config, timing: Timing,
             write_openmetrics(runs, blocks, timing.scrape_interval, only=selected)
         per_alert, recorded_names = evaluate_rules(workdir, recordings, alerts, runs)
         available = series_names(runs) | recorded_names
+    signals = [tuple(sorted(raw_reads(_reads(alert), recordings))) for alert in alerts]
     outcomes = []
     for index, run in enumerate(runs):
         results = []
-        for alert, per_run in zip(alerts, per_alert):
+        for alert, per_run, read in zip(alerts, per_alert, signals):
             alert_outcomes = per_run[index]
             if not metrics_in(alert.expr) & available:
                 alert_outcomes[0].note = (f"needs {', '.join(sorted(metrics_in(alert.expr)))}, which "
                                           f"verl's step log does not hold: it cannot fire in a backtest")
+            for outcome in alert_outcomes:
+                outcome.signals = read
             results.extend(alert_outcomes)
         outcomes.append(RunOutcome(run, results))
     return outcomes
@@ -110,3 +113,24 @@ def evaluate_rules(workdir: Path, recordings: list[RecordingRule], alerts: list[
 def _reads(alert: AlertRule) -> set[str]:
     """The series an alert's queries select (its condition and sustain, or its expression)."""
     return set().union(*(metrics_in(expr) for expr in (alert.expr, alert.condition, alert.sustain) if expr))
+
+
+def raw_reads(names: set[str], recordings: list[RecordingRule]) -> set[str]:
+    """The series `names` read, with each recording replaced by what it reads, to the raw series;
+    the alerts' own ALERTS series left out."""
+    reads_of: dict[str, set[str]] = {}
+    for rule in recordings:
+        reads_of.setdefault(rule.record, set()).update(metrics_in(rule.expr))
+    raw: set[str] = set()
+    seen: set[str] = set()
+    pending = list(names)
+    while pending:
+        name = pending.pop()
+        if name in seen or name == "ALERTS":
+            continue
+        seen.add(name)
+        if name in reads_of:
+            pending.extend(reads_of[name])
+        else:
+            raw.add(name)
+    return raw
