@@ -52,22 +52,20 @@ firing_alerts = Stat(
 )
 # verl's core validation results (val-core/...); a run that logs only val-aux/... (a custom
 # validation, or a reward manager that reports no core metric) shows its means instead.
-VALIDATION_SCORES = ('verl_val_core{run} or (verl_val_aux{run, metric=~"mean@.*"} '
-                     "unless ignoring (data_source, variable, metric) verl_val_core{run})")
+VALIDATION_SCORES = 'verl_val_core{run} or verl_val_aux{run, metric=~"mean@.*"} unless on (instance) verl_val_core{run}'
 latest_validation = Stat(
     "Latest validation score",
     (Query(VALIDATION_SCORES, "{{data_source}} {{variable}} {{metric}}"),),
-    description="verl's core validation results (val-core/...) of the latest test step, or its val-aux means if "
-                "it logs no val-core; held until the next.",
+    description="verl's core validation results (val-core/..., else val-aux means) of the latest test step; "
+                "held until the next.",
     width=12,
 )
 validation_score = TimeSeries(
     "Validation score",
     (Query(VALIDATION_SCORES, "{{experiment}} {{data_source}} {{metric}}"),),
     unit=REWARD,
-    description="verl's core validation results (or val-aux means, if the run logs no val-core), one line per "
-                "data source and metric; flat between test steps (trainer.test_freq), which are the only steps "
-                "that log them.",
+    description="verl's core validation results (else val-aux means), one line per data source and metric; flat "
+                "between test steps (trainer.test_freq), which are the only steps that log them.",
     width=12,
     height=7,
 )
@@ -485,15 +483,15 @@ def _host_memory(config: Config) -> TimeSeries:
 
 
 def _validation_changed(family: str) -> str:
-    """The run's series of a validation family where a value changed or first appeared in the last minute."""
-    return f"(changes({family}{{run}}[1m]) > 0 or ({family}{{run}} unless {family}{{run}} offset 1m))"
+    """The run's series of a validation family whose value changed or first appeared in the last minute."""
+    return f"changes({family}{{run}}[1m]) > 0 or {family}{{run}} unless {family}{{run}} offset 1m"
 
 
 # A validation step: verl's timing of it, or, for a run that logged no such timing in the last day
 # (a log whose validation lines were cut), a step whose validation results changed or first appeared.
-VALIDATION_STEPS = ("verl_timing_testing_seconds{run} or (count by (job, instance, project, experiment) "
+VALIDATION_STEPS = ("verl_timing_testing_seconds{run} or count without (data_source, variable, metric) "
                     f"({_validation_changed('verl_val_core')} or {_validation_changed('verl_val_aux')}) "
-                    "unless on (job, instance, project, experiment) last_over_time(verl_timing_testing_seconds{run}[1d]))")
+                    "unless last_over_time(verl_timing_testing_seconds{run}[1d])")
 
 
 def dashboard(config: Config) -> Dashboard:
