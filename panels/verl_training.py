@@ -51,21 +51,23 @@ firing_alerts = Stat(
     thresholds=(Threshold(1),),
 )
 # verl's core validation results (val-core/...); a run that logs only val-aux/... (a custom
-# validation, or a reward manager that reports no core metric) shows its means instead.
-VALIDATION_SCORES = 'verl_val_core{run} or verl_val_aux{run, metric=~"mean@.*"} unless on (instance) verl_val_core{run}'
+# validation, or a log whose lines were cut before their val-core keys) shows its means instead.
+# `on (instance)` matches the run exactly; the experiment alone scopes the lookup (and keeps the
+# dashboard within its 1,200 B a panel).
+VALIDATION_SCORES = ('verl_val_core{run} or verl_val_aux{run, metric=~"mean@.*"} '
+                     'unless on (instance) verl_val_core{experiment=~"$experiment"}')
 latest_validation = Stat(
     "Latest validation score",
     (Query(VALIDATION_SCORES, "{{data_source}} {{variable}} {{metric}}"),),
-    description="verl's core validation results (val-core/..., else val-aux means) of the latest test step; "
-                "held until the next.",
+    description="verl's core validation results (val-core/..., else val-aux means) of the latest test step.",
     width=12,
 )
 validation_score = TimeSeries(
     "Validation score",
     (Query(VALIDATION_SCORES, "{{experiment}} {{data_source}} {{metric}}"),),
     unit=REWARD,
-    description="verl's core validation results (else val-aux means), one line per data source and metric; flat "
-                "between test steps (trainer.test_freq), which are the only steps that log them.",
+    description="verl's core validation results (else val-aux means), one line per data source and metric, "
+                "flat between test steps (trainer.test_freq).",
     width=12,
     height=7,
 )
@@ -482,18 +484,6 @@ def _host_memory(config: Config) -> TimeSeries:
     )
 
 
-def _validation_changed(family: str) -> str:
-    """The run's series of a validation family whose value changed or first appeared in the last minute."""
-    return f"changes({family}{{run}}[1m]) > 0 or {family}{{run}} unless {family}{{run}} offset 1m"
-
-
-# A validation step: verl's timing of it, or, for a run that logged no such timing in the last day
-# (a log whose validation lines were cut), a step whose validation results changed or first appeared.
-VALIDATION_STEPS = ("verl_timing_testing_seconds{run} or count without (data_source, variable, metric) "
-                    f"({_validation_changed('verl_val_core')} or {_validation_changed('verl_val_aux')}) "
-                    "unless last_over_time(verl_timing_testing_seconds{run}[1d])")
-
-
 def dashboard(config: Config) -> Dashboard:
     per_rank_gpu, gpu_memory_timeline, gpu_variables = _gpu_panels(config)
     return Dashboard(
@@ -507,7 +497,8 @@ def dashboard(config: Config) -> Dashboard:
         annotations=(
             Annotation("Firing alerts", 'ALERTS{run, alertstate="firing"}', "{{alertname}} {{experiment}}"),
             # verl logs these two timings only on the steps that validate or save a checkpoint.
-            Annotation("Validation steps", VALIDATION_STEPS, "validation {{experiment}}", color="green"),
+            Annotation("Validation steps", "verl_timing_testing_seconds{run}", "validation {{experiment}}",
+                       color="green"),
             Annotation("Checkpoints", "verl_timing_save_checkpoint_seconds{run}", "checkpoint {{experiment}}",
                        color="yellow"),
             # The global step went back: the run restarted or resumed from a checkpoint.

@@ -12,9 +12,7 @@ from dashgen.compiler.validate import schema_errors
 from dashgen.config import Config, config_from
 
 DASHBOARD = "dashboards/verl-training.json"
-# 1,200 B until the validation fallbacks (val-aux means for a run without val-core, validation marks
-# for a run without timing_s/testing) added about 1,200 B of run-scoped queries: 1,215 B a panel then.
-MAX_BYTES_PER_PANEL = 1_250
+MAX_BYTES_PER_PANEL = 1_200
 # An XY chart carries two queries (the step and the value) and the two transformations that pair
 # them, and its legend and tooltip options are required by its schema: about 1,400 B each.
 MAX_BYTES_PER_PANEL_OF = {"verl-compare-runs.json": 1_400}
