@@ -28,7 +28,8 @@ from dashgen.compiler.promql import metrics_in
 from dashgen.compiler.rules import AlertRule, RecordingRule
 from dashgen.config import Config
 from dashgen.promtool import find_binary
-from dashgen.replay.backfill import RecordedRun, Timing, check_unique_runs, read_run, run_labels, series_names, write_openmetrics
+from dashgen.replay.backfill import (RecordedRun, Timing, check_unique_runs, read_run, run_labels, series_names,
+                                     write_openmetrics)
 from dashgen.replay.backtest.blocks import BlockParts
 from dashgen.replay.backtest.evaluation import AlertOutcome, RunOutcome, evaluate_alert
 from dashgen.replay.backtest.recordings import fill_recordings, recorded_openmetrics
