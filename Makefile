@@ -19,6 +19,9 @@ SUDO   := $(shell [ "$$(id -u)" -ne 0 ] && command -v sudo >/dev/null && echo su
 $(BIN)/dashgen: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+	@# The distribution was called dashgen before it became dashgen-rl (PyPI's dashgen is another project):
+	@# a virtualenv made before then drops the old name first, whose command would shadow the new one.
+	$(BIN)/pip uninstall --quiet --yes dashgen 2>/dev/null || true
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $@
 

@@ -50,18 +50,24 @@ firing_alerts = Stat(
     description="Alerts firing now for the selected runs; the red marks on the graphs show when each began.",
     thresholds=(Threshold(1),),
 )
+# verl's core validation results (val-core/...); a run that logs only val-aux/... (a custom
+# validation, or a log whose lines were cut before their val-core keys) shows its means instead.
+# `on (instance)` matches the run exactly; the experiment alone scopes the lookup (and keeps the
+# dashboard within its 1,200 B a panel).
+VALIDATION_SCORES = ('verl_val_core{run} or verl_val_aux{run, metric=~"mean@.*"} '
+                     'unless on (instance) verl_val_core{experiment=~"$experiment"}')
 latest_validation = Stat(
     "Latest validation score",
-    (Query("verl_val_core{run}", "{{data_source}} {{variable}} {{metric}}"),),
-    description="verl's core validation results (val-core/...) of the latest test step; held until the next.",
+    (Query(VALIDATION_SCORES, "{{data_source}} {{variable}} {{metric}}"),),
+    description="verl's core validation results (val-core/..., else val-aux means) of the latest test step.",
     width=12,
 )
 validation_score = TimeSeries(
     "Validation score",
-    (Query("verl_val_core{run}", "{{experiment}} {{data_source}} {{metric}}"),),
+    (Query(VALIDATION_SCORES, "{{experiment}} {{data_source}} {{metric}}"),),
     unit=REWARD,
-    description="verl's core validation results, one line per data source and metric; flat between test "
-                "steps (trainer.test_freq), which are the only steps that log them.",
+    description="verl's core validation results (else val-aux means), one line per data source and metric, "
+                "flat between test steps (trainer.test_freq).",
     width=12,
     height=7,
 )

@@ -8,11 +8,12 @@ import sys
 
 import click
 
+from dashgen import DISTRIBUTION
 from dashgen.cli import project, replay, trainer
 
 
 @click.group()
-@click.version_option(package_name="dashgen")
+@click.version_option(package_name=DISTRIBUTION)
 def cli() -> None:
     """Grafana dashboards and Prometheus alerts for verl RL training, as code."""
 

@@ -183,13 +183,14 @@ def backtest(run_paths: tuple[Path, ...], root: Path, config_path: Path | None, 
     import json
 
     from dashgen.replay.backtest import backtest as run_backtest
-    from dashgen.replay.backtest import format_table, plot, require_matplotlib, to_json
+    from dashgen.replay.backtest import format_table, plot, to_json
+    from dashgen.replay.matplotlib_check import require_matplotlib
 
     config = load_config(config_path, root)
     timing = _timing(start, scrape_interval, default_step_time, run_end, hold, config)
     if plot_path is not None:
         _check_plot_path(plot_path)
-        require_matplotlib()
+        require_matplotlib("--plot")
     outcomes = run_backtest(list(run_paths), root, config, timing,
                             say=lambda message: click.echo(f"dashgen backtest: {message}", err=True),
                             rule_files=list(rule_files) or None)
@@ -231,11 +232,12 @@ def preview(run_path: Path | None, out_dir: Path | None, allow_empty: bool, star
     from dashgen.config import duration_seconds
     from dashgen.project_metrics import project_catalog
     from dashgen.replay.backfill import Timing
-    from dashgen.replay.preview import draw_dashboard, preview_data, require_matplotlib
+    from dashgen.replay.matplotlib_check import require_matplotlib
+    from dashgen.replay.preview import draw_dashboard, preview_data
     from dashgen.replay.preview.query import backfilled
     from dashgen.replay.preview.stamp import dashboard_digest
 
-    require_matplotlib()
+    require_matplotlib("dashgen preview")
     config = load_config(config_path, root)
     rendered = render_project(root, config)
     run_path = run_path or root / DEFAULT_PREVIEW_RUN
@@ -247,7 +249,8 @@ def preview(run_path: Path | None, out_dir: Path | None, allow_empty: bool, star
     timing = Timing(start=_parse_time(start), scrape_interval=scrape_interval)
     catalog = project_catalog(root)
     empty: list[str] = []
-    with backfilled(run_path, config, catalog, timing) as (server, run):
+    rules = (rendered.recording_rules, rendered.alert_rules)
+    with backfilled(run_path, config, catalog, timing, *rules) as (server, run):
         for module, dashboard in rendered.dashboards:
             model = json.loads(rendered.files[f"dashboards/{dashboard.uid}.json"])
             results, events = preview_data(server, model, run, catalog, scrape_interval, module)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import os
 import shutil
@@ -30,6 +31,9 @@ from dashgen.model import Dashboard
 from dashgen.project_metrics import project_catalog
 from dashgen.records import record
 
+if TYPE_CHECKING:  # render_project imports rules.py where it uses it
+    from dashgen.compiler.rules import AlertRule, RecordingRule
+
 RENDERED = "rendered"
 # rendered/preview/ holds `dashgen preview`'s PNGs: drawn from a backfilled run, not by build, so
 # build leaves the folder alone and check does not compare it (see tree_writer.UNMANAGED).
@@ -46,6 +50,8 @@ class Rendered:
     dashboards: list[tuple[str, Dashboard]] = field(default_factory=list)  # (module path, definition)
     alerts: list = field(default_factory=list)  # (module path, Alert, expanded expr)
     catalog: Catalog | None = None  # what the queries were checked against, recordings included
+    recording_rules: list[RecordingRule] = field(default_factory=list)  # as rendered: a preview evaluates them
+    alert_rules: list[AlertRule] = field(default_factory=list)
 
 
 def render_project(root: Path, config: Config) -> Rendered:
@@ -58,6 +64,7 @@ def render_project(root: Path, config: Config) -> Rendered:
     rules = render_rules(root, config, project_catalog(root), alert_modules)
     out.files.update(rules.files)
     out.alerts = rules.alerts
+    out.recording_rules, out.alert_rules = rules.recording_rules, rules.alert_rules
     alerts_by_name = {alert.name: alert for _, alert, _ in rules.alerts}
     # Panels may query recorded series, so they are checked against the catalog plus the recordings.
     catalog: Catalog = rules.catalog

@@ -41,7 +41,7 @@ def installed(tmp_path_factory) -> Path:
     work = tmp_path_factory.mktemp("wheel")
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "--no-index",
                     "-w", str(work / "dist"), str(REPO)], check=True, capture_output=True)
-    wheel, = (work / "dist").glob("dashgen-*.whl")
+    wheel, = (work / "dist").glob("dashgen_rl-*.whl")
     target = work / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target",
                     str(target), str(wheel)], check=True, capture_output=True)

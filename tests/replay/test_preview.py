@@ -96,3 +96,86 @@ def test_heatmaps_stats_and_collapsed_rows_are_drawn_as_grafana_shows_them(tmp_p
     png = tmp_path / "gpus.png"
     draw_dashboard(model, results, {}, PreviewRun(run_, 0.0, 600.0, 60.0), png)
     assert png.read_bytes().startswith(PNG_SIGNATURE)
+
+
+@pytest.mark.live
+def test_the_preview_shows_the_alerts_the_backtest_reports():
+    """The sample run diverges at step 75: the preview's firing-alerts stat and annotation read the
+    ALERTS series its rules wrote, which begin where the backtest's firing intervals begin."""
+    import json
+
+    from dashgen.compiler.build import render_project
+    from dashgen.config import duration_seconds, load_config
+    from dashgen.project_metrics import project_catalog
+    from dashgen.replay.backfill import Timing
+    from dashgen.replay.backtest import backtest
+    from dashgen.replay.preview import preview_data
+    from dashgen.replay.preview.query import backfilled
+
+    config = load_config(None, REPO)
+    rendered = render_project(REPO, config)
+    catalog = project_catalog(REPO)
+    timing = Timing(start=1735689600.0, scrape_interval=duration_seconds(config.scrape_interval))
+    fired = {alert.alertname: alert.firing[0] for alert in backtest([SAMPLE], REPO, config, timing)[0].alerts
+             if alert.firing}
+    assert "VerlTrainingDivergence" in fired and fired["VerlTrainingDivergence"].start_step >= 75
+    model = json.loads(rendered.files["dashboards/verl-training.json"])
+    with backfilled(SAMPLE, config, catalog, timing, rendered.recording_rules, rendered.alert_rules) as (server, run):
+        results, events = preview_data(server, model, run, catalog, timing.scrape_interval, "verl_training.py")
+        grid_start = run.start // timing.scrape_interval * timing.scrape_interval  # evaluations fall on the grid
+        alerts = server.api("query_range", query='ALERTS{alertstate="firing"}', start=f"{grid_start}",
+                            end=f"{run.end}", step=f"{timing.scrape_interval:g}")["result"]
+    first_sample = {series["metric"]["alertname"]: float(series["values"][0][0]) for series in alerts}
+    assert first_sample == {name: firing.start for name, firing in fired.items()}
+    stat = next(result for result in results.values() if result.title == "Firing alerts")
+    counted = dict(zip(stat.series[0].times, stat.series[0].values))
+    divergence = fired["VerlTrainingDivergence"].start
+    assert max(counted.values()) == len(fired)
+    assert all(count == 0 for at, count in counted.items() if at < min(f.start for f in fired.values()))
+    assert counted[min(at for at in counted if at >= divergence)] >= 1
+    # One annotation mark where each alert began (not one per evaluation).
+    assert sorted(events["Firing alerts"]) == sorted(
+        min(at for at in stat.series[0].times if at >= firing.start) for firing in fired.values())
+
+
+def _validating_run(path: Path, core: bool) -> Path:
+    """30 one-minute steps validating at steps 5, 15 and 25 (val-aux only, unless `core`)."""
+    import json
+
+    lines = []
+    for step in range(1, 31):
+        data = {"training/global_step": step, "actor/ppo_kl": 0.01, "timing_s/step": 60.0}
+        if step % 10 == 5:
+            data.update({"val-aux/aime/reward/mean@30": -0.5 - step / 100, "val-aux/aime/reward/best@4/std": 0.1})
+            if core:
+                data["val-core/aime/reward/mean@32"] = -0.4 - step / 100
+        lines.append(json.dumps({"step": step, "data": data}))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.live
+@pytest.mark.parametrize("core", [False, True])
+def test_validation_panels_read_val_aux_when_a_run_logs_no_val_core(tmp_path: Path, core: bool):
+    import json
+
+    from dashgen.compiler.build import render_project
+    from dashgen.config import load_config
+    from dashgen.project_metrics import project_catalog
+    from dashgen.replay.backfill import Timing
+    from dashgen.replay.preview import preview_data
+    from dashgen.replay.preview.query import backfilled
+
+    config = load_config(None, REPO)
+    model = json.loads(render_project(REPO, config).files["dashboards/verl-training.json"])
+    catalog = project_catalog(REPO)
+    timing = Timing(start=1735689600.0, scrape_interval=15.0)
+    path = _validating_run(tmp_path / "run.jsonl", core)
+    with backfilled(path, config, catalog, timing) as (server, run):
+        results, _ = preview_data(server, model, run, catalog, timing.scrape_interval, "verl_training.py")
+    by_title = {result.title: result for result in results.values()}
+    for title in ("Latest validation score", "Validation score"):
+        shown = {series.labels["metric"] for series in by_title[title].series if series.values}
+        assert shown == ({"mean@32"} if core else {"mean@30"}), title  # val-aux's means only without val-core
+        last = by_title[title].series[0].values[-1]
+        assert last == pytest.approx(-0.65 if core else -0.75)

@@ -25,18 +25,19 @@ from pathlib import Path
 from typing import Callable
 
 from dashgen.compiler.promql import metrics_in
-from dashgen.compiler.rules import AlertRule
+from dashgen.compiler.rules import AlertRule, RecordingRule
 from dashgen.config import Config
 from dashgen.promtool import find_binary
-from dashgen.replay.backfill import Timing, check_unique_runs, read_run, run_labels, series_names, write_openmetrics
+from dashgen.replay.backfill import (RecordedRun, Timing, check_unique_runs, read_run, run_labels, series_names,
+                                     write_openmetrics)
 from dashgen.replay.backtest.blocks import BlockParts
-from dashgen.replay.backtest.evaluation import RunOutcome, evaluate_alert
+from dashgen.replay.backtest.evaluation import AlertOutcome, RunOutcome, evaluate_alert
 from dashgen.replay.backtest.recordings import fill_recordings, recorded_openmetrics
 from dashgen.replay.backtest.rule_files import read_rule_files
 from dashgen.replay.backtest.server import SERVER_ARGS, query_pool, serve_tsdb
 from dashgen.replay.prometheus_server import PrometheusServer
 
-__all__ = ["SERVER_ARGS", "backtest", "recorded_openmetrics", "serve_tsdb"]
+__all__ = ["SERVER_ARGS", "backtest", "evaluate_rules", "recorded_openmetrics", "serve_tsdb"]
 
 
 def backtest(paths: list[Path], root: Path, config: Config, timing: Timing,
@@ -67,38 +68,70 @@ def backtest(paths: list[Path], root: Path, config: Config, timing: Timing,
             say(f"{run.path}: {note}")
     with tempfile.TemporaryDirectory(prefix="dashgen-backtest-") as tmp:
         workdir = Path(tmp)
-        tsdb, parts = workdir / "tsdb", workdir / "parts"
-        with BlockParts(parts, tsdb, "runs") as blocks:
+        with BlockParts(workdir / "parts", workdir / "tsdb", "runs") as blocks:
             write_openmetrics(runs, blocks, timing.scrape_interval, only=selected)
-        # Alerts that read no recording are evaluated on the first Prometheus, beside the recordings.
-        recorded = {rule.record for rule in recordings}
-        early = [index for index, alert in enumerate(alerts) if not _reads(alert) & recorded]
-        evaluations: dict[int, Future] = {}  # alert's index -> its outcomes on each run
-
-        def evaluate_early(server: PrometheusServer, pool: ThreadPoolExecutor) -> None:
-            evaluations.update({index: pool.submit(evaluate_alert, server, alerts[index], runs) for index in early})
-
-        # Recordings that produced samples (GPU ones cannot: no GPU series).
-        recorded_names = fill_recordings(workdir, parts, recordings, runs, evaluate_early)
-        late = [index for index in range(len(alerts)) if index not in evaluations]
-        if late:
-            with serve_tsdb(workdir) as server, query_pool() as pool:
-                evaluations.update({index: pool.submit(evaluate_alert, server, alerts[index], runs) for index in late})
-        per_alert = [evaluations[index].result() for index in range(len(alerts))]
+        per_alert, recorded_names = evaluate_rules(workdir, recordings, alerts, runs)
         available = series_names(runs) | recorded_names
+    signals = [tuple(sorted(raw_reads(_reads(alert), recordings))) for alert in alerts]
     outcomes = []
     for index, run in enumerate(runs):
         results = []
-        for alert, per_run in zip(alerts, per_alert):
+        for alert, per_run, read in zip(alerts, per_alert, signals):
             alert_outcomes = per_run[index]
             if not metrics_in(alert.expr) & available:
                 alert_outcomes[0].note = (f"needs {', '.join(sorted(metrics_in(alert.expr)))}, which "
                                           f"verl's step log does not hold: it cannot fire in a backtest")
+            for outcome in alert_outcomes:
+                outcome.signals = read
             results.extend(alert_outcomes)
         outcomes.append(RunOutcome(run, results))
     return outcomes
 
 
+def evaluate_rules(workdir: Path, recordings: list[RecordingRule], alerts: list[AlertRule],
+                   runs: list[RecordedRun]) -> tuple[list[list[list[AlertOutcome]]], set[str]]:
+    """With the runs' blocks in workdir/tsdb: fill the recordings there, then evaluate every alert.
+
+    Returns each alert's outcomes on each run (in the alerts' order, then the runs'), and the
+    recordings that produced samples. A preview uses it too, to draw the alerts a backtest reports."""
+    # Alerts that read no recording are evaluated on the first Prometheus, beside the recordings.
+    recorded = {rule.record for rule in recordings}
+    early = [index for index, alert in enumerate(alerts) if not _reads(alert) & recorded]
+    evaluations: dict[int, Future] = {}  # alert's index -> its outcomes on each run
+
+    def evaluate_early(server: PrometheusServer, pool: ThreadPoolExecutor) -> None:
+        evaluations.update({index: pool.submit(evaluate_alert, server, alerts[index], runs) for index in early})
+
+    # Recordings that produced samples (GPU ones cannot: no GPU series).
+    recorded_names = fill_recordings(workdir, workdir / "parts", recordings, runs, evaluate_early)
+    late = [index for index in range(len(alerts)) if index not in evaluations]
+    if late:
+        with serve_tsdb(workdir) as server, query_pool() as pool:
+            evaluations.update({index: pool.submit(evaluate_alert, server, alerts[index], runs) for index in late})
+    return [evaluations[index].result() for index in range(len(alerts))], recorded_names
+
+
 def _reads(alert: AlertRule) -> set[str]:
     """The series an alert's queries select (its condition and sustain, or its expression)."""
     return set().union(*(metrics_in(expr) for expr in (alert.expr, alert.condition, alert.sustain) if expr))
+
+
+def raw_reads(names: set[str], recordings: list[RecordingRule]) -> set[str]:
+    """The series `names` read, with each recording replaced by what it reads, to the raw series;
+    the alerts' own ALERTS series left out."""
+    reads_of: dict[str, set[str]] = {}
+    for rule in recordings:
+        reads_of.setdefault(rule.record, set()).update(metrics_in(rule.expr))
+    raw: set[str] = set()
+    seen: set[str] = set()
+    pending = list(names)
+    while pending:
+        name = pending.pop()
+        if name in seen or name == "ALERTS":
+            continue
+        seen.add(name)
+        if name in reads_of:
+            pending.extend(reads_of[name])
+        else:
+            raw.add(name)
+    return raw

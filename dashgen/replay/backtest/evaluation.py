@@ -41,6 +41,7 @@ class AlertOutcome:
     labels: dict[str, str]
     firing: list[Firing] = field(default_factory=list)
     note: str = ""  # why the alert cannot fire in a backtest, if it cannot
+    signals: tuple[str, ...] = ()  # the run's series it reads, through its recordings (what a plot draws)
 
 
 @record(frozen=False)

@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dashgen.errors import BuildError
 from dashgen.model import GRID_COLUMNS
+from dashgen.replay.matplotlib_check import require_matplotlib
 from dashgen.replay.preview.query import PanelResult, PreviewRun, Series
 from dashgen.replay.preview.units import format_value
 
@@ -36,13 +36,6 @@ LEGEND_COLUMN_PX, LEGEND_CHAR_PX = 240, 4.6
 PANEL_FACE, PANEL_EDGE, TEXT, MUTED = "#F7F8FA", "#D8D9DA", "#24292E", "#8E8E8E"
 
 
-def require_matplotlib() -> None:
-    import importlib.util
-
-    if importlib.util.find_spec("matplotlib") is None:
-        raise BuildError("dashgen preview needs matplotlib; install it with: pip install 'dashgen[plot]'")
-
-
 def _colour(name: str) -> str:
     return NAMED_COLOURS.get(name, name)
 
@@ -51,7 +44,7 @@ def draw_dashboard(model: dict[str, Any], results: dict[int, PanelResult], event
                    preview: PreviewRun, path: Path, stamp: str = "") -> None:
     """Draw the dashboard `model` (rendered JSON) with the query `results` into the PNG at `path`;
     `stamp` (the JSON's digest, see stamp.py) is written into it."""
-    require_matplotlib()
+    require_matplotlib("dashgen preview")
     import matplotlib
 
     matplotlib.use("Agg")

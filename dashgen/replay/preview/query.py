@@ -2,9 +2,11 @@
 
 The run goes through the same path as a backtest (dashgen/replay/backtest/engine.py): read and placed
 on the clock by dashgen/replay/backfill.py, written as the exporter's scrapes, turned into blocks by
-promtool and served by a query-only Prometheus. Every panel's queries are then evaluated as
-Grafana would over the whole run: a range query per target, the run's labels in the template
-variables, `$__rate_interval` from the scrape interval.
+promtool and served by a query-only Prometheus. The project's rules are evaluated over the run
+first, as the backtest evaluates them, and the alerts that fired are written as Prometheus'
+`ALERTS` series, so the firing-alerts panel and annotation show them. Every panel's queries are
+then evaluated as Grafana would over the whole run: a range query per target, the run's labels
+in the template variables, `$__rate_interval` from the scrape interval.
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ from dashgen.config import Config
 from dashgen.promtool import find_binary
 from dashgen.records import record
 from dashgen.replay.backfill import RecordedRun, Timing, create_blocks, read_run, run_labels, write_openmetrics
-from dashgen.replay.backtest.engine import serve_tsdb
+from dashgen.compiler.rules import AlertRule, RecordingRule
+from dashgen.replay.backtest.alert_series import alerts_openmetrics
+from dashgen.replay.backtest.engine import evaluate_rules, serve_tsdb
 from dashgen.replay.backtest.evaluation import query_range
 from dashgen.replay.prometheus_server import PrometheusServer
 
@@ -61,9 +65,12 @@ class PreviewRun:
 
 
 @contextmanager
-def backfilled(path: Path, config: Config, catalog: Catalog, timing: Timing) -> Iterator[tuple[PrometheusServer,
-                                                                                                PreviewRun]]:
-    """A query-only Prometheus holding the run at `path`; removed when the block ends."""
+def backfilled(path: Path, config: Config, catalog: Catalog, timing: Timing, recordings: list[RecordingRule] = (),
+               alerts: list[AlertRule] = ()) -> Iterator[tuple[PrometheusServer, PreviewRun]]:
+    """A query-only Prometheus holding the run at `path`; removed when the block ends.
+
+    The rules are evaluated over the run as a backtest does (`evaluate_rules`): the recordings'
+    results and the `ALERTS` series of the alerts that fired are in the TSDB beside the run's."""
     find_binary("promtool")
     find_binary("prometheus")
     run = read_run(path, run_labels(path, config.verl_job), timing, catalog=catalog)
@@ -76,6 +83,12 @@ def backfilled(path: Path, config: Config, catalog: Catalog, timing: Timing) -> 
         with open(scraped, "w") as handle:
             write_openmetrics([run], handle, timing.scrape_interval)
         create_blocks(scraped, workdir / "tsdb", run.end - run.times[0])
+        if recordings or alerts:
+            per_alert, _ = evaluate_rules(workdir, list(recordings), list(alerts), [run])
+            fired = alerts_openmetrics(list(alerts), per_alert, [run], timing.scrape_interval)
+            if fired:
+                (workdir / "alerts.om").write_text(fired)
+                create_blocks(workdir / "alerts.om", workdir / "tsdb", run.end - run.times[0])
         # A scrape marks a series stale once a step stops logging it (testing, save_checkpoint);
         # blocks cannot, so the lookback is cut to two scrapes to show the same gaps.
         lookback = f"--query.lookback-delta={2 * timing.scrape_interval:g}s"
