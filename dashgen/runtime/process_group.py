@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 _PR_SET_PDEATHSIG = 1
 
@@ -64,6 +65,32 @@ def signal_group(process: subprocess.Popen, sig: int) -> None:
         os.killpg(process.pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def group_has_others(process: subprocess.Popen) -> bool:
+    """Whether a live process other than the (exited, unreaped) leader is still in its group.
+
+    On Linux from /proc (zombies do not count); elsewhere whether the group can be signalled."""
+    if process.returncode is not None:
+        return False
+    proc = Path("/proc")
+    if not (proc / "self" / "stat").exists():
+        try:
+            os.killpg(process.pid, 0)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
+    for entry in proc.iterdir():
+        if not entry.name.isdigit() or int(entry.name) == process.pid:
+            continue
+        try:
+            # Fields after the command name: [0] state, [1] parent PID, [2] process group.
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # ended while we looked
+        if fields[2] == str(process.pid) and fields[0] != "Z":
+            return True
+    return False
 
 
 def wait_for_exit(process: subprocess.Popen, timeout: float, interval: float = 0.02) -> bool:
