@@ -64,12 +64,13 @@ class RunState:
         """Take a skipped line's values only: the newest training step before a line that has none."""
         with self._lock:
             self.version += 1
-            self._values = self._mapper.step_values(step, data, self._values)
+            self._values = self._mapper.step_values(step, data, self._values, counting=False)  # skip() counted it
 
     def skip(self, step: int, data: dict) -> None:
         """Count a step whose values a newer step already replaces (catching up on a long log)."""
         with self._lock:
             self.version += 1
+            self._mapper.count(data)  # its keys not exported count as if it had been served
             self._count(step, data)
 
     def resume(self, tail: TailStart) -> None:
