@@ -8,42 +8,19 @@ group's id, cannot be reused until it is reaped, so a signal never reaches a str
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent_hook():
-    """A preexec_fn that makes the child get SIGKILL when its parent dies (Linux' PR_SET_PDEATHSIG).
-
-    prctl is looked up before the fork: the hook then only calls it, which is safe in a child
-    forked from a threaded parent (no allocation, no lock)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    parent = os.getpid()
-
-    def hook() -> None:
-        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() != parent:  # the parent died before prctl took effect
-            os._exit(1)
-
-    return hook
+from dashgen.parent_death import die_with_parent_hook
 
 
 def start_group(argv: list[str], die_with_parent: bool = False, **popen_options) -> subprocess.Popen:
     """Start `argv` as the leader of a new process group (and session, so a terminal's Ctrl-C
     reaches it only through us); with `die_with_parent`, it is killed if this process dies."""
-    hook = _die_with_parent_hook() if die_with_parent else None
+    hook = die_with_parent_hook() if die_with_parent else None
     return subprocess.Popen(argv, start_new_session=True, preexec_fn=hook, **popen_options)
 
 

@@ -10,7 +10,6 @@ variables, `$__rate_interval` from the scrape interval.
 from __future__ import annotations
 
 import re
-import tempfile
 from contextlib import contextmanager
 from dataclasses import field
 from pathlib import Path
@@ -26,6 +25,7 @@ from dashgen.replay.backfill import RecordedRun, Timing, create_blocks, read_run
 from dashgen.replay.backtest.engine import serve_tsdb
 from dashgen.replay.backtest.evaluation import query_range
 from dashgen.replay.prometheus_server import PrometheusServer
+from dashgen.replay.work_dir import work_dir
 
 # About as many points as a 1000-pixel-wide Grafana panel asks for.
 POINTS_PER_PANEL = 300
@@ -70,8 +70,8 @@ def backfilled(path: Path, config: Config, catalog: Catalog, timing: Timing) -> 
     start, end = run.times[0] - timing.scrape_interval, run.served_until
     step = max(timing.scrape_interval, round((end - start) / POINTS_PER_PANEL / timing.scrape_interval)
                * timing.scrape_interval)
-    with tempfile.TemporaryDirectory(prefix="dashgen-preview-") as tmp:
-        workdir = Path(tmp)
+    with work_dir("preview") as tmp:
+        workdir = tmp
         scraped = workdir / "run.om"
         with open(scraped, "w") as handle:
             write_openmetrics([run], handle, timing.scrape_interval)
