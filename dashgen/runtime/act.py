@@ -17,7 +17,8 @@ It never acts on a resolved alert nor on one whose project/experiment is not the
 acts once per alert occurrence (alert, run, fingerprint, startsAt), also across restarts: the audit
 log remembers what was done. A stop is idempotent: a process it has signalled is not signalled
 again (two alerts set to stop, a re-notified one), since a trainer or supervisor may take a second
-SIGTERM as "kill now" and cut a checkpoint's save short. With --dry-run every action is only recorded as what it would do.
+SIGTERM as "kill now" and cut a checkpoint's save short. With --dry-run every action is only
+recorded as what it would do.
 """
 
 from __future__ import annotations

@@ -124,6 +124,8 @@ class StepMapper:
             self._owner[metric.name] = "the catalog"
         self._unknown_names = 0
         self._remembered_unknown = 0
+        # Keys known to count nothing (exported, remembered), so count() skips a step of only those.
+        self._uncounted: set[str] = set()
 
     def _mapping(self, key: str) -> tuple[str, float, int] | str | None:
         """(name, scale, rank); None: not exported; a str: the name, owned by another key."""
@@ -180,8 +182,13 @@ class StepMapper:
 
     def count(self, data: dict) -> None:
         """Count the keys of a step that are not exported, as map() would, without mapping the others."""
+        if self._uncounted.issuperset(data):
+            return  # the usual step: the keys of the steps before
         for _ in self._exported(data):
             pass
+        if len(self._uncounted) < MAX_REMEMBERED_KEYS:  # remembered mappings never change
+            self._uncounted.update(key for key in data
+                                   if key in self._by_key and not isinstance(self._by_key[key], str))
 
     def map(self, data: dict, counting: bool = True) -> dict[str, float]:
         values: dict[str, float] = {}
