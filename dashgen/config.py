@@ -173,8 +173,17 @@ Address = Annotated[str, HostPort()]
 # Kubernetes names and labels (DNS-1123 label; label key and value syntax of the API reference).
 DnsLabel = Annotated[str, Matches(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", "monitoring (a DNS-1123 label: up to 63 of "
                                                                         "a-z 0-9 -, starting and ending alphanumeric)")]
-LabelKey = Annotated[str, Matches(r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-                                  r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?", "app.kubernetes.io/name")]
+# A label or annotation key: an optional DNS-1123 subdomain prefix of at most 253 characters and
+# '/', then a name of at most 63.
+LabelKey = Annotated[str, Matches(r"((?=[^/]{1,253}/)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                                  r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?",
+                                  "app.kubernetes.io/name (an optional prefix of up to 253 of a-z 0-9 - . and '/', "
+                                  "then up to 63 of A-Z a-z 0-9 - _ ., starting and ending alphanumeric)")]
+# A container port's name (IANA_SVC_NAME): up to 15 of a-z 0-9 -, at least one letter, no '-' at
+# either end nor two in a row.
+PortName = Annotated[str, Matches(r"(?=.{1,15}$)(?=.*[a-z])[a-z0-9]+(-[a-z0-9]+)*",
+                                  "metrics (a port name: up to 15 of a-z 0-9 -, with a letter, no '-' at either "
+                                  "end nor '--')")]
 LabelValue = Annotated[str, Matches(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?", "kube-prometheus-stack")]
 
 
@@ -334,12 +343,12 @@ class Config:
     kubernetes_exporter_monitor: Literal["PodMonitor", "ServiceMonitor"] = "PodMonitor"
     kubernetes_exporter_selector: dict[LabelKey, LabelValue] = field(
         default_factory=lambda: {"app.kubernetes.io/name": "dashgen-exporter"})
-    kubernetes_exporter_port: DnsLabel = "metrics"
+    kubernetes_exporter_port: PortName = "metrics"
     # A PodMonitor for KubeRay's head and worker pods (label ray.io/is-ray-node: "yes", port
     # `metrics`), their job label set to ray_job. Off: Ray's metrics come from monitors of your own,
     # and ray_job must then be the job label those give them.
     kubernetes_ray_monitor: bool = True
-    kubernetes_ray_port: DnsLabel = "metrics"
+    kubernetes_ray_port: PortName = "metrics"
     # The `page` and `channel` receivers of the AlertmanagerConfig, in the Operator's syntax, secrets
     # as Secret references: {"slackConfigs": [{"apiURL": {"name": "slack", "key": "url"},
     # "channel": "#verl"}]}. Empty: a receiver that delivers nothing.

@@ -10,6 +10,7 @@ import tempfile
 from typing import Sequence
 
 from dashgen.errors import BuildError
+from dashgen.parent_death import die_with_parent_hook
 
 # The Debian package of each binary; Debian installs Alertmanager's server as prometheus-alertmanager.
 _PACKAGE = {"amtool": "prometheus-alertmanager", "alertmanager": "prometheus-alertmanager",
@@ -55,7 +56,7 @@ def run_tool(name: str, args: Sequence[str], cwd: str | None = None,
     with tempfile.TemporaryDirectory(prefix=f"dashgen-{name}-") as tmp:
         try:
             return subprocess.run([binary, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                                  check=False, env={**os.environ, "TMPDIR": tmp})
+                                  check=False, env={**os.environ, "TMPDIR": tmp}, preexec_fn=die_with_parent_hook())
         except OSError as exc:
             raise BuildError(f"cannot run {name} ({binary}): {exc.strerror or exc}") from None
         except subprocess.TimeoutExpired:

@@ -161,13 +161,16 @@ def test(root: Path, config_path: Path | None, keep_generated: Path | None, modu
     from dashgen.promtool import run_tool
 
     config = load_config(config_path, root)
+    if keep_generated is not None:
+        _writable_folder("--keep-generated", keep_generated)
     rendered = render_project(root, config)
     fixtures = sorted((root / "tests" / "rules").glob("*.yaml"))
     # An alert is tested if any fixture tests it, whichever module's tests run.
     tested = alerts_tested_by_fixtures(fixtures)
     alerts = rendered.alerts
     if modules:
-        alerts, fixtures = _tests_of_modules(modules, alerts, fixtures)
+        rule_modules = [Path(rel).stem for rel in rendered.files if rel.startswith("rules/")]
+        alerts, fixtures = _tests_of_modules(modules, rule_modules, alerts, fixtures)
     untested = [(module, alert.name) for module, alert, _ in alerts
                 if alert.condition is None and alert.name not in tested and not alert.untested.strip()]
     failed = False
@@ -175,7 +178,11 @@ def test(root: Path, config_path: Path | None, keep_generated: Path | None, modu
         rule_files = {rel: content for rel, content in rendered.files.items() if rel.startswith("rules/")}
         generated = write_generated_tests(Path(tmp), rule_files, alerts, rendered.catalog, config)
         if keep_generated is not None:
-            shutil.copytree(tmp, keep_generated, dirs_exist_ok=True)
+            try:
+                shutil.copytree(tmp, keep_generated, dirs_exist_ok=True)
+            except OSError as exc:  # shutil.Error (several files) is an OSError too
+                raise BuildError(f"--keep-generated {keep_generated}: cannot write the generated tests there: "
+                                 f"{exc.strerror or exc}") from None
         if fixtures or generated:
             rules = run_tool("promtool", ["test", "rules", *map(str, fixtures), *map(str, generated)])
             _show(rules.stdout, rules.stderr)
@@ -193,11 +200,22 @@ def test(root: Path, config_path: Path | None, keep_generated: Path | None, modu
     sys.exit(1 if failed or untested or not routes_passed else 0)
 
 
-def _tests_of_modules(modules: tuple[str, ...], alerts: list, fixtures: list[Path]) -> tuple[list, list[Path]]:
-    """The alerts of the named alert modules, and their fixtures (tests/rules/MODULE-test*.yaml)."""
+def _writable_folder(option: str, folder: Path) -> None:
+    """Create `folder` (and its parents); BuildError naming `option` if it cannot be."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BuildError(f"{option} {folder}: cannot create that folder: {exc.strerror or exc}; give a folder "
+                         f"you can write to") from None
+
+
+def _tests_of_modules(modules: tuple[str, ...], rule_modules: list[str], alerts: list,
+                      fixtures: list[Path]) -> tuple[list, list[Path]]:
+    """The alerts of the named alert modules, and their fixtures (tests/rules/MODULE-test*.yaml);
+    `rule_modules` names every module of alerts/, with alerts or only recordings."""
     from dashgen.errors import get_close_matches
 
-    known = sorted({Path(module).stem for module, _, _ in alerts})
+    known = sorted({*rule_modules, *(Path(module).stem for module, _, _ in alerts)})
     wanted = {Path(name).stem for name in modules}  # `team` or `alerts/team.py`
     for name in sorted(wanted - set(known)):
         close = get_close_matches(name, known)
@@ -241,11 +259,14 @@ def config_(root: Path, config_path: Path | None, describe: bool) -> None:
 
 
 @click.command()
-@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
-def init(directory: Path) -> None:
+@click.argument("name", metavar="DIRECTORY")
+def init(name: str) -> None:
     """Create a team project in DIRECTORY that builds on dashgen's verl dashboards and alerts."""
     from dashgen.compiler.scaffold import init_project
 
+    if not name.strip():
+        raise BuildError(f"dashgen init {name!r}: give the project's folder, e.g. dashgen init verl-monitoring")
+    directory = Path(name)
     written = init_project(directory)
     click.echo(f"created {len(written)} files in {directory}:\n  " + "\n  ".join(written))
     click.echo(f"next: cd {directory} && dashgen build && dashgen check   (make test also runs the rule tests)")

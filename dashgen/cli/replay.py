@@ -130,12 +130,11 @@ def backfill(run_path: Path, tsdb_dir: Path, start: str | None, scrape_interval:
              experiment: str | None, instance: str | None, unknown_keys: bool, root: Path,
              config_path: Path | None) -> None:
     """Turn a recorded verl run into Prometheus blocks, as if `dashgen export` had been scraped."""
-    import tempfile
-
     from dashgen.project_metrics import project_catalog
     from dashgen.promtool import find_binary
     from dashgen.replay.backfill import create_blocks, read_run, run_labels, write_openmetrics
     from dashgen.replay.backtest import iso_time
+    from dashgen.replay.work_dir import work_dir
 
     config = load_config(config_path, root)
     timing = _timing(start, scrape_interval, default_step_time, run_end, hold, config)
@@ -152,8 +151,8 @@ def backfill(run_path: Path, tsdb_dir: Path, start: str | None, scrape_interval:
         raise BuildError(f"--tsdb {tsdb_dir}: cannot create the folder: {exc.strerror or exc}") from None
     for note in run.notes:
         click.echo(f"dashgen backfill: {run_path}: {note}", err=True)
-    with tempfile.TemporaryDirectory(prefix="dashgen-backfill-") as tmp:
-        scraped = Path(tmp) / "run.om"
+    with work_dir("backfill") as tmp:
+        scraped = tmp / "run.om"
         with open(scraped, "w") as handle:
             samples = write_openmetrics([run], handle, timing.scrape_interval)
         create_blocks(scraped, tsdb_dir, run.end - run.times[0])
@@ -234,6 +233,7 @@ def preview(run_path: Path | None, out_dir: Path | None, allow_empty: bool, star
     from dashgen.replay.backfill import Timing
     from dashgen.replay.matplotlib_check import require_matplotlib
     from dashgen.replay.preview import draw_dashboard, preview_data
+    from dashgen.replay.preview.partials import partial_path, remove_abandoned_partials
     from dashgen.replay.preview.query import backfilled
     from dashgen.replay.preview.stamp import dashboard_digest
 
@@ -250,24 +250,32 @@ def preview(run_path: Path | None, out_dir: Path | None, allow_empty: bool, star
     catalog = project_catalog(root)
     empty: list[str] = []
     rules = (rendered.recording_rules, rendered.alert_rules)
-    with backfilled(run_path, config, catalog, timing, *rules) as (server, run):
-        for module, dashboard in rendered.dashboards:
-            model = json.loads(rendered.files[f"dashboards/{dashboard.uid}.json"])
-            results, events = preview_data(server, model, run, catalog, scrape_interval, module)
-            out_dir.mkdir(parents=True, exist_ok=True)
-            path = out_dir / f"{dashboard.uid}.png"
-            partial = out_dir / f".{dashboard.uid}.png.partial"
-            draw_dashboard(model, results, events, run, partial,
-                           dashboard_digest(rendered.files[f"dashboards/{dashboard.uid}.json"]))
+    drawn: list[tuple[Path, Path, str]] = []  # (partial, final path, what to say)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    remove_abandoned_partials(out_dir)
+    try:
+        with backfilled(run_path, config, catalog, timing, *rules) as (server, run):
+            for module, dashboard in rendered.dashboards:
+                model = json.loads(rendered.files[f"dashboards/{dashboard.uid}.json"])
+                results, events = preview_data(server, model, run, catalog, scrape_interval, module)
+                path = out_dir / f"{dashboard.uid}.png"
+                drawn.append((partial_path(path), path, f"{sum(r.has_data for r in results.values())} of "
+                                                          f"{len(results)} panels with data"))
+                draw_dashboard(model, results, events, run, drawn[-1][0],
+                               dashboard_digest(rendered.files[f"dashboards/{dashboard.uid}.json"]))
+                titles = {panel["id"]: panel["title"] for panel in _all_panels(model)}
+                empty += [f"{dashboard.uid}: {titles[panel_id]!r}" for panel_id, result in results.items()
+                          if result.reads_verl and not result.has_data]
+        if empty and not allow_empty:
+            raise BuildError(f"{run_path}: panels reading verl's series have no data (a key the run does not log, or "
+                             f"a query that selects nothing; --allow-empty draws them anyway); no preview in "
+                             f"{out_dir} was replaced:\n  " + "\n  ".join(empty))
+        for partial, path, said in drawn:  # only once every dashboard is drawn and good
             os.replace(partial, path)
-            titles = {panel["id"]: panel["title"] for panel in _all_panels(model)}
-            empty += [f"{dashboard.uid}: {titles[panel_id]!r}" for panel_id, result in results.items()
-                      if result.reads_verl and not result.has_data]
-            drawn = sum(result.has_data for result in results.values())
-            click.echo(f"{path}: {drawn} of {len(results)} panels with data")
-    if empty and not allow_empty:
-        raise BuildError(f"{run_path}: panels reading verl's series have no data (a key the run does not log, or a "
-                         f"query that selects nothing; --allow-empty draws them anyway):\n  " + "\n  ".join(empty))
+            click.echo(f"{path}: {said}")
+    finally:
+        for partial, _, _ in drawn:
+            partial.unlink(missing_ok=True)
 
 
 def _all_panels(model: dict):

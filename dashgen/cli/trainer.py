@@ -81,9 +81,10 @@ def export(jsonl: str, listen: str | None, project: str | None, experiment: str 
     """Follow verl's JSONL step log and serve its newest step on /metrics for Prometheus.
 
     Given a trainer command after `--`, run it as a child in its own process group (supervise
-    mode): SIGINT and SIGTERM are passed to the group, which gets SIGKILL after --kill-timeout or
-    a second signal; its end (finished, crashed, stopped) and exit code are published, and the
-    exporter exits with its status after the grace period.
+    mode): SIGINT and SIGTERM are passed to the group, which gets SIGKILL after --kill-timeout (a
+    repeated signal changes nothing); what the trainer leaves in its group is stopped when it
+    exits; its end (finished, crashed, stopped) and exit code are published, and the exporter
+    exits with its status after the grace period.
     """
     import threading
 

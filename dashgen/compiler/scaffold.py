@@ -7,6 +7,9 @@ so a dashgen upgrade brings their fixes; it adds its own rows, alerts and metric
 from __future__ import annotations
 
 import importlib
+import os
+import shutil
+import tempfile
 from importlib import resources
 from pathlib import Path
 
@@ -56,17 +59,94 @@ def project_files() -> dict[str, str]:
 
 
 def init_project(directory: Path) -> list[str]:
-    """Write a new project into `directory` (created if missing); refuses to overwrite anything."""
+    """Write a new project into `directory` (created if missing); refuses to overwrite anything
+    and to write through a symlink that leads out of it.
+
+    Every file is written into a staging folder inside `directory` first and moved into place
+    once all are written, so a failed write (a full disk, a size limit) leaves no half project."""
     files = project_files()
+    _refuse_unsafe_target(directory, files)
+    created = not directory.exists()
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".dashgen-init-", dir=directory))
+    except OSError as exc:
+        raise BuildError(f"{directory}: cannot create the project folder: {exc.strerror or exc}") from None
+    placed: list[Path] = []
+    made: list[Path] = []
+    try:
+        for rel, content in sorted(files.items()):
+            staged = staging / rel
+            staged.parent.mkdir(parents=True, exist_ok=True)
+            _write(staged, directory / rel, content)
+        for rel in sorted(files):
+            made += _make_parents(directory, Path(rel).parent)
+            os.rename(staging / rel, directory / rel)
+            placed.append(directory / rel)
+    except BaseException as exc:
+        for path in reversed(placed):
+            path.unlink(missing_ok=True)
+        for folder in reversed(made):
+            _remove_if_empty(folder)
+        shutil.rmtree(staging, ignore_errors=True)
+        if created:
+            _remove_if_empty(directory)
+        if isinstance(exc, OSError):
+            raise BuildError(f"{directory}: cannot write the project ({exc.strerror or exc}); nothing was "
+                             f"left behind") from None
+        raise
+    shutil.rmtree(staging, ignore_errors=True)
+    return sorted(files)
+
+
+def _refuse_unsafe_target(directory: Path, files: dict[str, str]) -> None:
+    """BuildError if `directory` or a folder on the way to a file is a symlink that does not lead
+    to a folder inside the project, or if any file is there already (a dangling link included)."""
+    if directory.is_symlink() and not directory.is_dir():
+        raise BuildError(f"{directory}: a symlink to {os.readlink(directory)}, which is not a folder; give the "
+                         f"project's folder")
+    if directory.exists() and not directory.is_dir():
+        raise BuildError(f"{directory}: not a folder; dashgen init writes a project into a new or empty folder")
+    root = directory.resolve()
+    folders = sorted({parent for rel in files for parent in Path(rel).parents if parent != Path(".")})
+    for folder in folders:
+        path = directory / folder
+        if path.is_symlink() and not (path.is_dir() and path.resolve().is_relative_to(root)):
+            raise BuildError(f"{path}: a symlink to {os.readlink(path)}, outside the project (or to nothing); "
+                             f"dashgen init does not write through it. Remove it, or init another folder")
+        if path.exists() and not path.is_dir():
+            raise BuildError(f"{path}: not a folder, where the project needs one; remove it, or init another folder")
+    for rel in sorted(files):
+        if (directory / rel).is_symlink():
+            raise BuildError(f"{directory / rel}: a symlink to {os.readlink(directory / rel)}; dashgen init does "
+                             f"not write through it. Remove it, or init another folder")
     existing = sorted(rel for rel in files if (directory / rel).exists())
     if existing:
         raise BuildError(f"{directory}: already holds {', '.join(existing)}; dashgen init writes only into "
                          f"a new or empty project folder")
-    for rel, content in sorted(files.items()):
-        path = directory / rel
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(content)
-        except OSError as exc:
-            raise BuildError(f"{path}: cannot write: {exc.strerror or exc}") from None
-    return sorted(files)
+
+
+def _write(path: Path, shown: Path, content: str) -> None:
+    try:
+        with open(path, "x") as handle:
+            handle.write(content)
+    except OSError as exc:
+        raise OSError(exc.errno, f"{shown}: {exc.strerror or exc}") from None
+
+
+def _make_parents(directory: Path, folder: Path) -> list[Path]:
+    """Create directory/folder and the folders above it that are missing; the ones it created."""
+    missing = [directory / part for part in reversed([folder, *folder.parents]) if part != Path(".")]
+    made = []
+    for path in missing:
+        if not path.is_dir():
+            path.mkdir()
+            made.append(path)
+    return made
+
+
+def _remove_if_empty(folder: Path) -> None:
+    try:
+        folder.rmdir()
+    except OSError:
+        pass

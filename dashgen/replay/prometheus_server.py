@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Sequence
 
 from dashgen.errors import BuildError
+from dashgen.parent_death import die_with_parent_hook
 from dashgen.promtool import find_binary
 
 
@@ -64,8 +65,10 @@ class PrometheusServer:
         self.storage_dir.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "wb") as log:
             try:
+                # Killed with this process (Linux), so a SIGKILLed backtest leaves no server behind.
                 self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
-                                                stdin=subprocess.DEVNULL, env=self.env)
+                                                stdin=subprocess.DEVNULL, env=self.env,
+                                                preexec_fn=die_with_parent_hook())
             except OSError as exc:
                 raise BuildError(f"cannot run {self.binary} ({command[0]}): {exc.strerror or exc}") from None
         try:

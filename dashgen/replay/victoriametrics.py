@@ -20,6 +20,7 @@ from pathlib import Path
 
 from dashgen.compiler.targets.victoriametrics import rule_files_for
 from dashgen.errors import BuildError
+from dashgen.parent_death import die_with_parent_hook
 from dashgen.promtool import find_binary
 from dashgen.replay.backfill import RecordedRun, write_openmetrics
 from dashgen.replay.prometheus_server import PrometheusServer, free_port, stop_process
@@ -101,7 +102,7 @@ def replay(server: VictoriaMetricsServer, rule_files: list[Path], start: float, 
                f"-remoteWrite.flushInterval={REMOTE_WRITE_FLUSH}", "-replay.disableProgressBar",
                f"-httpListenAddr=127.0.0.1:{free_port()}", "-loggerLevel=ERROR"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               stdin=subprocess.DEVNULL)
+                               stdin=subprocess.DEVNULL, preexec_fn=die_with_parent_hook())
     try:
         output, _ = process.communicate(timeout=timeout)
     except BaseException:

@@ -15,7 +15,10 @@ appended to the audit log (JSONL), and at most one action, as the config's `act_
 
 It never acts on a resolved alert nor on one whose project/experiment is not the guarded run, and
 acts once per alert occurrence (alert, run, fingerprint, startsAt), also across restarts: the audit
-log remembers what was done. With --dry-run every action is only recorded as what it would do.
+log remembers what was done. A stop is idempotent: a process it has signalled is not signalled
+again (two alerts set to stop, a re-notified one), since a trainer or supervisor may take a second
+SIGTERM as "kill now" and cut a checkpoint's save short. With --dry-run every action is only
+recorded as what it would do.
 """
 
 from __future__ import annotations
@@ -151,6 +154,8 @@ class Actor:
         self._lock = threading.Lock()
         # Occurrences already handled: acted on in earlier lifetimes (from the audit log), or seen now.
         self._handled = self._acted_before()
+        # Processes stopped in this lifetime, by PID and start time -> what that stop did.
+        self._stopped: dict[tuple[int, float | None], str] = {}
         try:
             open(settings.audit_log, "a").close()
         except OSError as exc:
@@ -195,7 +200,7 @@ class Actor:
     def _perform(self, action: str, alert: dict) -> str:
         settings = self.settings
         if action == "stop" and settings.pid_file is not None:
-            return stop_pid_file(settings.pid_file)
+            return stop_pid_file(settings.pid_file, self._stopped)
         if action == "stop":
             return stop_ray_job(settings.ray_dashboard_url, settings.ray_submission_id)
         return run_command(settings.command, settings.command_timeout, alert)
@@ -266,7 +271,10 @@ def pid_max() -> int:
         return PID_MAX_LIMIT
 
 
-def stop_pid_file(pid_file: Path) -> str:
+def stop_pid_file(pid_file: Path, stopped: dict[tuple[int, float | None], str] | None = None) -> str:
+    """SIGTERM to the trainer of `pid_file`, or to its supervising exporter; once per process:
+    `stopped` (process and start time -> what was done) holds the stops sent before."""
+    stopped = {} if stopped is None else stopped
     pid = read_pid(pid_file)
     started = process_start_time(pid)
     try:
@@ -277,6 +285,9 @@ def stop_pid_file(pid_file: Path) -> str:
         raise ActionFailed(f"process {pid} started after {pid_file} was written: the trainer has ended and its "
                            f"PID was reused; not signalling it")
     supervisor = supervising_exporter(pid)
+    target = (supervisor or pid, process_start_time(supervisor or pid))
+    if target in stopped:
+        return f"already stopping: {stopped[target]}; not signalled again, its kill timeout runs from the first stop"
     try:
         os.kill(supervisor or pid, signal.SIGTERM)
     except ProcessLookupError:
@@ -284,9 +295,11 @@ def stop_pid_file(pid_file: Path) -> str:
     except PermissionError:
         raise ActionFailed(f"not allowed to signal process {supervisor or pid} (from {pid_file})") from None
     if supervisor is not None:
-        return (f"sent SIGTERM to dashgen export (pid {supervisor}), which stops its trainer (pid {pid}, from "
-                f"{pid_file}) and publishes the run as stopped")
-    return f"sent SIGTERM to pid {pid} (from {pid_file})"
+        stopped[target] = (f"sent SIGTERM to dashgen export (pid {supervisor}), which stops its trainer (pid {pid}, "
+                           f"from {pid_file}) and publishes the run as stopped")
+    else:
+        stopped[target] = f"sent SIGTERM to pid {pid} (from {pid_file})"
+    return stopped[target]
 
 
 def supervising_exporter(pid: int) -> int | None:

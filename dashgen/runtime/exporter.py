@@ -64,12 +64,13 @@ class RunState:
         """Take a skipped line's values only: the newest training step before a line that has none."""
         with self._lock:
             self.version += 1
-            self._values = self._mapper.step_values(step, data, self._values)
+            self._values = self._mapper.step_values(step, data, self._values, counting=False)  # skip() counted it
 
     def skip(self, step: int, data: dict) -> None:
         """Count a step whose values a newer step already replaces (catching up on a long log)."""
         with self._lock:
             self.version += 1
+            self._mapper.count(data)  # its keys not exported count as if it had been served
             self._count(step, data)
 
     def resume(self, tail: TailStart) -> None:
@@ -79,9 +80,10 @@ class RunState:
             self.history_pending = True
             if tail.newest is not None:
                 step, data = tail.newest
-                trained = (self._mapper.step_values(*tail.newest_training, None)
+                # Their keys not exported are counted with the rest of the history (add_history).
+                trained = (self._mapper.step_values(*tail.newest_training, None, counting=False)
                            if tail.newest_training is not None else None)
-                self._values = self._mapper.step_values(step, data, trained)
+                self._values = self._mapper.step_values(step, data, trained, counting=False)
                 self.last_step_time = time.time()
                 self.last_step = step
                 self._reach(step)
@@ -96,6 +98,7 @@ class RunState:
             self.parse_errors_total += counts.parse_errors
             self.dropped_lines_total += counts.dropped_lines
             self._mapper.counts.dropped_keys += counts.dropped_keys
+            self._mapper.counts.key_collisions += counts.key_collisions
             if counts.highest_step is not None:
                 self._reach(counts.highest_step)
             self.history_pending = False

@@ -53,9 +53,15 @@ class LogFollower:
 
     def poll(self) -> int:
         """Read whatever is new; returns the number of complete lines handled."""
-        self._reopen_if_changed()
-        if self._file is None:
-            return 0
+        handled = self._reopen_if_changed()
+        if self._file is not None:
+            handled += self._read_to_end()
+        for note in self.state.take_notes():
+            self.say(f"dashgen export: {self.path}: {note}")
+        return handled
+
+    def _read_to_end(self) -> int:
+        """Handle the complete lines from the offset to the file's end; their number."""
         handled = 0
         last_good: tuple[int, dict] | None = None
         last_training: tuple[int, dict] | None = None  # the newest skipped line that logs a training step
@@ -86,8 +92,6 @@ class LogFollower:
             if last_training is not None and not is_training_line(last_good[1]):
                 self.state.take_values(*last_training)
             self.state.record(*last_good)
-        for note in self.state.take_notes():
-            self.say(f"dashgen export: {self.path}: {note}")
         return handled
 
     def _complete_lines(self, chunk: bytes) -> Iterator[bytes]:
@@ -131,14 +135,17 @@ class LogFollower:
             self.say(f"dashgen export: step went back from {previous} to {step} in {self.path} "
                      f"(a restarted or resumed run); exporting the new steps")
 
-    def _reopen_if_changed(self) -> None:
+    def _reopen_if_changed(self) -> int:
+        """Open the log if it appeared, was replaced or truncated; the lines a replaced file still
+        held are read first (rotation renames the log, so its last lines are only there).
+        Returns their number."""
         try:
             stat = os.stat(self.path)
         except FileNotFoundError:
             if not self._said_missing:
                 self.say(f"dashgen export: waiting for {self.path} to appear")
                 self._said_missing = True
-            return
+            return 0
         self._said_missing = False
         if not stat_mode.S_ISREG(stat.st_mode):
             if not self._said_not_regular:
@@ -146,15 +153,19 @@ class LogFollower:
                          f"waiting for verl's log file")
                 self._said_not_regular = True
             self.close()
-            return
+            return 0
         self._said_not_regular = False
         identity = (stat.st_dev, stat.st_ino)
         if self._file is not None and identity == self._inode and stat.st_size >= self._offset \
                 and self._same_head():
-            return
+            return 0
+        drained = 0
         if self._file is not None:
-            reason = "replaced" if identity != self._inode else "truncated"
-            self.say(f"dashgen export: {self.path} was {reason}; reading it from the start")
+            replaced = identity != self._inode
+            if replaced:
+                drained = self._read_to_end()
+            self.say(f"dashgen export: {self.path} was {'replaced' if replaced else 'truncated'}; reading it from "
+                     f"the start")
             self._file.close()
         # O_NONBLOCK: should the path become a FIFO between stat and open, open must not wait
         # for a writer (that would also keep SIGTERM from being handled).
@@ -166,6 +177,7 @@ class LogFollower:
         if self._start_at_tail:
             self._start_at_tail = False
             self._resume_at_tail(stat.st_size)
+        return drained
 
     def _resume_at_tail(self, size: int) -> None:
         """Skip to the last complete line, taking what the lines before it leave behind."""

@@ -11,7 +11,7 @@ each found here by walking back from the end and decoding only what decides it:
   decoded on the way when their step can be read from the line's start; with no validation
   key left further back (a substring test), the walk stops.
 
-The exporter's counters (steps, parse errors, dropped lines and keys) and a --total-steps end
+The exporter's counters (steps, parse errors, dropped lines and keys, key collisions) and a --total-steps end
 reached before a restart depend on every line: `HistoryCounter` counts them in one forward pass,
 which the follower runs in the background after it serves the tail.
 """
@@ -186,7 +186,8 @@ class HistoryCounts:
     steps: int = 0
     parse_errors: int = 0
     dropped_lines: int = 0
-    dropped_keys: int = 0  # validation series over the limit, on test steps
+    dropped_keys: int = 0  # keys not exported: over a limit, or named like the exporter's own series
+    key_collisions: int = 0  # keys whose name another key already exports
     highest_step: int | None = None
 
 
@@ -219,6 +220,7 @@ class HistoryCounter:
             self._position += len(block)
             decoded += self._count_block(block)
         self.counts.dropped_keys = self._mapper.counts.dropped_keys
+        self.counts.key_collisions = self._mapper.counts.key_collisions
         return self.done
 
     def _count_block(self, block: bytes) -> int:
@@ -252,5 +254,6 @@ class HistoryCounter:
         self.counts.steps += 1
         if self.counts.highest_step is None or step > self.counts.highest_step:
             self.counts.highest_step = step
+        self._mapper.count(data)  # keys not exported, as the exporter's own mapper would count them
         if sum(line.count(marker) for marker in VALIDATION_MARKERS) > MAX_VALIDATION_SERIES:
             self._mapper.validation(data)  # counts validation series over the limit

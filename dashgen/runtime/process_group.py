@@ -8,41 +8,19 @@ group's id, cannot be reused until it is reaped, so a signal never reaches a str
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import subprocess
-import sys
 import time
+from pathlib import Path
 
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent_hook():
-    """A preexec_fn that makes the child get SIGKILL when its parent dies (Linux' PR_SET_PDEATHSIG).
-
-    prctl is looked up before the fork: the hook then only calls it, which is safe in a child
-    forked from a threaded parent (no allocation, no lock)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    parent = os.getpid()
-
-    def hook() -> None:
-        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() != parent:  # the parent died before prctl took effect
-            os._exit(1)
-
-    return hook
+from dashgen.parent_death import die_with_parent_hook
 
 
 def start_group(argv: list[str], die_with_parent: bool = False, **popen_options) -> subprocess.Popen:
     """Start `argv` as the leader of a new process group (and session, so a terminal's Ctrl-C
     reaches it only through us); with `die_with_parent`, it is killed if this process dies."""
-    hook = _die_with_parent_hook() if die_with_parent else None
+    hook = die_with_parent_hook() if die_with_parent else None
     return subprocess.Popen(argv, start_new_session=True, preexec_fn=hook, **popen_options)
 
 
@@ -64,6 +42,32 @@ def signal_group(process: subprocess.Popen, sig: int) -> None:
         os.killpg(process.pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def group_has_others(process: subprocess.Popen) -> bool:
+    """Whether a live process other than the (exited, unreaped) leader is still in its group.
+
+    On Linux from /proc (zombies do not count); elsewhere whether the group can be signalled."""
+    if process.returncode is not None:
+        return False
+    proc = Path("/proc")
+    if not (proc / "self" / "stat").exists():
+        try:
+            os.killpg(process.pid, 0)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
+    for entry in proc.iterdir():
+        if not entry.name.isdigit() or int(entry.name) == process.pid:
+            continue
+        try:
+            # Fields after the command name: [0] state, [1] parent PID, [2] process group.
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # ended while we looked
+        if fields[2] == str(process.pid) and fields[0] != "Z":
+            return True
+    return False
 
 
 def wait_for_exit(process: subprocess.Popen, timeout: float, interval: float = 0.02) -> bool:

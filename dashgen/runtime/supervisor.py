@@ -3,14 +3,17 @@
 The trainer runs as the leader of a process group (and session) of its own, as systemd runs a
 service. Asked to stop (SIGINT or SIGTERM to the exporter, which is what `dashgen act`'s stop
 sends), the exporter passes the signal to the whole group and, if the trainer has not exited
-within the kill timeout, sends SIGKILL; a second signal sends SIGKILL at once. Any exit after a
-stop request is published as stopped, whatever its code. On Linux the trainer is killed if the
-exporter itself is killed (PR_SET_PDEATHSIG), so it never runs on unwatched.
+within the kill timeout, sends SIGKILL. A stop is idempotent: a second request (two alerts set
+to stop, a re-notified one) changes nothing, so a trainer saving a checkpoint on SIGTERM always
+gets its kill timeout. Any exit after a stop request is published as stopped, whatever its code.
+On Linux the trainer is killed if the exporter itself is killed (PR_SET_PDEATHSIG), so it never
+runs on unwatched.
 
-After the trainer exits, its PID file is removed, the log is read a last time (a buffered
-writer's final lines), the end is published, and /metrics stays up for the grace period so
-Prometheus scrapes the final state before the exporter goes away. A signal during the grace
-period ends it at once.
+After the trainer exits, what it left in its process group is stopped as the trainer would have
+been (SIGTERM, SIGKILL after the kill timeout), its PID file is removed, the log is read a last
+time (a buffered writer's final lines), the end is published, and /metrics stays up for the
+grace period so Prometheus scrapes the final state before the exporter goes away. A signal once
+the trainer has exited ends the grace period at once.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from dashgen.errors import BuildError
 from dashgen.lifecycle import phase_after_exit, shell_exit_status
 from dashgen.runtime.log_follower import LogFollower
 from dashgen.runtime.log_watch import LogChanges
-from dashgen.runtime.process_group import end_group, has_exited, signal_group, start_group
+from dashgen.runtime.process_group import end_group, group_has_others, has_exited, signal_group, start_group
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM)
 
@@ -45,18 +48,18 @@ class Supervisor:
         self.stop_requested = False
         self._kill_at: float | None = None  # monotonic time of the SIGKILL after a stop request
         self._killed = False
+        self._leave_after_exit = False  # a signal came once the trainer had exited: no grace period
         self._child: subprocess.Popen | None = None
         self._wake = threading.Event()
         self._changes = changes  # wakes the follow loop when the log changes
 
     def _on_signal(self, signum: int, _frame) -> None:
         child = self._child
-        if child is not None and has_exited(child):  # in the grace period: leave now
+        if child is not None and has_exited(child):  # the trainer is gone: skip the grace period
+            self._leave_after_exit = True
             self._wake.set()
             return
-        if self.stop_requested:  # a second request: no more waiting
-            self._kill_at = time.monotonic()
-        else:
+        if not self.stop_requested:  # a repeat never cuts the kill timeout short
             self.stop_requested = True
             self._kill_at = time.monotonic() + self.kill_timeout
             if child is not None:
@@ -88,7 +91,8 @@ class Supervisor:
             self.say(f"dashgen export: the trainer exited with {exit_code} ({phase.value}); serving the final "
                      f"state for {self.grace_seconds:g} s")
             self._wake.clear()
-            self._wake.wait(self.grace_seconds)
+            if not self._leave_after_exit:
+                self._wake.wait(self.grace_seconds)
             return shell_exit_status(exit_code)
         finally:
             if self._child is not None and self._child.returncode is None:  # an error while it ran
@@ -100,25 +104,36 @@ class Supervisor:
                 self.pid_file.unlink(missing_ok=True)
 
     def _supervise(self, child: subprocess.Popen) -> int:
-        """Follow the log until the trainer exits, killing its group once a stop has waited long enough."""
+        """Follow the log until the trainer exits, killing its group once a stop has waited long
+        enough; then stop what it left in its group. Returns the trainer's exit code."""
         while not has_exited(child):
             if self._kill_at is not None and not self._killed and time.monotonic() >= self._kill_at:
                 self.say(f"dashgen export: the trainer (pid {child.pid}) has not exited; SIGKILL to its process "
                          f"group")
                 signal_group(child, signal.SIGKILL)
                 self._killed = True
-            self._poll_log()
-            wait = self.poll_interval
-            if self._kill_at is not None and not self._killed:
-                wait = max(0.0, min(wait, self._kill_at - time.monotonic()))
-            if self._changes is not None:
-                self._changes.wait(wait)
-            else:
-                self._wake.wait(wait)
-            self._wake.clear()
-        if self.stop_requested:  # what the trainer left in its group goes with it
-            signal_group(child, signal.SIGKILL)
-        return child.wait()
+            self._follow(None if self._killed else self._kill_at)
+        if not self.stop_requested:  # a data loader or checkpoint writer it left behind
+            signal_group(child, signal.SIGTERM)
+            self._kill_at = time.monotonic() + self.kill_timeout
+        while self._kill_at is not None and time.monotonic() < self._kill_at and group_has_others(child):
+            self._follow(self._kill_at)
+        if not self._killed and group_has_others(child):
+            self.say(f"dashgen export: processes the trainer (pid {child.pid}) left in its process group have not "
+                     f"exited; SIGKILL to the group")
+        return end_group(child)
+
+    def _follow(self, until: float | None) -> None:
+        """Read the log, then wait a poll interval (less if `until`, a monotonic time, comes first)."""
+        self._poll_log()
+        wait = self.poll_interval
+        if until is not None:
+            wait = max(0.0, min(wait, until - time.monotonic()))
+        if self._changes is not None:
+            self._changes.wait(wait)
+        else:
+            self._wake.wait(wait)
+        self._wake.clear()
 
     def _open_pid_file(self) -> TextIO | None:
         if self.pid_file is None:

@@ -10,23 +10,32 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import field
+from typing import Any, Iterator
 
 from dashgen.catalog import (CATALOG, DROPPED_KEYS_METRIC, DROPPED_LINES_METRIC, EXIT_CODE_METRIC,
                              KEY_COLLISIONS_METRIC, LAST_STEP_METRIC, NONFINITE_LOSS_STREAK_METRIC,
                              NONFINITE_STREAK_METRIC, PARSE_ERRORS_METRIC,
                              RUN_STATE_METRIC, STEPS_METRIC, VALIDATION_FAMILIES, Catalog, verl_metric_name)
+from dashgen.gpu import RUN_SESSION_INFO
 from dashgen.records import record
 
-# Names the exporter uses for itself; a logged key that maps onto one of them is dropped.
-EXPORTER_METRICS = frozenset({LAST_STEP_METRIC, STEPS_METRIC, PARSE_ERRORS_METRIC, RUN_STATE_METRIC, EXIT_CODE_METRIC,
-                              NONFINITE_STREAK_METRIC, NONFINITE_LOSS_STREAK_METRIC, DROPPED_LINES_METRIC, DROPPED_KEYS_METRIC,
-                              KEY_COLLISIONS_METRIC})
+_EXPORTER_COUNTERS = (STEPS_METRIC, PARSE_ERRORS_METRIC, DROPPED_LINES_METRIC, DROPPED_KEYS_METRIC,
+                      KEY_COLLISIONS_METRIC)
+# Names the exporter serves itself, as families and samples: in OpenMetrics (which Prometheus asks
+# for) the counter `x_total` is the family `x`, with `x_created` beside it. A gauge of a logged key
+# under one of these names would make the page invalid: such a key is dropped and counted.
+EXPORTER_METRICS = frozenset({LAST_STEP_METRIC, RUN_STATE_METRIC, EXIT_CODE_METRIC, NONFINITE_STREAK_METRIC,
+                              NONFINITE_LOSS_STREAK_METRIC, RUN_SESSION_INFO, *VALIDATION_FAMILIES.values(),
+                              *_EXPORTER_COUNTERS,
+                              *(name.removesuffix("_total") for name in _EXPORTER_COUNTERS),
+                              *(name.removesuffix("_total") + "_created" for name in _EXPORTER_COUNTERS)})
 # Bounds that keep a run's held state flat whatever it logs: distinct names exported for keys
 # the catalog does not know, keys whose mapping is remembered, collision messages kept.
 MAX_UNKNOWN_SERIES = 2_000
 MAX_REMEMBERED_KEYS = 10_000
 MAX_NOTES = 100
 OVER_LIMIT = "(over the limit of unknown keys)"  # a key's mapping when MAX_UNKNOWN_SERIES is reached
+RESERVED = "(a name the exporter serves itself)"  # a key's mapping onto one of EXPORTER_METRICS
 # Validation series held between test steps: one test step's worth (data sources x variables
 # x metrics); keys beyond it are counted as dropped keys.
 MAX_VALIDATION_SERIES = 1_000
@@ -88,7 +97,7 @@ def parse_line(line: str | bytes) -> tuple[int, dict]:
 @record(frozen=False)
 class MappingCounts:
     """What a StepMapper did not export, for the exporter's own counters and messages."""
-    dropped_keys: int = 0  # key occurrences past MAX_UNKNOWN_SERIES distinct names
+    dropped_keys: int = 0  # key occurrences past MAX_UNKNOWN_SERIES distinct names, or onto EXPORTER_METRICS
     key_collisions: int = 0  # key occurrences whose name another key already exports
     notes: list[str] = field(default_factory=list)  # first messages about collisions and the limit, to show
 
@@ -115,6 +124,8 @@ class StepMapper:
             self._owner[metric.name] = "the catalog"
         self._unknown_names = 0
         self._remembered_unknown = 0
+        # Keys known to count nothing (exported, remembered), so count() skips a step of only those.
+        self._uncounted: set[str] = set()
 
     def _mapping(self, key: str) -> tuple[str, float, int] | str | None:
         """(name, scale, rank); None: not exported; a str: the name, owned by another key."""
@@ -125,7 +136,9 @@ class StepMapper:
             name, scale = verl_metric_name(key)
             owner = self._owner.get(name)
             if name in EXPORTER_METRICS:
-                mapping = None
+                mapping = RESERVED
+                self._note(f"key {key!r} maps to {name}, a name the exporter serves itself; not exported, "
+                           f"counted in verl_exporter_dropped_keys_total")
             elif owner == key:  # its own name, no longer remembered
                 mapping = (name, scale, 0)
             elif owner is not None:
@@ -150,22 +163,37 @@ class StepMapper:
         if len(self.counts.notes) < MAX_NOTES:
             self.counts.notes.append(message)
 
-    def map(self, data: dict) -> dict[str, float]:
-        values: dict[str, float] = {}
-        priority: dict[str, int] = {}
+    def _exported(self, data: dict, counting: bool = True) -> Iterator[tuple[str, float, int, Any]]:
+        """(name, scale, rank, raw value) of each key of `data` that is exported; counts the others
+        unless the step was counted before (`counting` False)."""
+        counts = self.counts if counting else MappingCounts()
         for key, raw in data.items():
             if not isinstance(key, str) or key.startswith(_VALIDATION_PREFIXES):
                 continue  # validation keys go to validation(), labelled
             mapping = self._mapping(key)
             if mapping is None:
                 continue
-            if mapping is OVER_LIMIT:
-                self.counts.dropped_keys += 1
-                continue
-            if isinstance(mapping, str):
-                self.counts.key_collisions += 1
-                continue
-            name, scale, rank = mapping
+            if mapping is OVER_LIMIT or mapping is RESERVED:
+                counts.dropped_keys += 1
+            elif isinstance(mapping, str):
+                counts.key_collisions += 1
+            else:
+                yield (*mapping, raw)
+
+    def count(self, data: dict) -> None:
+        """Count the keys of a step that are not exported, as map() would, without mapping the others."""
+        if self._uncounted.issuperset(data):
+            return  # the usual step: the keys of the steps before
+        for _ in self._exported(data):
+            pass
+        if len(self._uncounted) < MAX_REMEMBERED_KEYS:  # remembered mappings never change
+            self._uncounted.update(key for key in data
+                                   if key in self._by_key and not isinstance(self._by_key[key], str))
+
+    def map(self, data: dict, counting: bool = True) -> dict[str, float]:
+        values: dict[str, float] = {}
+        priority: dict[str, int] = {}
+        for name, scale, rank, raw in self._exported(data, counting):
             if raw is None:
                 # verl's file logger (orjson) writes NaN and infinities as null.
                 value = math.nan
@@ -182,13 +210,14 @@ class StepMapper:
             priority[name] = rank
         return values
 
-    def step_values(self, step: int, data: dict, previous: dict[str, float] | None) -> dict[str, float]:
+    def step_values(self, step: int, data: dict, previous: dict[str, float] | None,
+                    counting: bool = True) -> dict[str, float]:
         """What the run shows once this line is read, given what the line before left (`previous`).
 
         A key missing from a line is no value. A line with no training value (a validation-only
         line, a TRL eval entry) is no training step: the training values before it stay and only
         the step moves. Every line carries its step as the global step, logged or not."""
-        values = self.map(data)
+        values = self.map(data, counting)
         values.setdefault(GLOBAL_STEP_METRIC, float(step))
         if previous and not is_training_line(data):
             return {**previous, **values}

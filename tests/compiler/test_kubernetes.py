@@ -1,6 +1,7 @@
 """rendered/kubernetes/: off by default; when on, every object fits the vendored Operator and
 Kubernetes schemas, holds what rendered/ holds, and bad names or sizes are refused or converted."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -78,6 +79,64 @@ def test_a_config_map_too_large_for_client_side_apply_suggests_server_side_apply
            "data": {"big.json": "x" * LAST_APPLIED_ANNOTATION_MAX}}
     with pytest.raises(BuildError, match=r"rendered/kubernetes/dashboards/big.yaml: .* --server-side"):
         check_object(obj, "rendered/kubernetes/dashboards/big.yaml")
+
+
+def test_the_size_check_counts_what_kubectl_stores_escaped():
+    """kubectl writes the annotation with Go's encoding/json: each '>' (PromQL's comparisons) is
+    stored as \\u003e, six bytes, and the annotation's key and the object's own annotations count."""
+    overhead = len("kubectl.kubernetes.io/last-applied-configuration") + len('{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"big",'
+                                                  '"namespace":"monitoring"},"data":{"big.json":""}}\n')
+    raw = "x>" * ((LAST_APPLIED_ANNOTATION_MAX - overhead) // 2)  # fits unescaped, not as stored
+    obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "big", "namespace": "monitoring"},
+           "data": {"big.json": raw}}
+    with pytest.raises(BuildError, match=r"big.yaml: the ConfigMap takes 917,\d{3} bytes of annotations .* --server-side"):
+        check_object(obj, "rendered/kubernetes/dashboards/big.yaml")
+    obj["data"]["big.json"] = "x" * len(raw)  # the same bytes without escapes fit
+    check_object(obj, "rendered/kubernetes/dashboards/big.yaml")
+    obj["data"]["big.json"] = "x" * (len(raw) + 2)  # one byte over the limit
+    with pytest.raises(BuildError, match="more than the 262,144 bytes"):
+        check_object(obj, "rendered/kubernetes/dashboards/big.yaml")
+
+
+@pytest.mark.parametrize("fields, expected", [
+    ({"kubernetes_labels": {"a" * 254 + "/name": "x"}}, "kubernetes_labels key: 'aaa"),  # prefix over 253
+    ({"kubernetes_exporter_selector": {"example.com/" + "n" * 64: "x"}}, "kubernetes_exporter_selector key"),
+    ({"kubernetes_dashboard_label": "-grafana"}, "kubernetes_dashboard_label: '-grafana'"),
+    ({"kubernetes_exporter_port": "exporter-metrics"}, "kubernetes_exporter_port: 'exporter-metrics'"),  # 16
+    ({"kubernetes_ray_port": "8080"}, "kubernetes_ray_port: '8080'"),  # no letter
+    ({"kubernetes_ray_port": "ray--metrics"}, "kubernetes_ray_port: 'ray--metrics'"),
+    ({"kubernetes_ray_port": "metrics-"}, "kubernetes_ray_port: 'metrics-'"),
+    ({"kubernetes_ray_port": "Metrics"}, "kubernetes_ray_port: 'Metrics'"),
+])
+def test_label_keys_and_port_names_beyond_kubernetes_limits_are_refused(fields, expected):
+    with pytest.raises(ConfigError, match="^" + re.escape(expected) + ".*is not valid here"):
+        config_from(fields)
+
+
+def test_label_keys_and_port_names_at_kubernetes_limits_are_accepted():
+    config_from({"kubernetes_labels": {"a" * 253 + "/" + "n" * 63: "x"}, "kubernetes_exporter_port": "exporter-metric",
+                 "kubernetes_ray_port": "h2c"})
+
+
+@pytest.mark.parametrize("fields, expected", [
+    ({"kubernetes_alertmanager_page": {"webhookConfigs": [{"url": "https://bot:hunter2@hooks.example.org/verl"}]}},
+     r"kubernetes_alertmanager_page.webhookConfigs\[0\].url: the URL has credentials .* give urlSecret: "
+     r"\{name: SECRET, key: KEY\} instead of url"),
+    ({"kubernetes_alertmanager_channel": {"webhookConfigs": [{"url": "https://hooks.example.org/v?token=abc"}]}},
+     r"kubernetes_alertmanager_channel.webhookConfigs\[0\].url: the URL has a query string, .* give urlSecret"),
+    ({"kubernetes_alertmanager_channel": {"slackConfigs": [{"apiURL": {"name": "slack", "key": "url"},
+                                                            "httpConfig": {"proxyURL": "http://u:p@proxy:3128"}}]}},
+     r"kubernetes_alertmanager_channel.slackConfigs\[0\].httpConfig.proxyURL: the URL has credentials .*\(Secret references"),
+    ({"kubernetes_act_url": "http://dashgen-act.monitoring:9095/alerts?token=abc"},
+     r"kubernetes_act_url has a query string, .* kubernetes_act_token_secret"),
+    ({"kubernetes_act_url": "http://act:s3cret@dashgen-act.monitoring:9095/alerts"},
+     r"kubernetes_act_url has credentials .* kubernetes_act_token_secret"),
+])
+def test_secrets_in_receiver_urls_never_reach_the_committed_alertmanager_config(fields, expected):
+    with pytest.raises(BuildError, match=r"^config: " + expected) as error:
+        render_project(REPO, config_from({**ON, **fields}))
+    assert "rendered/kubernetes/alertmanager-config.yaml, which is committed" in str(error.value)
+    assert "hunter2" not in str(error.value)
 
 
 def test_names_are_converted_to_dns_1123_or_refused_naming_the_source():

@@ -93,6 +93,74 @@ def test_init_refuses_to_overwrite(tmp_path):
     assert result.exit_code == 1 and "already holds" in result.output and "dashgen.yaml" in result.output
 
 
+@pytest.mark.parametrize("link", ["dashgen.yaml", "alerts", "tests/rules"])
+def test_init_never_writes_through_a_symlink_out_of_the_project(tmp_path, link):
+    project, outside = tmp_path / "project", tmp_path / "outside"
+    (project / link).parent.mkdir(parents=True)
+    (project / link).symlink_to(outside / "target")  # dangling: nothing there yet
+    result = run("init", str(project))
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert f"{project / link}" in result.output
+    assert not outside.exists()
+    assert sorted(p.relative_to(project).as_posix() for p in project.rglob("*")) == \
+        sorted({link, *(str(parent) for parent in Path(link).parents if str(parent) != ".")})
+
+
+def test_init_follows_a_symlinked_folder_inside_the_project(tmp_path):
+    project = tmp_path / "project"
+    (project / "team-alerts").mkdir(parents=True)
+    (project / "alerts").symlink_to("team-alerts")
+    assert run("init", str(project)).exit_code == 0
+    assert (project / "team-alerts" / "stability.py").is_file()
+
+
+@pytest.mark.parametrize("exists", [False, True])
+def test_a_write_error_during_init_leaves_no_half_project(tmp_path, exists):
+    """A file-size limit makes the larger files fail to write, as a full disk would."""
+    import resource
+    import signal
+
+    project = tmp_path / "project"
+    if exists:
+        project.mkdir()
+        (project / "README.md").write_text("ours\n")
+
+    def small_files_only() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of the signal
+        resource.setrlimit(resource.RLIMIT_FSIZE, (2048, 2048))
+
+    result = subprocess.run([sys.executable, "-m", "dashgen", "init", str(project)], capture_output=True,
+                            text=True, timeout=120, preexec_fn=small_files_only, env={**os.environ,
+                                                                                       "PYTHONDONTWRITEBYTECODE": "1"})
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert "cannot write the project" in result.stderr and "File too large" in result.stderr
+    if exists:
+        assert [p.name for p in project.iterdir()] == ["README.md"]
+    else:
+        assert not project.exists()
+
+
+@pytest.mark.parametrize("name", ["", "  "])
+def test_init_refuses_an_empty_name(tmp_path, monkeypatch, name):
+    monkeypatch.chdir(tmp_path)
+    result = run("init", name)
+    assert result.exit_code == 1 and "give the project's folder" in result.output
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.heavy
+def test_dashgen_test_runs_a_module_of_recordings_only():
+    result = run("test", "gpu", "--root", str(REPO))
+    assert result.exit_code == 0, result.output
+    assert "no alert module" not in result.output and "SUCCESS" in result.output
+
+
+def test_a_keep_generated_folder_that_cannot_be_made_is_a_clear_error():
+    result = run("test", "--root", str(REPO), "--keep-generated", "/dev/null/x")
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert "--keep-generated /dev/null/x: cannot create that folder" in result.output
+
+
 @pytest.mark.parametrize("command", ["build", "check", "list", "lint", "test"])
 def test_a_folder_without_definitions_is_a_clear_error(tmp_path, command):
     result = run(command, "--root", str(tmp_path))

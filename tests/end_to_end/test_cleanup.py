@@ -91,3 +91,61 @@ def test_sigterm_during_backfill_removes_its_temporary_folder(tmp_path):
     assert "Traceback" not in stderr
     assert list(tmpdir.iterdir()) == []
     assert processes_mentioning(str(tmpdir)) == []
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("command", ["backtest", "preview"])
+def test_sigkill_takes_prometheus_along_and_the_next_run_removes_the_temporary_folder(tmp_path, command):
+    if command == "preview":
+        pytest.importorskip("matplotlib")
+    run_file = write_run(tmp_path / "runs" / "synthetic" / "long.jsonl", "healthy", 400)
+    tmpdir = tmp_path / "tmp"
+    out = ["--out", str(tmp_path / "preview"), "--allow-empty"] if command == "preview" else []
+    process = dashgen([command, str(run_file), "--root", str(REPO), *out], tmpdir)
+    try:
+        serving = f"{tmpdir}/dashgen-{command}-", "--storage.tsdb.path="
+        wait_until(lambda: processes_mentioning(*serving) != [], 120, "prometheus to start")
+        prometheus = processes_mentioning(*serving)
+        process.kill()  # SIGKILL: no clean-up of its own
+        process.communicate(timeout=60)
+        wait_until(lambda: not any(alive(pid) for pid in prometheus), 10, "prometheus to die with dashgen")
+    finally:
+        process.kill()
+        for pid in processes_mentioning(str(tmpdir)):  # never leave a server behind, also if this fails
+            os.kill(pid, signal.SIGKILL)
+    [left] = list(tmpdir.iterdir())  # a SIGKILL runs no clean-up ...
+    assert left.name.startswith(f"dashgen-{command}-")
+    again = dashgen([command, str(write_run(tmp_path / "runs" / "synthetic" / "short.jsonl", "healthy", 20)),
+                     "--root", str(REPO), *out], tmpdir)
+    _, stderr = again.communicate(timeout=300)
+    assert again.returncode == 0, stderr
+    assert list(tmpdir.iterdir()) == []  # ... the next run removes what it left
+
+
+def test_sigkill_during_drawing_leaves_a_partial_the_next_preview_removes(tmp_path):
+    pytest.importorskip("matplotlib")
+    run_file = write_run(tmp_path / "runs" / "synthetic" / "long.jsonl", "healthy", 100)
+    out = tmp_path / "preview"
+    args = ["preview", str(run_file), "--root", str(REPO), "--out", str(out), "--allow-empty"]
+    process = dashgen(args, tmp_path / "tmp")
+    try:
+        # The second dashboard drawn: the first is drawn already.
+        wait_until(lambda: any(out.glob(".verl-training.png.*")) or process.poll() is not None, 120,
+                   "the second preview being drawn", interval=0.01)
+        process.kill()
+        process.communicate(timeout=60)
+    finally:
+        process.kill()
+        for pid in processes_mentioning(str(tmp_path / "tmp")):
+            os.kill(pid, signal.SIGKILL)
+    assert [p.name for p in out.glob("*.png")] == []  # none replaced before all are drawn
+    again = dashgen(args, tmp_path / "tmp")
+    _, stderr = again.communicate(timeout=300)
+    assert again.returncode == 0, stderr
+    assert sorted(p.name for p in out.iterdir()) == ["verl-compare-runs.png", "verl-training.png"]

@@ -33,12 +33,26 @@ def test_a_verl_panel_without_data_fails_unless_allowed(project: Path, tmp_path:
     module.write_text(module.read_text().replace('Query("verl_timing_step_seconds{run}", "{{experiment}}")',
                                                  'Query("verl_timing_gen_max_seconds{run}", "{{experiment}}")'))
     assert run("build", "--root", str(project)).exit_code == 0
-    result = run("preview", str(SAMPLE), "--out", str(tmp_path), "--root", str(project))
+    out = tmp_path / "out"
+    result = run("preview", str(SAMPLE), "--out", str(out), "--root", str(project))
     assert result.exit_code == 1
     assert "verl-training: 'Step time'" in result.output and "--allow-empty" in result.output
-    assert (tmp_path / "verl-training.png").is_file()  # drawn all the same, to look at
-    allowed = run("preview", str(SAMPLE), "--out", str(tmp_path), "--allow-empty", "--root", str(project))
+    assert list(out.iterdir()) == []  # nothing replaced, no partial left
+    allowed = run("preview", str(SAMPLE), "--out", str(out), "--allow-empty", "--root", str(project))
     assert allowed.exit_code == 0, allowed.output
+    assert sorted(p.name for p in out.iterdir()) == ["verl-compare-runs.png", "verl-training.png"]
+
+
+def test_a_failed_preview_leaves_the_committed_previews_as_they_were(project: Path):
+    committed = with_preview(project)
+    before = {png.name: png.read_bytes() for png in committed.iterdir()}
+    module = project / "panels" / "verl_training.py"
+    module.write_text(module.read_text().replace('Query("verl_timing_step_seconds{run}", "{{experiment}}")',
+                                                 'Query("verl_timing_gen_max_seconds{run}", "{{experiment}}")'))
+    assert run("build", "--root", str(project)).exit_code == 0
+    result = run("preview", str(SAMPLE), "--root", str(project))
+    assert result.exit_code == 1 and "no preview in" in result.output
+    assert {png.name: png.read_bytes() for png in committed.iterdir()} == before
 
 
 def test_build_and_check_leave_the_preview_folder_alone(project: Path):

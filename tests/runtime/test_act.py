@@ -8,6 +8,7 @@ like Alertmanager's; tests/end_to_end/test_alertmanager_live.py gets them from a
 import http.client
 import json
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -70,6 +71,39 @@ def test_stop_goes_through_the_supervising_exporter_so_the_run_ends_as_stopped_n
         assert trainer.process.poll() is None  # serving the final state for the grace period
     finally:
         stop_process(trainer.process)
+
+
+# A trainer that saves a checkpoint on SIGTERM and counts the SIGTERMs it gets (argv: pid file, count file).
+COUNTING_TRAINER = """
+import os, signal, sys, time
+pid_file, count = sys.argv[1], sys.argv[2]
+signal.signal(signal.SIGTERM, lambda *_: open(count, "a").write("TERM\\n"))
+open(pid_file + ".tmp", "w").write(f"{os.getpid()}\\n")
+os.replace(pid_file + ".tmp", pid_file)
+while True:
+    time.sleep(0.05)
+"""
+
+
+def test_a_stop_is_sent_once_however_many_alerts_ask_for_it(tmp_path):
+    pid_file, count = tmp_path / "trainer.pid", tmp_path / "sigterms"
+    trainer = subprocess.Popen([sys.executable, "-c", COUNTING_TRAINER, str(pid_file), str(count)])
+    try:
+        wait_until(pid_file.exists, 30, "the trainer's pid file")
+        fields = {"act_actions": {"VerlTrainingDivergence": "stop", "VerlNaNMetrics": "stop"}}
+        with ActProcess(tmp_path / "act", fields, "--pid-file", str(pid_file)) as act:
+            together = notification(alert(), alert("VerlNaNMetrics", fingerprint="0f0f0f0f0f0f0f0f"))
+            first, second = act.post(together)[1]["decisions"]
+            # Re-notified as a new occurrence (it resolved and fired again).
+            [third] = act.post(notification(alert(starts_at="2026-05-01T15:00:00.000Z")))[1]["decisions"]
+        assert first["detail"] == f"sent SIGTERM to pid {trainer.pid} (from {pid_file})"
+        for later in (second, third):
+            assert later["decision"] == "acted" and later["detail"].startswith("already stopping: sent SIGTERM")
+        wait_until(count.exists, 10, "the trainer's SIGTERM")
+        time.sleep(0.3)
+        assert count.read_text() == "TERM\n"
+    finally:
+        stop_process(trainer)
 
 
 def test_dry_run_records_what_it_would_do_and_does_nothing(tmp_path, trainer):

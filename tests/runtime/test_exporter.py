@@ -3,7 +3,9 @@
 import json
 import math
 import os
+import re
 import socket
+import subprocess
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
@@ -12,7 +14,7 @@ from dashgen.runtime.exporter import RunState, VerlPrometheusLogger
 
 from dashgen.replay.prometheus_server import stop_process
 from dashgen.runtime.log_follower import LogFollower, run_from_path
-from dashgen.sources.verl_log import StepMapper, parse_line
+from dashgen.sources.verl_log import MAX_UNKNOWN_SERIES, StepMapper, parse_line
 from support import start_exporter, wait_until
 
 
@@ -52,6 +54,69 @@ def test_null_and_nan_become_nan_and_non_numbers_are_skipped():
 
 def test_a_key_that_would_shadow_the_exporters_own_metrics_is_dropped():
     assert StepMapper().map({"exporter/steps_total": 5}) == {}
+
+
+# Keys that map onto a family or sample the exporter serves itself: the validation family (a
+# second HELP in the text format), a counter's OpenMetrics family and its _created sample, Ray's link.
+SHADOWING_KEYS = ("val_core", "val/aux", "exporter/steps", "exporter/dropped_keys_created", "run/ray_session_info",
+                  "run/state")
+
+
+def test_keys_named_like_the_exporters_own_families_leave_a_page_promtool_accepts(tmp_path):
+    from prometheus_client.openmetrics.exposition import generate_latest as openmetrics_page
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families
+
+    from dashgen.promtool import find_binary
+
+    state = RunState("p", "e")
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(state)
+    state.record(1, {"actor/ppo_kl": 0.1, "val-core/gsm8k/acc/mean@1": 0.5, **{key: 1.0 for key in SHADOWING_KEYS}})
+    page = generate_latest(registry)
+    check = subprocess.run([find_binary("promtool"), "check", "metrics"], input=page, capture_output=True, timeout=60)
+    assert check.returncode == 0, check.stderr.decode() + check.stdout.decode()
+    list(text_string_to_metric_families(openmetrics_page(registry).decode()))  # what Prometheus asks for
+    samples = {line.split("{")[0] for line in page.decode().splitlines() if not line.startswith("#")}
+    assert "verl_actor_ppo_kl" in samples and not {"verl_exporter_steps", "verl_run_ray_session_info"} & samples
+    assert f'verl_exporter_dropped_keys_total{{experiment="e",project="p"}} {float(len(SHADOWING_KEYS))}' in \
+        page.decode()
+    assert any("a name the exporter serves itself" in note for note in state.take_notes())
+
+
+def test_a_log_read_in_one_poll_counts_dropped_keys_as_one_read_line_by_line(tmp_path):
+    over_limit = {f"custom/k{i}": 1.0 for i in range(MAX_UNKNOWN_SERIES + 10)}  # 10 keys over the limit per step
+    lines = [line(step, **{k.replace("/", "__"): v for k, v in over_limit.items()}, exporter__steps=1.0)
+             for step in (1, 2, 3)]
+    counted = []
+    for chunks in (["".join(lines)], lines):  # one poll, then a poll per line
+        path = tmp_path / f"{len(chunks)}" / "exp.jsonl"
+        path.parent.mkdir()
+        state = RunState("p", "e")
+        follower = LogFollower(path, state, say=lambda _: None, start_at_tail=False)
+        for chunk in chunks:
+            with open(path, "a") as log:
+                log.write(chunk)
+            follower.poll()
+        counted.append(re.search(r"^verl_exporter_dropped_keys_total\{.*\} (\S+)$", exposition(state), re.M).group(1))
+    assert counted == ["33.0", "33.0"]
+
+
+def test_lines_written_just_before_a_rotation_are_read(tmp_path):
+    """logrotate's default: rename the log, then the writer opens a new one at the same path."""
+    path = tmp_path / "proj" / "exp.jsonl"
+    path.parent.mkdir()
+    state = RunState("p", "e")
+    follower = LogFollower(path, state, say=lambda _: None)
+    path.write_text(line(1, actor__ppo_kl=0.1) + line(2, actor__ppo_kl=0.2))
+    follower.poll()
+    for rotation in range(1, 4):
+        with open(path, "a") as log:
+            log.write(line(10 * rotation, actor__ppo_kl=0.3) + line(10 * rotation + 1, actor__ppo_kl=0.4))
+        os.rename(path, path.with_name(f"exp.jsonl.{rotation}"))
+        path.write_text(line(10 * rotation + 2, actor__ppo_kl=0.5))
+        follower.poll()
+    assert state.last_step == 32
+    assert state.steps_total == 2 + 3 * 3  # every line of every file, none lost at a rename
 
 
 def exposition(state: RunState) -> str:

@@ -59,10 +59,13 @@ LINE_KINDS = {
         step, step + 3),
     "global step only": lambda step, rng: record(0, **{"training/global_step": step}).replace(b'"step": 0', b'"step": null'),
     "not a record": lambda step, rng: b"[1, 2, 3]\n",
+    # Keys not exported: a name the exporter serves itself, a name the catalog's key already has.
+    "reserved key": lambda step, rng: record(step, **{"exporter/steps": 1.0, "actor/ppo_kl": 0.1}),
+    "colliding key": lambda step, rng: record(step, **{"actor.ppo_kl": 0.3, "critic/vf_loss": 0.2}),
 }
 WEIGHTS = {"healthy": 30, "nonfinite": 6, "nonfinite loss": 3, "test step": 4, "compact": 2, "garbage": 1,
            "garbage with a step": 1, "blank": 1, "too long": 1, "escaped test key": 1, "second step key": 1,
-           "global step only": 1, "not a record": 1}
+           "global step only": 1, "not a record": 1, "reserved key": 1, "colliding key": 1}
 
 
 def random_lines(rng: random.Random, count: int, first_step: int = 1) -> bytes:

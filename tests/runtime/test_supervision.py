@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -16,20 +17,29 @@ from support import Exporter, dashgen_command, wait_until
 
 pytestmark = pytest.mark.live
 
-# argv: pid-file-of-its-own, on-SIGTERM (ignore | exit0), and "child" to start a grandchild.
+# argv: pid-file-of-its-own, on-SIGTERM (ignore | exit0 | checkpoint: save for 1.5 s, then exit 0;
+# exit: no SIGTERM handler, exits once started), and "child" to start a grandchild ignoring SIGTERM.
 TRAINER = """
 import os, signal, subprocess, sys, time
 pids, on_term = sys.argv[1], sys.argv[2]
+
+def checkpoint(*_):
+    time.sleep(1.5)
+    open(pids + ".saved", "w").close()
+    sys.exit(0)
+
 if on_term == "ignore":
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-else:
+elif on_term == "checkpoint":
+    signal.signal(signal.SIGTERM, checkpoint)
+elif on_term == "exit0":
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
 child = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
                           "time.sleep(600)"]) if "child" in sys.argv[3:] else None
 with open(pids + ".tmp", "w") as handle:
     handle.write(f"{os.getpid()} {child.pid if child else ''}")
 os.replace(pids + ".tmp", pids)
-while True:
+while on_term != "exit":
     time.sleep(0.05)
 """
 
@@ -98,13 +108,23 @@ def test_an_act_stop_ends_a_trainer_that_ignores_sigterm(supervising, tmp_path):
     assert run_end(exporter) == "stopped"
 
 
-def test_a_second_stop_request_kills_at_once(supervising):
-    exporter, (trainer,) = supervising("ignore", "--kill-timeout", "5m")
+def test_a_repeated_stop_request_leaves_the_kill_timeout_to_run(supervising, tmp_path):
+    """Two alerts set to stop, or a human's second Ctrl-C: the trainer still saves its checkpoint."""
+    exporter, (trainer,) = supervising("checkpoint", "--kill-timeout", "30s", "--grace", "30s")
     wait_until(lambda: exporter.run_state() == "running", 20, "the run to be served")
-    exporter.process.send_signal(signal.SIGTERM)
-    exporter.process.send_signal(signal.SIGINT)
-    wait_until(lambda: not alive(trainer), 5, "the trainer to be killed after the second signal")
+    for signum in (signal.SIGTERM, signal.SIGTERM, signal.SIGINT):
+        exporter.process.send_signal(signum)
+        time.sleep(0.1)
     assert run_end(exporter) == "stopped"
+    assert (tmp_path / "pids-0.saved").exists()  # the save was not killed half-way
+
+
+def test_what_a_trainer_leaves_in_its_group_is_stopped_after_it_exits(supervising):
+    exporter, (trainer, grandchild) = supervising("exit", "--kill-timeout", "1s", "--grace", "30s", child=True)
+    wait_until(lambda: not alive(trainer), 10, "the trainer to exit")
+    wait_until(lambda: not alive(grandchild), 1 + 5, "the process it left behind to be killed")
+    assert run_end(exporter) == "finished"
+    assert exporter.process.poll() is None  # serving the final state for the grace period
 
 
 def test_a_trainer_that_exits_0_after_a_stop_is_published_stopped(supervising, tmp_path):

@@ -15,6 +15,7 @@ Every object is checked against the vendored schemas (dashgen/compiler/targets/k
 from __future__ import annotations
 
 import re
+import urllib.parse
 from typing import Any
 
 import yaml
@@ -22,7 +23,8 @@ import yaml
 from dashgen.compiler.block_yaml import rule_yaml
 from dashgen.compiler.rules import RULES_DIR
 from dashgen.compiler.targets.alertmanager import ACT, CHANNEL, NOWHERE, PAGE
-from dashgen.compiler.targets.kubernetes_schemas import check_object, object_name
+from dashgen.compiler.targets.kubernetes_schemas import check_object, object_name, receiver_schema
+from dashgen.compiler.targets.receivers import url_secret
 from dashgen.config import Config
 from dashgen.errors import BuildError
 from dashgen.model import Dashboard
@@ -171,6 +173,12 @@ def _alertmanager_config(config: Config, alertmanager: dict[str, Any]) -> Kubern
     if act and config.act_actions and not any(route["receiver"] == ACT for route in native["routes"]):
         raise BuildError("config: kubernetes_act_url is set but act_address is empty, so no alert is routed to "
                          "dashgen act; set act_address too, or leave kubernetes_act_url empty")
+    for field in ("kubernetes_alertmanager_page", "kubernetes_alertmanager_channel"):
+        _refuse_url_secrets(field, getattr(config, field), receiver_schema())
+    if act and (leak := url_secret(urllib.parse.urlsplit(config.kubernetes_act_url))):
+        raise BuildError(f"config: kubernetes_act_url has {leak}, and would go into {_COMMITTED}; dashgen act "
+                         f"takes its bearer token from the Secret in kubernetes_act_token_secret: give the URL "
+                         f"without it, e.g. http://dashgen-act.monitoring:9095/alerts")
     receivers: list[dict[str, Any]] = [{"name": NOWHERE}, {"name": PAGE, **config.kubernetes_alertmanager_page},
                                        {"name": CHANNEL, **config.kubernetes_alertmanager_channel}]
     if act:
@@ -192,3 +200,31 @@ def _alertmanager_config(config: Config, alertmanager: dict[str, Any]) -> Kubern
         "dashgen/config.py and the inhibitions in alerts/*.py (as rendered/alertmanager/alertmanager.yml)",
         {"apiVersion": ALERTMANAGER_CONFIG_API, "kind": "AlertmanagerConfig",
          "metadata": _metadata(config, _name(config, "routing", "config: kubernetes_name_prefix")), "spec": spec})
+
+
+_COMMITTED = f"rendered/{KUBERNETES_DIR}/alertmanager-config.yaml, which is committed"
+
+
+def _refuse_url_secrets(path: str, value: Any, schema: dict[str, Any], field: str = "",
+                        siblings: dict[str, Any] | None = None) -> None:
+    """BuildError for a URL in a receiver (at `path`) with credentials or a query string, pointing
+    to the Secret reference the CRD's schema offers beside it (`urlSecret` beside `url`)."""
+    if isinstance(value, str):
+        try:
+            leak = url_secret(urllib.parse.urlsplit(value)) if "://" in value else None
+        except ValueError:
+            leak = None  # not a URL; the schema check judges the value
+        if leak:
+            secret_field = f"{field}Secret"
+            fix = (f"put the URL in a Secret and give {secret_field}: {{name: SECRET, key: KEY}} instead of {field}"
+                   if secret_field in (siblings or {}) else
+                   "put the credential in a Secret and send it with httpConfig's authorization.credentials or "
+                   "basicAuth (Secret references: {name: SECRET, key: KEY})")
+            raise BuildError(f"config: {path}: the URL has {leak}, and would go into {_COMMITTED}; {fix}")
+    elif isinstance(value, dict):
+        properties = schema.get("properties", {})
+        for key, item in value.items():
+            _refuse_url_secrets(f"{path}.{key}", item, properties.get(key, {}), key, properties)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _refuse_url_secrets(f"{path}[{index}]", item, schema.get("items", {}), field, siblings)

@@ -23,8 +23,13 @@ if TYPE_CHECKING:
 DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 DNS_SUBDOMAIN_MAX = 253
 # `kubectl apply` (client-side) keeps the whole object in this annotation, and the API server
-# caps an object's annotations at this many bytes.
+# caps an object's annotations (keys and values) at this many bytes.
+LAST_APPLIED_ANNOTATION = "kubectl.kubernetes.io/last-applied-configuration"
 LAST_APPLIED_ANNOTATION_MAX = 262_144
+# Characters Go's encoding/json (which kubectl writes the annotation with) escapes as \u00XX or
+# \u20XX, beyond JSON's own escapes: HTML's special characters and the line separators.
+_GO_ESCAPED = frozenset("<>&\u2028\u2029")
+_JSON_SHORT_ESCAPES = frozenset('"\\\n\r\t')
 
 
 def object_name(wanted: str, source: str) -> str:
@@ -48,6 +53,11 @@ def _validator(kind: str) -> Schema:
 
 def _route_schema() -> dict[str, Any]:
     return _validator("AlertmanagerConfig").schema["properties"]["spec"]["properties"]["route"]
+
+
+def receiver_schema() -> dict[str, Any]:
+    """The AlertmanagerConfig CRD's schema of one receiver (slackConfigs, webhookConfigs, ...)."""
+    return _validator("AlertmanagerConfig").schema["properties"]["spec"]["properties"]["receivers"]["items"]
 
 
 @lru_cache(maxsize=None)
@@ -87,8 +97,40 @@ def check_object(obj: dict[str, Any], where: str) -> None:
     if problems:
         raise BuildError(f"{where}: the {obj.get('kind')} does not fit its schema "
                          f"(dashgen/schemas/kubernetes/):\n  " + "\n  ".join(problems))
-    size = len(json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode())
+    size = stored_annotations_size(obj)
     if size > LAST_APPLIED_ANNOTATION_MAX:
-        raise BuildError(f"{where}: the {obj['kind']} is {size:,} bytes, more than the {LAST_APPLIED_ANNOTATION_MAX:,} "
-                         f"bytes client-side `kubectl apply` can keep in its last-applied-configuration annotation; "
-                         f"apply it with `kubectl apply --server-side -f {where}`, or split the dashboard")
+        raise BuildError(f"{where}: the {obj['kind']} takes {size:,} bytes of annotations once client-side `kubectl "
+                         f"apply` keeps it in its last-applied-configuration annotation, more than the "
+                         f"{LAST_APPLIED_ANNOTATION_MAX:,} bytes the API server allows; apply it with "
+                         f"`kubectl apply --server-side -f {where}`, or split the dashboard")
+
+
+def stored_annotations_size(obj: dict[str, Any]) -> int:
+    """The bytes of annotations the API server counts after client-side `kubectl apply`: the
+    object's own annotations, and the object as Go's encoding/json writes it (one line) under
+    the last-applied-configuration key."""
+    own = obj.get("metadata", {}).get("annotations") or {}
+    own_size = sum(len(key.encode()) + len(str(value).encode()) for key, value in own.items())
+    return own_size + len(LAST_APPLIED_ANNOTATION) + go_json_size(obj) + len("\n")
+
+
+def go_json_size(value: Any) -> int:
+    """Bytes of `value` as compact JSON from Go's encoding/json: like Python's json.dumps, but
+    '<', '>', '&', U+2028 and U+2029 are written as 6-byte \\u escapes, and so are control
+    characters other than newline, return and tab."""
+    if isinstance(value, str):
+        return 2 + sum(_go_char_size(char) for char in value)
+    if isinstance(value, dict):
+        items = sum(go_json_size(str(key)) + 1 + go_json_size(item) for key, item in value.items())
+        return 2 + items + max(len(value) - 1, 0)
+    if isinstance(value, (list, tuple)):
+        return 2 + sum(go_json_size(item) for item in value) + max(len(value) - 1, 0)
+    return len(json.dumps(value))
+
+
+def _go_char_size(char: str) -> int:
+    if char in _JSON_SHORT_ESCAPES:
+        return 2
+    if char in _GO_ESCAPED or char < " ":
+        return 6
+    return len(char.encode())

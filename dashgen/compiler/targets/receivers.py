@@ -154,14 +154,25 @@ def _check_url(path: str, value: Any) -> None:
         valid = False
     if not valid:
         raise BuildError(f"config: {path}: {value!r} is not an http:// or https:// URL with a host")
-    if parts.username is not None or parts.password is not None:
-        raise BuildError(f"config: {path}: the URL holds credentials (user:password@), which would go into "
+    leak = url_secret(parts)
+    if leak == CREDENTIALS:
+        raise BuildError(f"config: {path}: the URL holds {leak}, which would go into "
                          f"rendered/, which is committed; use http_config's basic_auth with password_file")
-    if parts.query:
-        raise BuildError(f"config: {path}: the URL has a query string, which may hold a token and would go into "
+    if leak:
+        raise BuildError(f"config: {path}: the URL has {leak} and would go into "
                          f"rendered/, which is committed; send the token with http_config's authorization "
                          f"credentials_file, or configure this receiver outside dashgen "
                          f"(Alertmanager {ALERTMANAGER_VERSION} has no file variant of this URL)")
+
+
+CREDENTIALS, QUERY = "credentials (user:password@)", "a query string, which may hold a token"
+
+
+def url_secret(parts: urllib.parse.SplitResult) -> str | None:
+    """What in a URL may be a secret (CREDENTIALS or QUERY), or None."""
+    if parts.username is not None or parts.password is not None:
+        return CREDENTIALS
+    return QUERY if parts.query else None
 
 
 def _fits(kind: str, value: Any) -> bool:

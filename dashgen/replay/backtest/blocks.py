@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Iterable
 
 from dashgen.errors import BuildError
+from dashgen.parent_death import die_with_parent_hook
 from dashgen.promtool import find_binary
 
 # The longest block promtool makes (2 h x 3^9, 4.5 years); a longer request is cut to it.
@@ -117,7 +118,7 @@ class BlockParts:
                    f"--max-block-duration={BLOCK_HOURS}h", str(self._path), str(blocks)]
         try:
             process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                       stderr=subprocess.STDOUT, text=True)
+                                       stderr=subprocess.STDOUT, text=True, preexec_fn=die_with_parent_hook())
         except OSError as exc:
             raise BuildError(f"cannot run promtool ({command[0]}): {exc.strerror or exc}") from None
         self._running.append((process, self._path, blocks))

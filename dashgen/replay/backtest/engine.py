@@ -19,7 +19,6 @@ core); results are taken in the rules' order, so the outcome is that of one quer
 
 from __future__ import annotations
 
-import tempfile
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
@@ -36,6 +35,7 @@ from dashgen.replay.backtest.recordings import fill_recordings, recorded_openmet
 from dashgen.replay.backtest.rule_files import read_rule_files
 from dashgen.replay.backtest.server import SERVER_ARGS, query_pool, serve_tsdb
 from dashgen.replay.prometheus_server import PrometheusServer
+from dashgen.replay.work_dir import work_dir
 
 __all__ = ["SERVER_ARGS", "backtest", "evaluate_rules", "recorded_openmetrics", "serve_tsdb"]
 
@@ -66,8 +66,7 @@ def backtest(paths: list[Path], root: Path, config: Config, timing: Timing,
     for run in runs:
         for note in run.notes:
             say(f"{run.path}: {note}")
-    with tempfile.TemporaryDirectory(prefix="dashgen-backtest-") as tmp:
-        workdir = Path(tmp)
+    with work_dir("backtest") as workdir:
         with BlockParts(workdir / "parts", workdir / "tsdb", "runs") as blocks:
             write_openmetrics(runs, blocks, timing.scrape_interval, only=selected)
         per_alert, recorded_names = evaluate_rules(workdir, recordings, alerts, runs)

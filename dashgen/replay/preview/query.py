@@ -12,7 +12,6 @@ in the template variables, `$__rate_interval` from the scrape interval.
 from __future__ import annotations
 
 import re
-import tempfile
 from contextlib import contextmanager
 from dataclasses import field
 from pathlib import Path
@@ -30,6 +29,7 @@ from dashgen.replay.backtest.alert_series import alerts_openmetrics
 from dashgen.replay.backtest.engine import evaluate_rules, serve_tsdb
 from dashgen.replay.backtest.evaluation import query_range
 from dashgen.replay.prometheus_server import PrometheusServer
+from dashgen.replay.work_dir import work_dir
 
 # About as many points as a 1000-pixel-wide Grafana panel asks for.
 POINTS_PER_PANEL = 300
@@ -77,8 +77,8 @@ def backfilled(path: Path, config: Config, catalog: Catalog, timing: Timing, rec
     start, end = run.times[0] - timing.scrape_interval, run.served_until
     step = max(timing.scrape_interval, round((end - start) / POINTS_PER_PANEL / timing.scrape_interval)
                * timing.scrape_interval)
-    with tempfile.TemporaryDirectory(prefix="dashgen-preview-") as tmp:
-        workdir = Path(tmp)
+    with work_dir("preview") as tmp:
+        workdir = tmp
         scraped = workdir / "run.om"
         with open(scraped, "w") as handle:
             write_openmetrics([run], handle, timing.scrape_interval)
