@@ -360,6 +360,13 @@ class Config:
     kubernetes_act_token_secret: tuple[DnsLabel, Annotated[str, Matches(r"[-._a-zA-Z0-9]+", "token")]] = \
         ("dashgen-act-token", "token")
 
+    # --- VictoriaMetrics ---------------------------------------------------------------
+    # Also render rendered/victoriametrics/rules/: the rule files as vmalert loads them from 1.79 on
+    # (Debian bookworm's), which has no keep_firing_for: each held alert reads a recording of when it
+    # fired instead (README: Other rule engines). Build, check and lint run `vmalert -dryRun` on them.
+    # Off: nothing is rendered there, and rendered/rules/ (Prometheus') needs vmalert 1.92 or later.
+    victoriametrics: bool = False
+
     def __post_init__(self) -> None:
         _check_fields(self)
         # The per-area sections of the config file (`stability: {...}`), read by `area()`.

@@ -1,4 +1,5 @@
-"""The verl RL training dashboard: stability, rewards, losses, the stage timeline, per-rank heatmap, memory.
+"""The verl RL training dashboard: the four rows on-call reads first (stability, losses, per-rank heatmap,
+memory), then rewards, the stage timeline, step time, throughput and the rollout engine, collapsed.
 
 Every verl key of the catalog is on a panel here or in LEFT_OUT with the reason
 (`dashgen list --unused` shows what no panel reads; tests/authoring/test_signals.py pins it).
@@ -508,18 +509,20 @@ def dashboard(config: Config) -> Dashboard:
         rows=(
             Row("At a glance", (current_step, _seconds_since_step(config), firing_alerts, latest_validation,
                                 validation_score, validation_aux)),
+            # The design's four rows, open: on-call reads them first.
             Row("Training stability", (reward, kl, _entropy(config), grad_norm,
                                        clip_fraction, response_length, response_clip_ratio, aborted_ratio)),
-            Row("Rewards, advantages and values", (rewards, advantages, returns, values)),
             Row("Losses", (policy_loss, kl_loss, value_loss, explained_variance,
                            value_clip_fraction, critic_grad_norm, learning_rate, kl_coefficient)),
-            # The rows that explain a slow run stay open: stage timeline, progress, throughput, rollout.
-            Row("Stage timeline", (stage_timeline, per_token_time)),
-            Row("Step time and progress", (step_time, time_since_step, global_step)),
-            Row("Throughput and MFU", (throughput, mfu, batch_tokens, prompt_length, prompt_clip_ratio)),
-            Row("Rollout engine", (vllm_requests, generation_rate, time_to_first_token)),
             Row("Per-rank heatmap", (*per_rank_gpu, token_imbalance)),
             Row("Memory timeline", (_peak_memory(config), allocator_gap, gpu_memory_timeline, kv_cache,
                                     _host_memory(config))),
+            # The rest is collapsed: Grafana queries a collapsed row's panels only once it is opened.
+            Row("Rewards, advantages and values", (rewards, advantages, returns, values), collapsed=True),
+            Row("Stage timeline", (stage_timeline, per_token_time), collapsed=True),
+            Row("Step time and progress", (step_time, time_since_step, global_step), collapsed=True),
+            Row("Throughput and MFU", (throughput, mfu, batch_tokens, prompt_length, prompt_clip_ratio),
+                collapsed=True),
+            Row("Rollout engine", (vllm_requests, generation_rate, time_to_first_token), collapsed=True),
         ),
     )

@@ -20,7 +20,7 @@ from dashgen.errors import BuildError
 @collector_paused
 def build(root: Path, config_path: Path | None, reload_url: str | None) -> None:
     """Render panels/ and alerts/ into rendered/ (untouched if anything fails)."""
-    from dashgen.compiler.build import render_project, write_rendered
+    from dashgen.compiler.build import check_for_vmalert, render_project, write_rendered
     from dashgen.compiler.tree_writer import project_lock
 
     if reload_url is not None:  # urllib.request, only then
@@ -28,6 +28,7 @@ def build(root: Path, config_path: Path | None, reload_url: str | None) -> None:
 
         check_reload_url(reload_url)
     rendered = render_project(root, load_config(config_path, root))
+    check_for_vmalert(rendered.files)
     with project_lock(root):
         out_dir = rendered_dir(root)
         changed = write_rendered(out_dir, rendered.files)
@@ -44,12 +45,13 @@ def build(root: Path, config_path: Path | None, reload_url: str | None) -> None:
 @collector_paused
 def check(root: Path, config_path: Path | None) -> None:
     """Fail if rendered/ is stale against the sources or any check fails."""
-    from dashgen.compiler.build import PREVIEW, differences, render_project, validate_rendered
+    from dashgen.compiler.build import PREVIEW, check_for_vmalert, differences, render_project, validate_rendered
     from dashgen.compiler.tree_writer import project_lock
     from dashgen.replay.preview.stamp import stale_previews
 
     rendered = render_project(root, load_config(config_path, root))
     validate_rendered(rendered.files)
+    check_for_vmalert(rendered.files)
     with project_lock(root):
         out_dir = rendered_dir(root)
         problems = differences(out_dir, rendered.files)
@@ -103,7 +105,8 @@ def _list_unused(rendered, config: Config, root: Path) -> None:
 @root_option
 def lint(root: Path) -> None:
     """Run `promtool check rules` on rendered/rules/*.yaml and `amtool check-config` on Alertmanager's file;
-    also `vmalert -dryRun` on the rule files when vmalert (VictoriaMetrics) is installed."""
+    also `vmalert -dryRun` on rendered/victoriametrics/rules/*.yaml, as they are, when VictoriaMetrics is
+    a target (config `victoriametrics: true`) and vmalert is installed."""
     from dashgen.compiler.targets.alertmanager import ALERTMANAGER_FILE
     from dashgen.compiler.tree_writer import project_lock
     from dashgen.promtool import run_tool
@@ -120,21 +123,28 @@ def lint(root: Path) -> None:
     _show(rules.stdout, rules.stderr)
     routing = run_tool("amtool", ["check-config", str(alertmanager)])
     _show(routing.stdout, routing.stderr)
-    vmalert = _vmalert_dry_run([Path(f) for f in files])
+    vmalert = _vmalert_dry_run(rendered)
     sys.exit(rules.returncode or routing.returncode or vmalert)
 
 
-def _vmalert_dry_run(files: list[Path]) -> int:
-    """`vmalert -dryRun` on the rule files if vmalert is installed; says so if it is not."""
-    from dashgen.compiler.targets.victoriametrics import dry_run, vmalert_installed
+def _vmalert_dry_run(rendered: Path) -> int:
+    """`vmalert -dryRun` on the rule files rendered for VictoriaMetrics, if there are any and vmalert
+    is installed; says which it checked, or why it did not."""
+    from dashgen.compiler.targets.victoriametrics import VMALERT_RULES_DIR, dry_run, vmalert_installed
 
+    files = sorted((rendered / VMALERT_RULES_DIR).glob("*.yaml"))
+    if not files:
+        click.echo(f"no {rendered.name}/{VMALERT_RULES_DIR}/: VictoriaMetrics is not a target (config "
+                   f"`victoriametrics: true` renders its rule files); skipped `vmalert -dryRun`")
+        return 0
     if not vmalert_installed():
         click.echo("vmalert not found: skipped `vmalert -dryRun` (VictoriaMetrics' rule check; Debian package "
                    "victoria-metrics)")
         return 0
-    result, note = dry_run(files)
+    result = dry_run(files)
     _show(result.stdout, result.stderr)
-    click.echo(note if result.returncode == 0 else f"{note}: FAILED")
+    click.echo(f"vmalert -dryRun: {len(files)} rule files in {rendered.name}/{VMALERT_RULES_DIR}/ "
+               + ("load" if result.returncode == 0 else "FAILED"))
     return result.returncode
 
 

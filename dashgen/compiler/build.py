@@ -104,6 +104,10 @@ def render_project(root: Path, config: Config) -> Rendered:
     out.files["prometheus/prometheus.yml"] = env.get_template("prometheus.yml.j2").render(
         config=config, alerting=alerting.prometheus_alerting)
     alertmanager = alertmanager_config(config, alerting.inhibitions)
+    if config.victoriametrics:
+        from dashgen.compiler.targets.victoriametrics import render_victoriametrics
+
+        out.files.update(render_victoriametrics(rules.files, config.rule_interval))
     if config.kubernetes:  # the objects' schemas only then
         from dashgen.compiler.targets.kubernetes import render_kubernetes
 
@@ -156,3 +160,13 @@ def validate_rendered(files: dict[str, str]) -> None:
     if result.returncode != 0:
         raise BuildError(f"promtool check config rejects {RENDERED}/prometheus/prometheus.yml or its rule files:\n"
                          f"{(result.stdout + result.stderr).strip()}")
+
+
+def check_for_vmalert(files: dict[str, str]) -> None:
+    """`vmalert -dryRun` of the rule files rendered for VictoriaMetrics, if any, before rendered/
+    is replaced; says so when vmalert is not installed."""
+    from dashgen.compiler.targets.victoriametrics import VMALERT_RULES_DIR, check_with_vmalert
+
+    if any(rel.startswith(f"{VMALERT_RULES_DIR}/") for rel in files) and not check_with_vmalert(files, RENDERED):
+        print(f"dashgen: vmalert not found; skipped `vmalert -dryRun` of {RENDERED}/{VMALERT_RULES_DIR}/",
+              file=sys.stderr)

@@ -18,7 +18,6 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from dashgen.compiler.targets.victoriametrics import rule_files_for
 from dashgen.errors import BuildError
 from dashgen.parent_death import die_with_parent_hook
 from dashgen.promtool import find_binary
@@ -90,12 +89,12 @@ RULES_DELAY = "3s"
 
 
 def replay(server: VictoriaMetricsServer, rule_files: list[Path], start: float, end: float,
-           group_interval: str, workdir: Path, timeout: float = 1800) -> subprocess.CompletedProcess:
+           group_interval: str, timeout: float = 1800) -> subprocess.CompletedProcess:
     """`vmalert` in replay mode over [start, end] (Unix seconds) against `server`, writing the
-    recordings and ALERTS back to it; BuildError with vmalert's log if it fails."""
+    recordings and ALERTS back to it; BuildError with vmalert's log if it fails. The rule files
+    are read as they are: those rendered for VictoriaMetrics (rendered/victoriametrics/rules/)."""
     vmalert = find_binary("vmalert")
-    files = rule_files_for(vmalert, rule_files, workdir)
-    command = [vmalert, *(f"-rule={p}" for p in files.paths),
+    command = [vmalert, *(f"-rule={p}" for p in rule_files),
                f"-datasource.url={server.url}", f"-remoteWrite.url={server.url}",
                f"-replay.timeFrom={_rfc3339(start)}", f"-replay.timeTo={_rfc3339(end)}",
                f"-datasource.queryStep={group_interval}", f"-replay.rulesDelay={RULES_DELAY}",

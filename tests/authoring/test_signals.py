@@ -34,7 +34,9 @@ def test_list_unused_names_each_key_and_its_reason():
 def test_a_panel_removed_shows_up_without_a_reason(project: Path):
     module = project / "panels" / "verl_training.py"
     text = module.read_text()
-    module.write_text(text.replace('Row("Rewards, advantages and values", (rewards, advantages, returns, values)),', ""))
+    row = 'Row("Rewards, advantages and values", (rewards, advantages, returns, values), collapsed=True),'
+    assert row in text
+    module.write_text(text.replace(row, ""))
     result = run("list", "--unused", "--root", str(project))
     assert result.exit_code == 0, result.output
     assert "critic/advantages/mean  (verl_critic_advantages_mean)  no panel, and no reason given" in result.output

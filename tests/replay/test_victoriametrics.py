@@ -1,10 +1,11 @@
-"""The rules on VictoriaMetrics: vmalert's dry run in `dashgen lint`, the no-keep-firing-for
-dialect Debian's vmalert (1.79) needs, and a replay of the sample run through VictoriaMetrics
-and vmalert whose alerts start when Prometheus' backtest says they do.
+"""The rules on VictoriaMetrics: rendered/victoriametrics/rules/ (config `victoriametrics: true`),
+which Debian's vmalert (1.79, no keep_firing_for) loads as it is; vmalert's dry run in `dashgen
+build` and `dashgen lint`; and replays of the sample run through VictoriaMetrics and vmalert whose
+alerts fire and resolve when Prometheus' backtest says they do.
 
 vmalert replays rule after rule and waits RULES_DELAY after each, so a replay costs seconds per
 rule: the replay of every rule file is `slow` (make test-slow); `make test` replays the rules
-one alert with a chained, held baseline reads (VerlTrainingDivergence)."""
+single alerts read (VerlTrainingDivergence, VerlKLSpike, VerlNaNMetrics)."""
 
 import re
 import time
@@ -13,8 +14,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dashgen.compiler.targets.victoriametrics import dry_run, vmalert_installed, without_keep_firing_for
-from dashgen.config import Config
+import dashgen.compiler.targets.victoriametrics as victoriametrics
+from dashgen.compiler.build import render_project
+from dashgen.compiler.targets.victoriametrics import VMALERT_RULES_DIR, dry_run, fired_recording, vmalert_installed
+from dashgen.config import Config, config_from
 from dashgen.replay.backfill import Timing, read_run, run_labels
 from dashgen.replay.backtest.engine import backtest
 from dashgen.replay.victoriametrics import VictoriaMetricsServer, firing_starts, prometheus_text, replay
@@ -22,11 +25,29 @@ from dashgen.replay.victoriametrics import VictoriaMetricsServer, firing_starts,
 from conftest import REPO, run
 
 SAMPLE_RUN = REPO / "examples/runs/gsm8k/ppo-qwen-7b.jsonl"
-RULE_FILES = sorted((REPO / "rendered/rules").glob("*.yaml"))
 needs_victoria_metrics = pytest.mark.skipif(
     not vmalert_installed(), reason="vmalert not installed (Debian package victoria-metrics; `make test` installs it)")
 # Two days ago, at midnight: inside retention, not in the future.
 START = float((int(time.time()) // 86400 - 2) * 86400)
+VICTORIA_METRICS = config_from({"victoriametrics": True})
+
+
+def vmalert_rule_files(folder: Path) -> list[Path]:
+    """This repository's rule files as rendered for VictoriaMetrics, written into `folder`."""
+    files = render_project(REPO, VICTORIA_METRICS).files
+    paths = []
+    for rel, text in sorted(files.items()):
+        if rel.startswith(f"{VMALERT_RULES_DIR}/"):
+            path = folder / Path(rel).name
+            path.write_text(text)
+            paths.append(path)
+    return paths
+
+
+def set_up_project(project: Path) -> Path:
+    (project / "dashgen.yaml").write_text("victoriametrics: true\n")
+    assert run("build", "--root", str(project)).exit_code == 0
+    return project / "rendered" / VMALERT_RULES_DIR
 
 
 def rules_read_by(alertname: str, rule_files: list[Path], folder: Path) -> Path:
@@ -48,33 +69,92 @@ def rules_read_by(alertname: str, rule_files: list[Path], folder: Path) -> Path:
     return path
 
 
-def test_the_dialect_drops_keep_firing_for_and_nothing_else():
-    text = (REPO / "rendered/rules/stability.yaml").read_text()
-    assert "keep_firing_for" in text
-    stripped = yaml.safe_load(without_keep_firing_for(text))
-    original = yaml.safe_load(text)
-    for group in original["groups"]:
-        for rule in group["rules"]:
-            rule.pop("keep_firing_for", None)
-    assert stripped == original
+def test_the_vmalert_files_are_prometheus_files_with_the_hold_written_as_a_recording():
+    files = render_project(REPO, VICTORIA_METRICS).files
+    assert not any(rel.startswith(VMALERT_RULES_DIR) for rel in render_project(REPO, Config()).files)  # off by default
+    stems = sorted(rel.split("/")[-1] for rel in files if rel.startswith("rules/"))
+    assert sorted(rel.split("/")[-1] for rel in files if rel.startswith(VMALERT_RULES_DIR)) == stems
+    held = 0
+    for stem in stems:
+        text = files[f"{VMALERT_RULES_DIR}/{stem}"]
+        assert "keep_firing_for" not in text
+        assert text.startswith(files[f"rules/{stem}"].splitlines()[0])  # "Rendered by dashgen build from ..."
+        for prometheus, vm in zip(yaml.safe_load(files[f"rules/{stem}"])["groups"], yaml.safe_load(text)["groups"]):
+            assert {k: v for k, v in prometheus.items() if k != "rules"} == {k: v for k, v in vm.items() if k != "rules"}
+            vm_rules = iter(vm["rules"])
+            for rule in prometheus["rules"]:
+                if "keep_firing_for" not in rule:
+                    assert next(vm_rules) == rule
+                    continue
+                held += 1
+                recording, alert = next(vm_rules), next(vm_rules)
+                assert recording["record"] == fired_recording(rule["alert"])
+                assert " ".join(rule["expr"].split()) in " ".join(recording["expr"].split())
+                assert {k: v for k, v in alert.items() if k != "expr"} == {
+                    k: v for k, v in rule.items() if k not in ("expr", "keep_firing_for")}
+                assert alert["expr"].startswith("(\n") and f"last_over_time({recording['record']}[" in alert["expr"]
+            assert next(vm_rules, None) is None
+    assert held >= 8
+
+
+def test_the_hold_counts_the_evaluations_for_needs_and_one_interval_more():
+    rule = {"alert": "X", "expr": "m > 1", "for": "10m", "keep_firing_for": "15m", "labels": {"severity": "warning"}}
+    recording, alert = victoriametrics.held_alert(rule, "1m")
+    # for: 10m at a 1m interval fires on the 11th true evaluation in a row (as Prometheus does).
+    assert recording == {"record": "dashgen:X:fired", "expr": "(\n  m > 1\n)\nand\ncount_over_time((\n  m > 1\n)[11m:1m]) >= 11"}
+    assert alert == {"alert": "X", "expr": "(\n  m > 1\n)\nor\nlast_over_time(dashgen:X:fired[16m])", "for": "10m",
+                     "labels": {"severity": "warning"}}
+    recording, _ = victoriametrics.held_alert({"alert": "Y", "expr": "m > 1", "keep_firing_for": "5m"}, "30s")
+    assert recording["expr"] == "m > 1"  # without `for`, firing is the condition itself
+    assert victoriametrics.held_alert({"alert": "Z", "expr": "m > 1", "for": "1m"}, "1m") == [
+        {"alert": "Z", "expr": "m > 1", "for": "1m"}]
 
 
 @pytest.mark.heavy
 @needs_victoria_metrics
-def test_vmalert_dry_run_accepts_the_rendered_rules():
-    result, note = dry_run(RULE_FILES)
+def test_every_rule_file_rendered_for_victoria_metrics_loads_in_vmalert(tmp_path: Path):
+    paths = vmalert_rule_files(tmp_path)
+    assert len(paths) == len(list((REPO / "rendered/rules").glob("*.yaml")))
+    result = dry_run(paths)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert note.startswith("vmalert -dryRun")
+    # The Prometheus files are what this vmalert cannot load, if it is older than 1.92 (Debian's 1.79).
+    refused = dry_run(sorted((REPO / "rendered/rules").glob("*.yaml")))
+    assert refused.returncode == 0 or "keep_firing_for" in refused.stdout + refused.stderr
 
 
 @pytest.mark.heavy
 @needs_victoria_metrics
-def test_lint_runs_vmalert_when_installed():
+def test_lint_dry_runs_the_victoria_metrics_files_as_they_are(project: Path):
+    folder = set_up_project(project)
+    result = run("lint", "--root", str(project))
+    assert result.exit_code == 0, result.output
+    assert "vmalert -dryRun: 7 rule files in rendered/victoriametrics/rules/ load" in result.output
+    # A file edited after the build is checked as it is, not repaired first.
+    rules = folder / "memory.yaml"
+    rules.write_text(rules.read_text().replace("    for: ", "    keep_firing_for: 15m\n    for: ", 1))
+    result = run("lint", "--root", str(project))
+    assert result.exit_code != 0 and "vmalert -dryRun: 7 rule files in rendered/victoriametrics/rules/ FAILED" in result.output
+
+
+@pytest.mark.heavy
+@needs_victoria_metrics
+def test_build_runs_vmalert_on_the_files_before_replacing_rendered(project: Path, monkeypatch):
+    set_up_project(project)
+    before = {p: p.read_bytes() for p in (project / "rendered").rglob("*") if p.is_file()}
+    # As if the hold were not rewritten: vmalert 1.79 refuses keep_firing_for, and the build stops.
+    monkeypatch.setattr(victoriametrics, "held_alert", lambda rule, interval: [rule])
+    result = run("build", "--root", str(project))
+    if result.exit_code == 0:
+        pytest.skip("this vmalert reads keep_firing_for (1.92 or later): nothing to refuse")
+    assert "vmalert -dryRun rejects the rule files rendered for VictoriaMetrics" in result.output
+    assert "keep_firing_for" in result.output and "rendered/victoriametrics/rules/" in result.output
+    assert {p: p.read_bytes() for p in (project / "rendered").rglob("*") if p.is_file()} == before
+
+
+def test_lint_says_why_it_skipped_vmalert(monkeypatch, tmp_path, project: Path):
     result = run("lint", "--root", str(REPO))
-    assert "vmalert -dryRun" in result.output and "FAILED" not in result.output
-
-
-def test_lint_says_it_skipped_vmalert_when_it_is_missing(monkeypatch, tmp_path):
+    assert "VictoriaMetrics is not a target (config `victoriametrics: true` renders its rule files)" in result.output
+    set_up_project(project)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     from dashgen.promtool import find_binary
@@ -83,31 +163,71 @@ def test_lint_says_it_skipped_vmalert_when_it_is_missing(monkeypatch, tmp_path):
         (bin_dir / tool).symlink_to(find_binary(tool))
     monkeypatch.setenv("PATH", str(bin_dir))
     monkeypatch.delenv("VMALERT", raising=False)
-    result = run("lint", "--root", str(REPO))
+    result = run("lint", "--root", str(project))
     assert "vmalert not found: skipped `vmalert -dryRun`" in result.output
+
+
+def prometheus_firing(timing: Timing) -> dict[str, list[tuple[float, float | None]]]:
+    """alertname -> (start, resolved at) of each firing, by Prometheus' backtest of the sample run."""
+    return {outcome.alertname: [(firing.start, firing.end) for firing in outcome.firing]
+            for result in backtest([SAMPLE_RUN], REPO, Config(), timing) for outcome in result.alerts if outcome.firing}
+
+
+def firing_intervals(server: VictoriaMetricsServer, alertname: str, interval: float = 60) -> list[tuple[float, float]]:
+    """(first, resolved at) of each firing of `alertname` in the ALERTS a replay wrote: resolved
+    one evaluation after its last firing sample, as Prometheus' backtest counts it."""
+    [series] = server.export(f'ALERTS{{alertname="{alertname}", alertstate="firing"}}')
+    intervals: list[list[float]] = []
+    for at in sorted(set(t / 1000 for t in series["timestamps"])):
+        if intervals and at - intervals[-1][1] <= interval:
+            intervals[-1][1] = at
+        else:
+            intervals.append([at, at])
+    return [(first, last + interval) for first, last in intervals]
 
 
 @pytest.mark.live
 @needs_victoria_metrics
-def test_a_held_baseline_chained_across_groups_fires_on_victoria_metrics_in_the_second_pass(tmp_path: Path):
+def test_the_divergence_fires_once_on_victoria_metrics_where_prometheus_fires_it(tmp_path: Path):
     """The divergence reads chained recordings (its quietest baselines from recorded medians, its
     hysteresis from a held baseline recorded in the main group from the hold group's recording).
-    vmalert replays one group after the other, so after a second pass it fires where Prometheus does."""
+    vmalert replays one group after the other, so after a second pass it fires where Prometheus does,
+    once, from the onset to the run's end, as Prometheus' backtest does."""
     timing = Timing(start=START)
     recorded = read_run(SAMPLE_RUN, run_labels(SAMPLE_RUN, "verl"), timing)
-    [expected] = [outcome.firing[0].start for result in backtest([SAMPLE_RUN], REPO, Config(), timing)
-                  for outcome in result.alerts if outcome.alertname == "VerlTrainingDivergence" and outcome.firing]
-    rules = rules_read_by("VerlTrainingDivergence", [REPO / "rendered/rules/stability.yaml"], tmp_path)
+    [(start, end)] = prometheus_firing(timing)["VerlTrainingDivergence"]
+    stability, = [p for p in vmalert_rule_files(tmp_path) if p.stem == "stability"]
+    rules = rules_read_by("VerlTrainingDivergence", [stability], tmp_path)
     groups = [[r.get("record") or r["alert"] for r in g["rules"]] for g in yaml.safe_load(rules.read_text())["groups"]]
     assert len(groups) == 2 and groups[0][-1] == "VerlTrainingDivergence"
     assert any(":baseline_held" in name for name in groups[0]) and groups[1]  # the hold group
     with VictoriaMetricsServer(tmp_path / "victoria-metrics") as server:
         server.import_prometheus_text(prometheus_text([recorded], timing.scrape_interval))
-        replay(server, [rules], recorded.times[0], recorded.end, "1m", tmp_path)
-        replay(server, [rules], recorded.times[0], recorded.end, "1m", tmp_path)
-        got = firing_starts(server, gap_seconds=60)
-    assert set(got) == {"VerlTrainingDivergence"}
-    assert abs(got["VerlTrainingDivergence"][0] - expected) <= 60, (got, expected)
+        for _ in range(2):
+            replay(server, [rules], recorded.times[0], recorded.end, "1m")
+        got = firing_intervals(server, "VerlTrainingDivergence")
+        assert set(firing_starts(server, gap_seconds=60)) == {"VerlTrainingDivergence"}
+    assert len(got) == 1, got
+    assert abs(got[0][0] - start) <= 60 and abs(got[0][1] - end) <= 60, (got, start, end)
+
+
+@pytest.mark.live
+@needs_victoria_metrics
+def test_the_hold_keeps_an_alert_firing_as_long_as_keep_firing_for_does_on_prometheus(tmp_path: Path):
+    """VerlKLSpike (for 10m, keep_firing_for 15m) on the sample run: Prometheus holds it 15 minutes
+    after the median KL falls back; the vmalert files hold it as long, in one replay pass."""
+    timing = Timing(start=START)
+    recorded = read_run(SAMPLE_RUN, run_labels(SAMPLE_RUN, "verl"), timing)
+    [(start, end)] = prometheus_firing(timing)["VerlKLSpike"]
+    stability, = [p for p in vmalert_rule_files(tmp_path) if p.stem == "stability"]
+    rules = rules_read_by("VerlKLSpike", [stability], tmp_path)
+    with VictoriaMetricsServer(tmp_path / "victoria-metrics") as server:
+        server.import_prometheus_text(prometheus_text([recorded], timing.scrape_interval))
+        replay(server, [rules], recorded.times[0], recorded.end, "1m")
+        got = firing_intervals(server, "VerlKLSpike")
+    assert len(got) == 1, got
+    assert abs(got[0][0] - start) <= 60 and abs(got[0][1] - end) <= 60, (got, start, end)
+    assert end - 15 * 60 > got[0][0]  # the hold is part of it
 
 
 @pytest.mark.live
@@ -116,24 +236,21 @@ def test_a_held_baseline_chained_across_groups_fires_on_victoria_metrics_in_the_
 def test_a_replay_through_victoria_metrics_starts_the_alerts_prometheus_backtest_starts(tmp_path: Path):
     timing = Timing(start=START)
     recorded = read_run(SAMPLE_RUN, run_labels(SAMPLE_RUN, "verl"), timing)
-    expected = {outcome.alertname: [firing.start for firing in outcome.firing]
-                for result in backtest([SAMPLE_RUN], REPO, Config(), timing)
-                for outcome in result.alerts if outcome.firing}
+    expected = prometheus_firing(timing)
     assert set(expected) >= {"VerlTrainingDivergence"}, expected
+    # GPU rules read Ray's series, which the step log does not hold: nothing to replay there.
+    rule_files = [f for f in vmalert_rule_files(tmp_path) if f.stem != "gpu"]
     with VictoriaMetricsServer(tmp_path / "victoria-metrics") as server:
         server.import_prometheus_text(prometheus_text([recorded], timing.scrape_interval))
-        # GPU rules read Ray's series, which the step log does not hold: nothing to replay there.
         # vmalert replays one group after the other, so alerts that read a held baseline (recorded
         # from the `-hold` group, which comes after them) see it only in a second pass.
         for _ in range(2):
-            replay(server, [f for f in RULE_FILES if f.stem != "gpu"], recorded.times[0], recorded.end, "1m",
-                   tmp_path)
-        got = firing_starts(server, gap_seconds=60)
+            replay(server, rule_files, recorded.times[0], recorded.end, "1m")
+        got = {name: firing_intervals(server, name) for name in firing_starts(server, gap_seconds=60)}
     assert set(got) == set(expected), (got, expected)
-    for name, starts in expected.items():
-        # Without keep_firing_for (the dialect) an alert may resolve and fire again where Prometheus
-        # holds it: compare when each first fires, to within one evaluation interval.
-        assert abs(got[name][0] - starts[0]) <= 60, (name, got[name], starts)
+    for name, firings in expected.items():
+        assert abs(got[name][0][0] - firings[0][0]) <= 60, (name, got[name], firings)
+    assert len(got["VerlTrainingDivergence"]) == 1, got
 
 
 @pytest.mark.live
@@ -154,8 +271,9 @@ def test_a_nan_loss_pages_on_victoria_metrics_which_drops_the_nan_samples(tmp_pa
         server.import_prometheus_text(prometheus_text([recorded], timing.scrape_interval))
         # VictoriaMetrics (1.79) dropped the NaN samples: only the finite loss is stored.
         assert set(server.export('verl_actor_pg_loss{experiment="nan-loss"}')[0]["values"]) == {0.1}
-        rules = rules_read_by("VerlNaNMetrics", [REPO / "rendered/rules/stability.yaml"], tmp_path)
-        replay(server, [rules], recorded.times[0], recorded.end, "1m", tmp_path)
+        stability, = [p for p in vmalert_rule_files(tmp_path) if p.stem == "stability"]
+        rules = rules_read_by("VerlNaNMetrics", [stability], tmp_path)
+        replay(server, [rules], recorded.times[0], recorded.end, "1m")
         got = firing_starts(server, gap_seconds=60)
     assert "VerlNaNMetrics" in expected and "VerlNaNMetrics" in got, (expected, got)
     assert abs(got["VerlNaNMetrics"][0] - expected["VerlNaNMetrics"]) <= 60

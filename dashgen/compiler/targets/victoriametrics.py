@@ -1,14 +1,24 @@
-"""The rules on VictoriaMetrics: vmalert's dry run and the dialect older vmalerts read.
+"""rendered/victoriametrics/rules/: the rule files as vmalert loads them, and vmalert's dry run.
 
-vmalert before 1.92 refuses a rule file with `keep_firing_for` ("unknown fields in rule"), so
-for such a vmalert the rule files are given in the `no-keep-firing-for` dialect: the same
-files without that field (alerts then resolve as soon as their condition stops holding).
-Whether the installed vmalert needs it is asked of vmalert itself, by a dry run of a one-rule
-file, not read from its version string (Debian's build prints none).
+vmalert before 1.92 (Debian bookworm's is 1.79) refuses a rule file with `keep_firing_for`
+("unknown fields in rule"). The files rendered for it hold an alert in the query instead. Beside
+the alert, a recording of when it fired: its condition held at each of the evaluations its
+`for` needs (a subquery of the condition at the group's interval, so the recording does not
+wait for an earlier one to be written back). The alert then reads
+
+    (condition) or last_over_time(dashgen:<alert>:fired[keep_firing_for + interval])
+
+so once fired it stays firing until keep_firing_for after its condition last held, as in
+Prometheus (to the evaluation), and a blip shorter than `for` is held by nothing. One difference:
+a return of the condition shorter than `for` during the hold does not restart the hold (in
+Prometheus it does). The hold reads no ALERTS series, so vmalert's replay, which evaluates a rule
+over the whole range before writing its ALERTS, holds it in one pass as live vmalert does.
+Everything else is rendered/rules/ as it is, so every vmalert from 1.79 on loads these files.
 """
 
 from __future__ import annotations
 
+import math
 import subprocess
 import tempfile
 from pathlib import Path
@@ -16,14 +26,12 @@ from pathlib import Path
 import yaml
 
 from dashgen.compiler.block_yaml import rule_yaml
+from dashgen.config import duration_seconds, format_duration
 from dashgen.errors import BuildError
 from dashgen.promtool import find_binary
-from dashgen.records import record
 
-NO_KEEP_FIRING_FOR = "no-keep-firing-for"
-_PROBE_RULES = "groups:\n- name: probe\n  rules:\n  - alert: Probe\n    expr: vector(1)\n    keep_firing_for: 1m\n"
-
-
+RULES_DIR = "rules"
+VMALERT_RULES_DIR = "victoriametrics/rules"
 def vmalert_installed() -> bool:
     try:
         find_binary("vmalert")
@@ -32,53 +40,72 @@ def vmalert_installed() -> bool:
     return True
 
 
-def reads_keep_firing_for(vmalert: str) -> bool:
-    """Whether this vmalert accepts `keep_firing_for` (1.92 and later)."""
-    with tempfile.TemporaryDirectory(prefix="dashgen-vmalert-probe-") as tmp:
-        probe = Path(tmp) / "probe.yaml"
-        probe.write_text(_PROBE_RULES)
-        result = subprocess.run([vmalert, "-dryRun", f"-rule={probe}"], capture_output=True, text=True,
-                                timeout=60, check=False)
-    return result.returncode == 0
+def fired_recording(alertname: str) -> str:
+    """The recording of when an alert fired that its hold reads (a valid metric name: alert names are)."""
+    return f"dashgen:{alertname}:fired"
 
 
-def without_keep_firing_for(rule_text: str) -> str:
-    """A rule file in the no-keep-firing-for dialect: every rule's `keep_firing_for` removed."""
+def held_alert(rule: dict, interval: str) -> list[dict]:
+    """An alerting rule with keep_firing_for as the two rules vmalert 1.79 reads: the recording of
+    when it fired, then the alert held on it. Other rules are returned as they are."""
+    hold = rule.get("keep_firing_for")
+    if "alert" not in rule or hold is None:
+        return [rule]
+    name, condition, step = rule["alert"], rule["expr"], duration_seconds(interval)
+    # `for: F` fires at the evaluation that finds the condition true for the ceil(F/step) + 1th time in a row.
+    evaluations = math.ceil(duration_seconds(rule.get("for", "0s")) / step) + 1
+    # The condition's own value, so the alert's $value while held is the last one it fired with.
+    fired = condition if evaluations == 1 else (
+        f"(\n{_indented(condition)}\n)\nand\ncount_over_time((\n{_indented(condition)}\n)"
+        f"[{format_duration(evaluations * step)}:{interval}]) >= {evaluations}")
+    window = format_duration(duration_seconds(hold) + step)  # the hold counts from the first evaluation without
+    held = {key: value for key, value in rule.items() if key != "keep_firing_for"}
+    held["expr"] = f"(\n{_indented(condition)}\n)\nor\nlast_over_time({fired_recording(name)}[{window}])"
+    return [{"record": fired_recording(name), "expr": fired}, held]
+
+
+def _indented(text: str) -> str:
+    return "\n".join(f"  {line}" for line in text.splitlines())
+
+
+def for_vmalert(rule_text: str, default_interval: str) -> str:
+    """A rendered Prometheus rule file as vmalert 1.79 and later load it (see the module's docstring)."""
+    header = "".join(line + "\n" for line in rule_text.splitlines() if line.startswith("#"))
     data = yaml.safe_load(rule_text)
     for group in data.get("groups", []):
-        for rule in group.get("rules", []):
-            rule.pop("keep_firing_for", None)
-    return rule_yaml(data)
+        interval = group.get("interval", default_interval)
+        group["rules"] = [kept for rule in group.get("rules", []) for kept in held_alert(rule, interval)]
+    return header + rule_yaml(data)
 
 
-@record
-class RuleFilesForVmalert:
-    """The rule files as the installed vmalert reads them, and the dialect they are in (or "")."""
-
-    paths: list[Path]
-    dialect: str
+def render_victoriametrics(files: dict[str, str], default_interval: str) -> dict[str, str]:
+    """rendered/victoriametrics/rules/<area>.yaml for each rendered/rules/<area>.yaml."""
+    return {f"{VMALERT_RULES_DIR}/{rel[len(RULES_DIR) + 1:]}": for_vmalert(text, default_interval)
+            for rel, text in sorted(files.items()) if rel.startswith(f"{RULES_DIR}/") and rel.endswith(".yaml")}
 
 
-def rule_files_for(vmalert: str, paths: list[Path], folder: Path) -> RuleFilesForVmalert:
-    """`paths` themselves if vmalert reads them; else copies in the no-keep-firing-for dialect in `folder`."""
-    if reads_keep_firing_for(vmalert):
-        return RuleFilesForVmalert(paths, "")
-    copies = []
-    for path in paths:
-        copy = folder / path.name
-        copy.write_text(without_keep_firing_for(path.read_text()))
-        copies.append(copy)
-    return RuleFilesForVmalert(copies, NO_KEEP_FIRING_FOR)
+def dry_run(paths: list[Path]) -> subprocess.CompletedProcess:
+    """`vmalert -dryRun` on the rule files, as they are."""
+    return subprocess.run([find_binary("vmalert"), "-dryRun", "-loggerLevel=ERROR", *(f"-rule={p}" for p in paths)],
+                          capture_output=True, text=True, timeout=300, check=False)
 
 
-def dry_run(paths: list[Path]) -> tuple[subprocess.CompletedProcess, str]:
-    """`vmalert -dryRun` on the rule files (in the dialect it needs); the result and a note saying
-    which dialect was checked."""
-    vmalert = find_binary("vmalert")
+def check_with_vmalert(files: dict[str, str], where: str) -> bool:
+    """`vmalert -dryRun` of the files rendered for it (path under `where` -> text), before they are
+    written; BuildError with vmalert's words if it refuses them. False if vmalert is not installed."""
+    rules = {rel: text for rel, text in files.items() if rel.startswith(f"{VMALERT_RULES_DIR}/")}
+    if not rules or not vmalert_installed():
+        return False
     with tempfile.TemporaryDirectory(prefix="dashgen-vmalert-") as tmp:
-        files = rule_files_for(vmalert, paths, Path(tmp))
-        result = subprocess.run([vmalert, "-dryRun", "-loggerLevel=ERROR", *(f"-rule={p}" for p in files.paths)],
-                                capture_output=True, text=True, timeout=300, check=False)
-    note = (f"vmalert -dryRun: this vmalert does not read keep_firing_for (before 1.92); checked the rule files "
-            f"without it (the {NO_KEEP_FIRING_FOR} dialect)" if files.dialect else "vmalert -dryRun: checked")
-    return result, note
+        paths = []
+        for rel, text in sorted(rules.items()):
+            path = Path(tmp) / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            paths.append(path)
+        result = dry_run(paths)
+    if result.returncode != 0:
+        output = (result.stdout + result.stderr).strip().replace(f"{tmp}/", f"{where}/")
+        raise BuildError(f"vmalert -dryRun rejects the rule files rendered for VictoriaMetrics "
+                         f"({where}/{VMALERT_RULES_DIR}/):\n{output}")
+    return True
