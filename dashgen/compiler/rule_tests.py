@@ -9,12 +9,18 @@ For each such alert, three cases on synthetic series of one run each:
 - **stays quiet**: the same healthy series without a crossing never fire;
 - **holds in the hysteresis band** (alerts with `keep_firing_while`): after firing, the signals
   fall back between the keep-firing threshold and the onset threshold, and the alert is still
-  firing when `keep_firing_for` is long over.
+  firing when `keep_firing_for` is long over;
+- **only branch N crosses** (a condition of `all_of` or `any_of`), one case a branch: that
+  branch's signals cross while every other signal stays healthy. Under `all_of` the alert must
+  not fire: a branch already true on a healthy run (a factor on the wrong side of 1) would reduce
+  the composite to the other branches. Under `any_of` it must fire: a branch that can never cross
+  (a ratio threshold of 10) is caught although the other branches fire the case where all cross.
+  A branch that reads a signal another branch reads cannot cross alone and gets no such case.
 
 The healthy level comes from the signal, not from the threshold: 1 (0.1 for a ratio) for a
 signal compared with its own baseline, so a factor on the wrong side of 1 fires on a healthy
-run; and a crossing must stay within a ratio's range of 0 to 1, so a ratio threshold of 10 (for
-10%) can never fire. Both fail their generated test.
+run; and every level of a ratio stays within its range of 0 to 1, so a ratio threshold of 10
+(for 10%) can never fire `above` and always fires `below`. Each fails its generated test.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from dashgen.catalog import LAST_STEP_METRIC, Catalog
 from dashgen.compiler.condition_compiler import resolve_signal
 from dashgen.compiler.step_windows import GLOBAL_STEP, band_of, step_window_seconds
 from dashgen.compiler.selectors import expand_selectors, rule_selectors
-from dashgen.conditions import Compare, Comparison, Condition, Steps, Window, comparisons
+from dashgen.conditions import AllOf, AnyOf, Compare, Comparison, Condition, Steps, Window, comparisons
 from dashgen.config import Config, duration_seconds
 from dashgen.model import Alert
 from dashgen.records import record
@@ -68,8 +74,10 @@ def _healthy_level(comparison: Comparison, ratio: bool) -> float:
         return 0.1 if ratio else 1.0
     value = comparison.value
     if comparison.op == ">":
-        return value / 2 if value > 0 else value - 1
-    return value * 2 if value > 0 else value + 1
+        level = value / 2 if value > 0 else value - 1
+    else:
+        level = value * 2 if value > 0 else value + 1
+    return min(max(level, 0.0), 1.0) if ratio else level
 
 
 def _fault_level(comparison: Comparison, healthy: float, ratio: bool) -> float:
@@ -116,15 +124,19 @@ def _windows(condition: Condition | None, config: Config, rhythm: float | None =
 
 # Rhythms (seconds per training step) every alert that counts in steps is tested at.
 TEST_RHYTHMS = (2.0, 60.0, 300.0)
+# The one rhythm its branches are tested at alone: which branches a composite needs does not
+# depend on the rhythm, and a case per branch and rhythm would triple their cost.
+BRANCH_RHYTHM = 60.0
+BRANCH_CASE = re.compile(r"only-branch-(\d+)-crosses")
 
 
 def alert_cases(alert: Alert, catalog: Catalog, config: Config) -> list[_Case]:
     """The generated cases of one alert; at each of TEST_RHYTHMS for one that counts in steps."""
     if not counts_steps(alert.condition) and not counts_steps(alert.keep_firing_while):
-        return _cases(alert, catalog, config, None)
+        return _cases(alert, catalog, config, None, branches=True)
     cases = []
     for rhythm in TEST_RHYTHMS:
-        for case in _cases(alert, catalog, config, rhythm):
+        for case in _cases(alert, catalog, config, rhythm, branches=rhythm == BRANCH_RHYTHM):
             case.name = f"{case.name}-at-{rhythm:g}s-per-step"
             case.series.update(_rhythm_series(rhythm, config, max(count for _, count in case.series_length())))
             cases.append(case)
@@ -151,7 +163,7 @@ def _runs(values: list[float]) -> list[tuple[float, int]]:
     return segments
 
 
-def _cases(alert: Alert, catalog: Catalog, config: Config, rhythm: float | None) -> list[_Case]:
+def _cases(alert: Alert, catalog: Catalog, config: Config, rhythm: float | None, branches: bool) -> list[_Case]:
     step = duration_seconds(config.rule_interval)
     onset = list(comparisons(alert.condition))
     keep = list(comparisons(alert.keep_firing_while)) if alert.keep_firing_while is not None else []
@@ -195,6 +207,14 @@ def _cases(alert: Alert, catalog: Catalog, config: Config, rhythm: float | None)
         fires.checks.append((crossing + int(for_) - step, False))
     quiet.checks = [(crossing - step, False), (crossing + settle * step, False)]
     cases = [fires, quiet]
+    if branches and alert.condition is not None:
+        for number, refs in _lone_branches(alert.condition):
+            alone = _Case(f"only-branch-{number}-crosses")
+            for ref, level in levels.items():
+                alone.series[ref] = [(level.healthy, warm), (level.fault, settle + 1)] if ref in refs \
+                    else [(level.healthy, total)]
+            alone.checks = list(fires.checks if isinstance(alert.condition, AnyOf) else quiet.checks)
+            cases.append(alone)
 
     if keep and all(level.band is not None for level in levels.values()):
         band_from = warm + settle
@@ -207,6 +227,20 @@ def _cases(alert: Alert, catalog: Catalog, config: Config, rhythm: float | None)
     for case in cases:
         case.series = {series_of[ref]: values for ref, values in case.series.items()}
     return cases
+
+
+def _branches(condition: Condition) -> tuple[Condition, ...]:
+    return condition.conditions if isinstance(condition, (AllOf, AnyOf)) else ()
+
+
+def _lone_branches(condition: Condition) -> list[tuple[int, set[str]]]:
+    """The branches of a composite (numbered from 1) that can cross alone, with the signals each
+    reads: those reading no signal another branch reads."""
+    reads = [{c.signal.ref for c in comparisons(branch)} for branch in _branches(condition)]
+    if len(reads) < 2:
+        return []
+    return [(i + 1, refs) for i, refs in enumerate(reads)
+            if not refs & set().union(*(other for j, other in enumerate(reads) if j != i))]
 
 
 def _steps(seconds: float, step: float) -> int:
@@ -250,7 +284,7 @@ def generated_test_file(rule_files: list[str], module_alerts: list[Alert], catal
             })
     if not tests:
         return None
-    header = "# Generated by `dashgen test` from the alerts' conditions; not kept.\n"
+    header = "# Generated by `dashgen test` from the alerts' conditions.\n"
     return header + yaml.safe_dump({"rule_files": rule_files, "evaluation_interval": config.rule_interval,
                                     "tests": tests}, sort_keys=False, width=1000)
 
@@ -315,3 +349,55 @@ def files_read_by(rule_file: str, rule_files: dict[str, str]) -> list[str]:
         needed.add(name)
         pending += [defined_in[read] for read in reads[name] if read in defined_in]
     return sorted(needed)
+
+
+_FAILED_CHECK = re.compile(
+    r'expr: "count\(ALERTS\{alertname=\\"([^"\\]+)\\", alertstate=\\"firing\\", experiment=\\"([^"\\]+)\\"\}\)", '
+    r'time: (\S+?),\s*\n\s*exp: (.*)\n\s*got: (.*)')
+_TESTED_FILE = re.compile(r"^Unit Testing:\s+(\S+)", re.MULTILINE)
+_RHYTHM_SUFFIX = re.compile(r"-at-([0-9.]+)s-per-step$")
+
+
+def explain_failures(promtool_output: str, alerts: dict[str, Alert]) -> list[str]:
+    """A line per failed case of a generated test in promtool's output, at its first failed check:
+    the alert's module, the alert, the case and what it expected, which promtool's own report (an
+    expression per failed check) does not say."""
+    lines, seen = [], set()
+    files = [(match.start(), Path(match.group(1))) for match in _TESTED_FILE.finditer(promtool_output)]
+    for match in _FAILED_CHECK.finditer(promtool_output):
+        tested = [path for start, path in files if start < match.start()]
+        name, experiment, at, expected, got = match.groups()
+        if not tested or not tested[-1].name.endswith(GENERATED_SUFFIX) or (tested[-1], experiment) in seen:
+            continue
+        seen.add((tested[-1], experiment))
+        case = experiment.removeprefix(f"{name}-")
+        firing = expected.strip() != "nil"
+        module = f"alerts/{tested[-1].name.removesuffix(GENERATED_SUFFIX)}.py"
+        lines.append(f"{module}: alert {name!r}, generated case {_case_words(case, alerts.get(name))!r}: expected "
+                     f"{'firing' if firing else 'not firing'} at {at} into the case's series; it was "
+                     f"{'firing' if got.strip() != 'nil' else 'not'}{_likely_cause(case, firing, alerts.get(name))}")
+    return lines
+
+
+def _likely_cause(case: str, expected_firing: bool, alert: Alert | None) -> str:
+    kind = _RHYTHM_SUFFIX.sub("", case)
+    all_of_branch = BRANCH_CASE.fullmatch(kind) and alert is not None and isinstance(alert.condition, AllOf)
+    if all_of_branch and not expected_firing:
+        return " (all_of fires on this branch alone: another branch already holds on a healthy run)"
+    if kind == "stays-quiet":
+        return " (it fires on a healthy run: a factor on the wrong side of 1, or a ratio threshold above 1?)"
+    if expected_firing and (kind == "fires" or BRANCH_CASE.fullmatch(kind)):
+        return " (the crossing cannot fire it: a ratio threshold above 1?)"
+    return ""
+
+
+def _case_words(case: str, alert: Alert | None) -> str:
+    rhythm = _RHYTHM_SUFFIX.search(case)
+    base = case[:rhythm.start()] if rhythm else case
+    words = base.replace("-", " ")
+    branch = BRANCH_CASE.fullmatch(base)
+    parts = _branches(alert.condition) if alert is not None and alert.condition is not None else ()
+    if branch and int(branch.group(1)) <= len(parts):
+        combined = "all_of" if isinstance(alert.condition, AllOf) else "any_of"
+        words = f"only branch {branch.group(1)} of {combined} crosses ({parts[int(branch.group(1)) - 1].describe()})"
+    return f"{words}, at {rhythm.group(1)} s per step" if rhythm else words
