@@ -31,6 +31,8 @@ def build(root: Path, config_path: Path | None, reload_url: str | None) -> None:
     with project_lock(root):
         out_dir = rendered_dir(root)
         changed = write_rendered(out_dir, rendered.files)
+    for notice in rendered.notices:
+        click.echo(f"notice: {notice}", err=True)
     click.echo(f"rendered {len(rendered.files)} files into {out_dir}"
                + (f"; changed: {', '.join(changed)}" if changed else "; nothing changed"))
     if reload_url is not None:
