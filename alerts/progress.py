@@ -1,7 +1,7 @@
 """Progress: the run stops making steps, its trainer crashes, or its metrics stop arriving.
 
-A run that ended (finished, crashed or stopped: `verl_run_state`, see dashgen/lifecycle.py)
-is silent by design: it is neither stalled nor absent.
+A run that ended (finished, exited_without_steps, crashed or stopped: `verl_run_state`, see
+dashgen/lifecycle.py) is silent by design: it is neither stalled nor absent.
 """
 
 from dataclasses import dataclass
