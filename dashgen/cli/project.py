@@ -158,7 +158,8 @@ def test(root: Path, config_path: Path | None, keep_generated: Path | None, modu
     import tempfile
 
     from dashgen.compiler.build import render_project
-    from dashgen.compiler.rule_tests import alerts_tested_by_fixtures, explain_failures, write_generated_tests
+    from dashgen.compiler.rule_tests import (alerts_tested_by_fixtures, explain_failures, unreachable_branches,
+                                             write_generated_tests)
     from dashgen.compiler.targets.alertmanager import run_route_fixtures
     from dashgen.promtool import run_tool
 
@@ -198,12 +199,15 @@ def test(root: Path, config_path: Path | None, keep_generated: Path | None, modu
     finally:
         if folder is not None:
             shutil.rmtree(folder, ignore_errors=True)
+    unreachable = unreachable_branches(alerts, rendered.catalog, config)
+    for line in unreachable:
+        click.echo(line, err=True)
     for module, name in untested:
         click.echo(f"{module}: alert {name!r} has no rule test: add a case to tests/rules/, write it with "
                    f"Alert.when(...) so one is generated, or say why not with untested=\"...\"", err=True)
     routes_passed, report = run_route_fixtures(root)
     _show(report, "")
-    sys.exit(1 if failed or untested or not routes_passed else 0)
+    sys.exit(1 if failed or untested or unreachable or not routes_passed else 0)
 
 
 def _tests_of_modules(modules: tuple[str, ...], alerts: list, fixtures: list[Path]) -> tuple[list, list[Path]]:

@@ -119,3 +119,23 @@ def test_each_single_branch_mistake_fails_dashgen_test_naming_the_alert_and_case
         for path in kept.parent.iterdir():
             path.unlink()
         kept.parent.rmdir()
+
+
+def test_a_branch_another_always_crosses_first_fails_dashgen_test(team):
+    """KL 5x alone, or KL 3x with grad norm 3x: written with 1.5 where 5 was meant, the first
+    branch holds whenever the second does, so the second never fires the alert on its own. No
+    promtool case can show it (the alert fires either way); the search for its levels does."""
+    write_alert(team, "any_of(KL.above(5, times=b), all_of(KL.above(3, times=b), GRAD.above(3, times=b)))")
+    assert run("build", "--root", str(team)).exit_code == 0
+    passed = run("test", "--root", str(team), "team")
+    assert passed.exit_code == 0, passed.output
+
+    write_alert(team, "any_of(KL.above(1.5, times=b), all_of(KL.above(3, times=b), GRAD.above(3, times=b)))")
+    assert run("build", "--root", str(team)).exit_code == 0
+    result = run("test", "--root", str(team), "team")
+    assert result.exit_code == 1
+    assert ("alerts/team.py: alert 'TeamComposite', generated case 'only branch 2 of any_of crosses (the highest "
+            "value of actor/ppo_kl over 5m is above 3x its median of the 1h before the recent window; and the highest "
+            "value of actor/grad_norm over 5m is above 3x its median of the 1h before the recent window)': branch 2 "
+            "of any_of cannot fire without another: at every level of the signals it shares, another branch crosses "
+            "first") in result.output, result.output
