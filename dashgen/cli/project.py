@@ -158,8 +158,8 @@ def test(root: Path, config_path: Path | None, keep_generated: Path | None, modu
     import tempfile
 
     from dashgen.compiler.build import render_project
-    from dashgen.compiler.rule_tests import (alerts_tested_by_fixtures, explain_failures, unreachable_branches,
-                                             write_generated_tests)
+    from dashgen.compiler.rule_test_report import explain_failures, unreachable_branches
+    from dashgen.compiler.rule_tests import alerts_tested_by_fixtures, write_generated_tests
     from dashgen.compiler.targets.alertmanager import run_route_fixtures
     from dashgen.promtool import run_tool
 

@@ -1,7 +1,7 @@
 """promtool rule tests generated from the alert vocabulary, so an alert written with
 `Alert.when` is tested without any YAML written by hand.
 
-For each such alert, three cases on synthetic series of one run each:
+For each such alert, these cases on synthetic series of one run each:
 
 - **fires**: every signal sits at a healthy level long enough for its baselines to exist, then
   crosses the condition; the alert is not firing before the crossing, nor `for` after it
@@ -132,7 +132,7 @@ TEST_RHYTHMS = (2.0, 60.0, 300.0)
 # The one rhythm its branches are tested at alone: which branches a composite needs does not
 # depend on the rhythm, and a case per branch and rhythm would triple their cost.
 BRANCH_RHYTHM = 60.0
-BRANCH_CASE = re.compile(r"only-branch-(\d+)-crosses")
+BRANCH_CASE = re.compile(r"only-branch-(\d+)-crosses")  # the name of a branch's case
 
 
 def alert_cases(alert: Alert, catalog: Catalog, config: Config) -> list[_Case]:
@@ -240,7 +240,7 @@ def _cases(alert: Alert, catalog: Catalog, config: Config, rhythm: float | None,
     return cases
 
 
-def _branches(condition: Condition) -> tuple[Condition, ...]:
+def branches_of(condition: Condition) -> tuple[Condition, ...]:
     return condition.conditions if isinstance(condition, (AllOf, AnyOf)) else ()
 
 
@@ -254,7 +254,7 @@ def _branch_crossings(condition: Condition, levels: dict[str, _Levels],
     healthy before (no branch holds) and, after, a level where this branch holds and no other
     does. None where no such level exists under any_of: the branch never fires the alert on its
     own; a branch under all_of that cannot cross alone gets no case."""
-    parts = _branches(condition)
+    parts = branches_of(condition)
     reads = [{c.signal.ref for c in comparisons(branch)} for branch in parts]
     if len(parts) < 2:
         return []
@@ -325,20 +325,6 @@ def _crossing_candidates(ref: str, condition: Condition, healthy: float, ratio: 
     found += [thresholds[-1] * 2 if thresholds[-1] > 0 else thresholds[-1] + 1,
               thresholds[0] / 2 if thresholds[0] > 0 else thresholds[0] - 1]
     return [x for x in dict.fromkeys(found) if not ratio or 0 <= x <= 1]
-
-
-def unreachable_branches(alerts: list[tuple[str, Alert, str]], catalog: Catalog, config: Config) -> list[str]:
-    """A line per branch of an any_of that can never fire its alert alone (another branch reading
-    the same signal always holds with it): a generated case that cannot be built fails."""
-    lines = []
-    for module, alert, _ in alerts:
-        if alert.condition is None or not isinstance(alert.condition, AnyOf):
-            continue
-        for case in alert_cases(alert, catalog, config):
-            if case.unreachable:
-                lines.append(f"{module}: alert {alert.name!r}, generated case "
-                             f"{_case_words(case.name, alert)!r}: {case.unreachable}")
-    return lines
 
 
 def _steps(seconds: float, step: float) -> int:
@@ -448,54 +434,3 @@ def files_read_by(rule_file: str, rule_files: dict[str, str]) -> list[str]:
         pending += [defined_in[read] for read in reads[name] if read in defined_in]
     return sorted(needed)
 
-
-_FAILED_CHECK = re.compile(
-    r'expr: "count\(ALERTS\{alertname=\\"([^"\\]+)\\", alertstate=\\"firing\\", experiment=\\"([^"\\]+)\\"\}\)", '
-    r'time: (\S+?),\s*\n\s*exp: (.*)\n\s*got: (.*)')
-_TESTED_FILE = re.compile(r"^Unit Testing:\s+(\S+)", re.MULTILINE)
-_RHYTHM_SUFFIX = re.compile(r"-at-([0-9.]+)s-per-step$")
-
-
-def explain_failures(promtool_output: str, alerts: dict[str, Alert]) -> list[str]:
-    """A line per failed case of a generated test in promtool's output, at its first failed check:
-    the alert's module, the alert, the case and what it expected, which promtool's own report (an
-    expression per failed check) does not say."""
-    lines, seen = [], set()
-    files = [(match.start(), Path(match.group(1))) for match in _TESTED_FILE.finditer(promtool_output)]
-    for match in _FAILED_CHECK.finditer(promtool_output):
-        tested = [path for start, path in files if start < match.start()]
-        name, experiment, at, expected, got = match.groups()
-        if not tested or not tested[-1].name.endswith(GENERATED_SUFFIX) or (tested[-1], experiment) in seen:
-            continue
-        seen.add((tested[-1], experiment))
-        case = experiment.removeprefix(f"{name}-")
-        firing = expected.strip() != "nil"
-        module = f"alerts/{tested[-1].name.removesuffix(GENERATED_SUFFIX)}.py"
-        lines.append(f"{module}: alert {name!r}, generated case {_case_words(case, alerts.get(name))!r}: expected "
-                     f"{'firing' if firing else 'not firing'} at {at} into the case's series; it was "
-                     f"{'firing' if got.strip() != 'nil' else 'not'}{_likely_cause(case, firing, alerts.get(name))}")
-    return lines
-
-
-def _likely_cause(case: str, expected_firing: bool, alert: Alert | None) -> str:
-    kind = _RHYTHM_SUFFIX.sub("", case)
-    all_of_branch = BRANCH_CASE.fullmatch(kind) and alert is not None and isinstance(alert.condition, AllOf)
-    if all_of_branch and not expected_firing:
-        return " (all_of fires on this branch alone: another branch already holds on a healthy run)"
-    if kind == "stays-quiet":
-        return " (it fires on a healthy run: a factor on the wrong side of 1, or a ratio threshold above 1?)"
-    if expected_firing and (kind == "fires" or BRANCH_CASE.fullmatch(kind)):
-        return " (the crossing cannot fire it: a ratio threshold above 1?)"
-    return ""
-
-
-def _case_words(case: str, alert: Alert | None) -> str:
-    rhythm = _RHYTHM_SUFFIX.search(case)
-    base = case[:rhythm.start()] if rhythm else case
-    words = base.replace("-", " ")
-    branch = BRANCH_CASE.fullmatch(base)
-    parts = _branches(alert.condition) if alert is not None and alert.condition is not None else ()
-    if branch and int(branch.group(1)) <= len(parts):
-        combined = "all_of" if isinstance(alert.condition, AllOf) else "any_of"
-        words = f"only branch {branch.group(1)} of {combined} crosses ({parts[int(branch.group(1)) - 1].describe()})"
-    return f"{words}, at {rhythm.group(1)} s per step" if rhythm else words

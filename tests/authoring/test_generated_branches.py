@@ -10,7 +10,8 @@ import yaml
 
 from conftest import run
 from dashgen.compiler.build import render_project
-from dashgen.compiler.rule_tests import explain_failures, write_generated_tests
+from dashgen.compiler.rule_test_report import explain_failures
+from dashgen.compiler.rule_tests import write_generated_tests
 from dashgen.config import config_from
 from dashgen.promtool import run_tool
 
