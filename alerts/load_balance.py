@@ -17,12 +17,16 @@ class LoadBalanceConfig(AreaConfig, area="load_balance"):
     straggler_factor: Fraction = 0.5
     # ... while that median is at least this busy (a validation phase idles every GPU).
     straggler_min_median_percent: Percent = 30.0
+    # How long a straggler must persist before VerlGPUStraggler warns.
     straggler_for: Duration = "15m"
     # VerlBatchTokenRunaway: tokens per batch (median over signal_smoothing_window) above this
     # multiple of their median over token_runaway_window, ending token_runaway_recent_window ago.
     token_runaway_factor: Factor = 2.0
+    # The window of that median (its baseline).
     token_runaway_window: Interval = "1h"
+    # How long before now that baseline window ends, so the runaway itself is not part of it.
     token_runaway_recent_window: Interval = "10m"
+    # How long tokens must stay above it before VerlBatchTokenRunaway warns.
     token_runaway_for: Duration = "10m"
     # Once firing, it stays firing while tokens are above this multiple of the held baseline.
     token_runaway_sustain_factor: Factor = 1.5

@@ -21,6 +21,7 @@ class MemoryConfig(AreaConfig, area="memory"):
     memory_pressure_reserved_fraction: Fraction = 0.92
     # ... while at least this fraction of it is reserved but not allocated (fragments).
     memory_pressure_gap_fraction: Fraction = 0.2
+    # How long that must hold before VerlGPUMemoryPressure warns.
     memory_pressure_for: Duration = "5m"
     # ... or, fragmented or not, reserved above this fraction of gpu_memory_bytes: near out-of-memory.
     memory_near_limit_fraction: Fraction = 0.97

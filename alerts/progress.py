@@ -1,7 +1,7 @@
 """Progress: the run stops making steps, its trainer crashes, or its metrics stop arriving.
 
-A run that ended (finished, crashed or stopped: `verl_run_state`, see dashgen/lifecycle.py)
-is silent by design: it is neither stalled nor absent.
+A run that ended (finished, exited_without_steps, crashed or stopped: `verl_run_state`, see
+dashgen/lifecycle.py) is silent by design: it is neither stalled nor absent.
 """
 
 from dataclasses import dataclass
@@ -32,10 +32,12 @@ class ProgressConfig(AreaConfig, area="progress"):
     stall_min_silence: Interval = "5m"
     # ... and for longer than this many median step times of the last stall_step_time_window...
     stall_step_time_factor: Factor = 3.0
+    # The window those median step times are taken over.
     stall_step_time_window: Interval = "2h"
     # ... and than this many times the longest gap between two step-log lines (a validation or a
     # checkpoint save, or a log written every N steps) of the last stall_longest_gap_window...
     stall_longest_gap_factor: Factor = 1.5
+    # The window that longest gap is taken over (longer than stall_step_time_window).
     stall_longest_gap_window: Interval = "24h"
     # ... and, until the run has logged a checkpoint save (timing_s/save_checkpoint) within that
     # window and has stall_step_time_window of history, for at least this long: a first save may

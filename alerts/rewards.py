@@ -18,6 +18,7 @@ class RewardsConfig(AreaConfig, area="rewards"):
     # ending `reward_cliff_recent_steps` ago: in steps, so that the baseline does not absorb a
     # fault before a run of 15 minutes a step has logged enough of it to move its median.
     reward_cliff_baseline_steps: StepCount = 100
+    # The recent steps the reward cliff's baseline ends before, so the fall is not part of it.
     reward_cliff_recent_steps: StepCount = 30
     # It fires when the reward falls by this fraction of its baseline's magnitude...
     reward_cliff_drop_fraction: Fraction = 0.5
@@ -25,6 +26,7 @@ class RewardsConfig(AreaConfig, area="rewards"):
     # (signed rewards, +-1) shrinks to nothing. Set it to a few times the step-to-step noise of
     # critic/score/mean.
     reward_cliff_min_drop: NonNegative = 0.2
+    # How long the fall must hold before VerlRewardCliff warns.
     reward_cliff_for: Duration = "2m"
     # The reward is read as its median over this many steps: a reward scored on one prompt per
     # step jumps between 0 and its maximum from step to step, and a median of minutes is a median
@@ -37,6 +39,7 @@ class RewardsConfig(AreaConfig, area="rewards"):
     reward_stagnation_window: Interval = "30m"
     # It fires while the gain is below this, in the reward's units.
     reward_stagnation_min_gain: float = 0.01
+    # How long the gain must stay below it before VerlRewardStagnation warns.
     reward_stagnation_for: Duration = "15m"
     # Once firing, it stays firing while the gain is below this multiple of min_gain.
     reward_stagnation_sustain_factor: Factor = 2.0
@@ -45,11 +48,14 @@ class RewardsConfig(AreaConfig, area="rewards"):
     # says nothing here: GRPO with group-normalised advantages logs a loss of 0 (or 1e-10) on
     # every step while its gradient is healthy.
     no_signal_tolerance: NonNegative = 1e-9
+    # The window every step of which must have that grad norm.
     no_signal_window: Interval = "20m"
     # ... or, where the log has it (TRL's frac_reward_zero_std), the median share of prompt groups
     # whose rewards are all equal, over no_signal_steps, at least this: next to no advantage is left.
     no_signal_zero_std_fraction: Fraction = 0.9
+    # The steps the share of equal-reward groups is a median of.
     no_signal_steps: StepCount = 5
+    # How long either must hold before VerlNoLearningSignal warns.
     no_signal_for: Duration = "1m"
 
 

@@ -15,17 +15,23 @@ class RolloutConfig(AreaConfig, area="rollout"):
     # ... or, rising early, above truncation_rise_factor times the run's own lowest hourly median
     # of the last baseline_hold_window and above truncation_rise_floor.
     truncation_rise_factor: Factor = 3.0
+    # The share of truncated responses the early rise must also exceed.
     truncation_rise_floor: Fraction = 0.03
+    # How long either must hold before VerlResponseTruncation warns.
     truncation_for: Duration = "15m"
     # VerlResponseLengthCollapse: mean response length (median of the last length_median_steps)
     # below this fraction of its highest such median within the last length_rate_steps: a fall
     # fast for the run's rhythm (305 to 14 tokens within 3 steps), from the run's first steps on.
     length_collapse_fraction: Fraction = 0.3
+    # The steps each median of the response length is taken over.
     length_median_steps: StepCount = 5
+    # The steps within which the fall from the highest median is judged.
     length_rate_steps: StepCount = 60
+    # How long the collapse must hold before VerlResponseLengthCollapse fires.
     length_collapse_for: Duration = "1m"
     # VerlRolloutAborts: share of rollout requests aborted above this.
     rollout_abort_threshold: Fraction = 0.05
+    # How long the share must stay above it before VerlRolloutAborts warns.
     rollout_abort_for: Duration = "10m"
 from dashgen.model import Alert, RuleGroup, Severity
 

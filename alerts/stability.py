@@ -21,6 +21,7 @@ class StabilityConfig(AreaConfig, area="stability"):
     # lowest median over signal_smoothing_window for KL and grad norm, the highest for entropy);
     # a signal breaks away if it crosses its factor at some point within the recent window.
     divergence_baseline_window: Interval = "1h"
+    # The recent window within which each signal must cross its factor.
     divergence_recent_window: Interval = "10m"
     # PPO KL must rise above this multiple of its baseline...
     divergence_kl_factor: Factor = 4.0
@@ -33,14 +34,17 @@ class StabilityConfig(AreaConfig, area="stability"):
     divergence_entropy_factor: Factor = 0.5
     # How long all three must hold before it pages.
     divergence_for: Duration = "1m"
-    # Once firing, it stays firing while any one signal is still this far from its held
-    # baseline (see baseline_hold_window): a weaker condition than the onset's, so the alert
-    # neither resolves while the run is still diverged nor flaps around the threshold.
+    # Once firing, it stays firing while any one signal is still far from its held baseline (see
+    # baseline_hold_window): a weaker condition than the onset's, so the alert neither resolves
+    # while the run is still diverged nor flaps around the threshold. PPO KL this multiple of it, ...
     divergence_sustain_kl_factor: Factor = 2.0
+    # ... grad norm this multiple of its held baseline, ...
     divergence_sustain_grad_norm_factor: Factor = 2.0
+    # ... or entropy this multiple of it (below 1: entropy falls when the policy diverges).
     divergence_sustain_entropy_factor: Factor = 0.5
     # VerlKLSpike: PPO KL (median over signal_smoothing_window) above this, for kl_spike_for.
     kl_spike_threshold: NonNegative = 0.1
+    # How long KL must stay above it before VerlKLSpike warns.
     kl_spike_for: Duration = "10m"
     # A young run is watched from this much history on, against the quietest level of its own
     # first steps (a divergence in the first hour pages too).
@@ -54,15 +58,20 @@ class StabilityConfig(AreaConfig, area="stability"):
     # rhythm. Healthy runs fall a lot: 40x over a few hundred steps, and verl's DeepSeek-7B GRPO
     # baseline 7x within its first 55 (bench/realruns/); a collapse falls 10x within dozens.
     entropy_collapse_fraction: Fraction = 0.1
+    # How long the collapse must hold before VerlEntropyCollapse fires.
     entropy_collapse_for: Duration = "1m"
+    # The steps each median of entropy is taken over (also for VerlEntropyExplosion's peak).
     entropy_median_steps: StepCount = 10
+    # The steps within which entropy's fall from its highest median is judged.
     entropy_rate_steps: StepCount = 60
     # VerlEntropyExplosion: entropy (median of the last entropy_explosion_steps) above this multiple
     # of its peak: the highest entropy_median_steps median within the entropy_explosion_over_steps
     # before the last entropy_median_steps. The policy turning to noise (responses running to the
     # length cap), not a return to its level after a dip.
     entropy_explosion_factor: Factor = 3.0
+    # The steps entropy's current median is taken over.
     entropy_explosion_steps: StepCount = 3
+    # The steps the peak is taken from.
     entropy_explosion_over_steps: StepCount = 200
     # Fires at the first evaluation that sees it: at 2 s a step the peak catches up within a minute.
     entropy_explosion_for: Duration = "0s"
@@ -71,12 +80,16 @@ class StabilityConfig(AreaConfig, area="stability"):
     # last reference_kl_over_steps, and by at least reference_kl_min_rise. It rises smoothly by
     # design under a KL penalty (0 to 0.2 over 200 steps) and spikes for a step in healthy runs.
     reference_kl_rise_factor: Factor = 9.0
+    # The least rise of reference KL, in its own units, that counts.
     reference_kl_min_rise: NonNegative = 0.3
+    # The steps each median of reference KL is taken over.
     reference_kl_steps: StepCount = 10
+    # The steps its quietest median is taken from.
     reference_kl_over_steps: StepCount = 200
     # Non-finite steps that verl skipped: more than this many in nonfinite_rate_window warns
     # (VerlNonFiniteSteps); a single one is VerlNonFiniteStep, an info.
     nonfinite_rate_max: NonNegative = 3
+    # The window the non-finite steps are counted over.
     nonfinite_rate_window: Interval = "1h"
 
 

@@ -200,7 +200,8 @@ def _verl_metrics() -> Iterable[Metric]:
         yield Metric(name, mtype, unit, help_text, VERL_LABELS, Source.VERL)
     # The run's lifecycle (dashgen/lifecycle.py), one series per state, 1 for the current one.
     yield Metric(RUN_STATE_METRIC, MetricType.GAUGE, "none",
-                 "1 for the run's current state (running, finished, crashed, stopped), 0 for the others",
+                 "1 for the run's current state (running, finished, crashed, stopped, exited_without_steps), "
+                 "0 for the others",
                  VERL_LABELS | {"state"}, Source.VERL)
     yield Metric(EXIT_CODE_METRIC, MetricType.GAUGE, "none",
                  "Exit code of the supervised trainer (negative: killed by that signal); absent while it runs",

@@ -214,8 +214,9 @@ class Config:
     dashboard_time_from: GrafanaTime = "now-6h"
     # Grafana folder the provisioned dashboards go to.
     grafana_folder: str = "verl"
-    # Name and uid of the provisioned Prometheus data source the panels query.
+    # Name of the provisioned Prometheus data source the panels query.
     datasource_name: str = "Prometheus"
+    # Its uid, by which the panels refer to it.
     datasource_uid: GrafanaUid = "dashgen-prometheus"
 
     # --- Prometheus ------------------------------------------------------------
@@ -235,6 +236,7 @@ class Config:
     # over this window, ending `baseline_recent_window` ago: the recent window a fault shows in
     # is not part of the level it is compared with.
     baseline_window: Interval = "1h"
+    # The recent window a rolling baseline ends before (see baseline_window).
     baseline_recent_window: Interval = "10m"
     # The held baseline is the lowest (for signals a fault raises) or highest (for signals it
     # lowers) rolling baseline of this window: it keeps the pre-fault level for this long
@@ -266,37 +268,45 @@ class Config:
     # --- Alertmanager and actions ---------------------------------------------------
     # Where Prometheus sends alerts (the rendered prometheus.yml's alerting section).
     alertmanager_address: Address = "localhost:9093"
-    # Notifications group by run (project, experiment): how long a new group waits for more
-    # alerts, how often it may report changes, and how often it repeats while nothing changes.
+    # Notifications group by run (project, experiment): how long a new group waits for more alerts.
     alertmanager_group_wait: Duration = "30s"
+    # How often a group of notifications may report changes.
     alertmanager_group_interval: Interval = "5m"
+    # How often a group repeats its notification while nothing changes.
     alertmanager_repeat_interval: Interval = "4h"
-    # What the `page` (critical) and `channel` (warning) receivers deliver to, in Alertmanager's own
-    # receiver syntax, e.g. {"slack_configs": [{"api_url_file": "/etc/alertmanager/slack-url",
+    # What the `page` receiver (critical alerts) delivers to, in Alertmanager's own receiver
+    # syntax, e.g. {"slack_configs": [{"api_url_file": "/etc/alertmanager/slack-url",
     # "channel": "#verl"}]}. Empty: a placeholder that delivers nothing. Secrets only by *_file
     # (dashgen/compiler/targets/alertmanager.py checks these).
     alertmanager_page: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # What the `channel` receiver (warnings) delivers to, in the same syntax as alertmanager_page.
     alertmanager_channel: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     # Info alerts go nowhere unless this sends them to the channel too.
     alertmanager_info_to_channel: bool = False
-    # Where `dashgen act` listens and Alertmanager posts to ("" renders no act receiver), and the
-    # file holding the bearer token both sides use.
+    # Where `dashgen act` listens and Alertmanager posts to ("" renders no act receiver).
     act_address: Address | Literal[""] = "127.0.0.1:9095"
+    # The file holding the bearer token `dashgen act` and Alertmanager both use.
     act_token_file: str = "/etc/dashgen/act-token"
     # Alerts routed to `dashgen act`, each with its action: log (record only), stop (the run), command.
     act_actions: dict[str, Literal["log", "stop", "command"]] = field(
         default_factory=lambda: {"VerlTrainingDivergence": "log", "VerlNaNMetrics": "log"})
-    # The run `dashgen act` guards; alerts of other runs are never acted on.
+    # The project of the run `dashgen act` guards; alerts of other runs are never acted on.
     act_project: str = ""
+    # The experiment of the run `dashgen act` guards.
     act_experiment: str = ""
-    # How `stop` stops it: the trainer's PID file (`dashgen export --pid-file`), or a Ray job.
+    # How `stop` stops the run: the trainer's PID file (`dashgen export --pid-file`), or else a Ray job.
     act_pid_file: str = ""
-    act_ray_dashboard_url: str = ""  # e.g. http://127.0.0.1:8265
+    # The Ray job's dashboard, for `stop` of a Ray job: e.g. http://127.0.0.1:8265
+    act_ray_dashboard_url: str = ""
+    # The Ray job's submission id, which `stop` asks that dashboard to stop.
     act_ray_submission_id: str = ""
     # The `command` action's argv (no shell); the alert is passed in DASHGEN_ALERT_* variables.
     act_command: tuple[str, ...] = ()
+    # How long the `command` action may run before it is killed.
     act_command_timeout: Interval = "60s"
+    # The JSON-lines file where `dashgen act` records every alert it received and what it did.
     act_audit_log: str = "dashgen-act-audit.jsonl"
+    # The largest request body `dashgen act` reads from Alertmanager; a larger one is refused.
     act_max_body_bytes: Annotated[int, ByteSize(), Between(1024, None, unit="bytes")] = 1 << 20
 
     # --- Adoption: Grafana, runbook, packaging ---------------------------------------
@@ -333,30 +343,38 @@ class Config:
     # Start of every object's name (dashgen-verl-training, dashgen-stability, ...).
     kubernetes_name_prefix: DnsLabel = "dashgen"
     # The label Grafana's dashboard sidecar looks for on ConfigMaps (kube-prometheus-stack:
-    # grafana_dashboard "1"), and the annotation its folderAnnotation reads the folder from.
+    # grafana_dashboard "1").
     kubernetes_dashboard_label: LabelKey = "grafana_dashboard"
+    # That label's value.
     kubernetes_dashboard_label_value: LabelValue = "1"
+    # The annotation the sidecar reads each dashboard's folder from: it does so only where the
+    # Grafana chart sets sidecar.dashboards.folderAnnotation to this name.
     kubernetes_dashboard_folder_annotation: LabelKey = "grafana_folder"
     # How the Operator finds `dashgen export`: a PodMonitor on pods with these labels, or a
     # ServiceMonitor on services with them; either scrapes the port of this name. The target's job
     # label is set to verl_job, so the rules and dashboards match as with a static config.
     kubernetes_exporter_monitor: Literal["PodMonitor", "ServiceMonitor"] = "PodMonitor"
+    # The labels of the exporter's pods (PodMonitor) or services (ServiceMonitor).
     kubernetes_exporter_selector: dict[LabelKey, LabelValue] = field(
         default_factory=lambda: {"app.kubernetes.io/name": "dashgen-exporter"})
+    # The name of the exporter's port the monitor scrapes.
     kubernetes_exporter_port: PortName = "metrics"
     # A PodMonitor for KubeRay's head and worker pods (label ray.io/is-ray-node: "yes", port
     # `metrics`), their job label set to ray_job. Off: Ray's metrics come from monitors of your own,
     # and ray_job must then be the job label those give them.
     kubernetes_ray_monitor: bool = True
+    # The name of the Ray pods' metrics port that PodMonitor scrapes.
     kubernetes_ray_port: PortName = "metrics"
-    # The `page` and `channel` receivers of the AlertmanagerConfig, in the Operator's syntax, secrets
-    # as Secret references: {"slackConfigs": [{"apiURL": {"name": "slack", "key": "url"},
-    # "channel": "#verl"}]}. Empty: a receiver that delivers nothing.
+    # The `page` receiver of the AlertmanagerConfig, in the Operator's syntax, secrets as Secret
+    # references: {"slackConfigs": [{"apiURL": {"name": "slack", "key": "url"}, "channel":
+    # "#verl"}]}. Empty: a receiver that delivers nothing.
     kubernetes_alertmanager_page: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # The `channel` receiver of the AlertmanagerConfig, in the same syntax.
     kubernetes_alertmanager_channel: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    # Where Alertmanager reaches `dashgen act` in the cluster (http://dashgen-act.monitoring:9095/alerts)
-    # and the Secret (name, key) holding the bearer token. Empty URL: no act receiver.
+    # Where Alertmanager reaches `dashgen act` in the cluster (http://dashgen-act.monitoring:9095/alerts).
+    # Empty: no act receiver.
     kubernetes_act_url: Annotated[str, Matches(r"(https?://\S+)?", "http://dashgen-act.monitoring:9095/alerts")] = ""
+    # The Secret (name, key) holding the bearer token Alertmanager sends to `dashgen act`.
     kubernetes_act_token_secret: tuple[DnsLabel, Annotated[str, Matches(r"[-._a-zA-Z0-9]+", "token")]] = \
         ("dashgen-act-token", "token")
 
@@ -737,7 +755,8 @@ def describe_config(areas: list[type[AreaConfig]]) -> str:
             out.append(f"  {f.name}: {_type_name(hint)}{f' ({kind})' if kind else ''}, default "
                        f"{_yaml_line('x', getattr(defaults, f.name))[3:]}\n")
             if docs.get(f.name):
-                out.extend(f"      {line}\n" for line in textwrap.wrap(docs[f.name], 96))
+                out.extend(f"      {line}\n" for line in textwrap.wrap(docs[f.name], 96, break_on_hyphens=False,
+                                                                   break_long_words=False))
         out.append("\n")
     return "".join(out)
 
@@ -760,7 +779,8 @@ def _kinds(hint: Any) -> list[Any]:
 
 
 def field_comments(cls: type) -> dict[str, str]:
-    """Field name -> the comment lines right above its definition (and one at its end), joined."""
+    """Field name -> the comment lines right above its definition (and one at its end), joined; a
+    field without a comment of its own has none (it does not borrow its neighbour's)."""
     try:
         source = textwrap.dedent(inspect.getsource(cls))
     except (OSError, TypeError):
@@ -774,7 +794,6 @@ def field_comments(cls: type) -> dict[str, str]:
         return {}
     lines = source.splitlines()
     docs: dict[str, str] = {}
-    previous = None  # a field right above, without a blank line, shares its comment
     for node in ast.parse(source).body[0].body:
         if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
             above, line = [], node.lineno - 1
@@ -782,12 +801,6 @@ def field_comments(cls: type) -> dict[str, str]:
                     and not comments[line].startswith("---"):
                 above.insert(0, comments[line])
                 line -= 1
-            if node.lineno in comments:
-                above.append(comments[node.lineno])
-            if not above and previous is not None and previous.end_lineno == node.lineno - 1:
-                above = [docs[previous.target.id]]
+            above += [comments[at] for at in sorted({node.lineno, node.end_lineno}) if at in comments]
             docs[node.target.id] = " ".join(above)
-            previous = node
-        else:
-            previous = None
     return docs

@@ -1,4 +1,5 @@
-"""A run's life as the exporter sees it: running, then finished, crashed or stopped.
+"""A run's life as the exporter sees it: running, then finished, crashed or stopped (or, for a
+supervised trainer that exited 0 without a step in its log, exited_without_steps).
 
 Alerts need to tell a run that ended from one that hangs. The exporter knows the end when
 it supervises the trainer (`dashgen export ... -- CMD`: the exit code), or, as a sidecar,
@@ -26,13 +27,18 @@ class RunPhase(str, enum.Enum):
     FINISHED = "finished"  # exit code 0, or the last step (--total-steps) logged
     CRASHED = "crashed"  # the trainer exited non-zero or was killed, not by us
     STOPPED = "stopped"  # the trainer ended after the exporter was asked to stop it (SIGINT/SIGTERM)
+    # Exit code 0, but no step was ever logged: it trained nothing (a dry run, a config that ends
+    # before the first step), or it logs to another file than the one the exporter follows.
+    EXITED_WITHOUT_STEPS = "exited_without_steps"
 
 
-def phase_after_exit(exit_code: int, stop_requested: bool) -> RunPhase:
+def phase_after_exit(exit_code: int, stop_requested: bool, logged_steps: bool = True) -> RunPhase:
     """A stop request decides, whatever the code: a trainer that handles SIGTERM may well exit 0."""
     if stop_requested:
         return RunPhase.STOPPED
-    return RunPhase.FINISHED if exit_code == 0 else RunPhase.CRASHED
+    if exit_code != 0:
+        return RunPhase.CRASHED
+    return RunPhase.FINISHED if logged_steps else RunPhase.EXITED_WITHOUT_STEPS
 
 
 def shell_exit_status(exit_code: int) -> int:

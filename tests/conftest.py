@@ -21,6 +21,14 @@ def project(tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.fixture
+def team(tmp_path: Path) -> Path:
+    """A new project as `dashgen init` makes it, for a team's own alerts and panels."""
+    project = tmp_path / "team"
+    assert run("init", str(project)).exit_code == 0
+    return project
+
+
 def with_preview(project: Path) -> Path:
     """The project with this repository's committed preview PNGs; returns their folder."""
     return Path(shutil.copytree(REPO / "rendered" / "preview", project / "rendered" / "preview"))

@@ -14,6 +14,8 @@ DEFAULT_GRACE = "5m"
 DEFAULT_HUNG_HOLD = "1h"
 # How long a supervised trainer may take to exit after a stop before its process group is killed.
 DEFAULT_KILL_TIMEOUT = "30s"
+# How often `dashgen export` looks at the log when no change prompted it (--poll-interval), in seconds.
+DEFAULT_POLL_SECONDS = 0.5
 # Longest --grace and --kill-timeout: a day is more than any scrape needs, and far below what a timer takes.
 MAX_SUPERVISOR_WAIT = 86400.0
 

@@ -32,6 +32,8 @@ def build(root: Path, config_path: Path | None, reload_url: str | None) -> None:
     with project_lock(root):
         out_dir = rendered_dir(root)
         changed = write_rendered(out_dir, rendered.files)
+    for notice in rendered.notices:
+        click.echo(f"notice: {notice}", err=True)
     click.echo(f"rendered {len(rendered.files)} files into {out_dir}"
                + (f"; changed: {', '.join(changed)}" if changed else "; nothing changed"))
     if reload_url is not None:
@@ -166,6 +168,7 @@ def test(root: Path, config_path: Path | None, keep_generated: Path | None, modu
     import tempfile
 
     from dashgen.compiler.build import render_project
+    from dashgen.compiler.rule_test_report import explain_failures, unreachable_branches
     from dashgen.compiler.rule_tests import alerts_tested_by_fixtures, write_generated_tests
     from dashgen.compiler.targets.alertmanager import run_route_fixtures
     from dashgen.promtool import run_tool
@@ -184,12 +187,13 @@ def test(root: Path, config_path: Path | None, keep_generated: Path | None, modu
     untested = [(module, alert.name) for module, alert, _ in alerts
                 if alert.condition is None and alert.name not in tested and not alert.untested.strip()]
     failed = False
-    with tempfile.TemporaryDirectory(prefix="dashgen-generated-tests-") as tmp:
+    folder = Path(tempfile.mkdtemp(prefix="dashgen-generated-tests-"))
+    try:
         rule_files = {rel: content for rel, content in rendered.files.items() if rel.startswith("rules/")}
-        generated = write_generated_tests(Path(tmp), rule_files, alerts, rendered.catalog, config)
+        generated = write_generated_tests(folder, rule_files, alerts, rendered.catalog, config)
         if keep_generated is not None:
             try:
-                shutil.copytree(tmp, keep_generated, dirs_exist_ok=True)
+                shutil.copytree(folder, keep_generated, dirs_exist_ok=True)
             except OSError as exc:  # shutil.Error (several files) is an OSError too
                 raise BuildError(f"--keep-generated {keep_generated}: cannot write the generated tests there: "
                                  f"{exc.strerror or exc}") from None
@@ -197,17 +201,30 @@ def test(root: Path, config_path: Path | None, keep_generated: Path | None, modu
             rules = run_tool("promtool", ["test", "rules", *map(str, fixtures), *map(str, generated)])
             _show(rules.stdout, rules.stderr)
             failed = rules.returncode != 0
+            explained = explain_failures(rules.stdout + rules.stderr, {alert.name: alert for _, alert, _ in alerts})
+            for line in explained:
+                click.echo(line, err=True)
+            if explained:  # kept to read and to rerun with `promtool test rules`
+                click.echo(f"the generated tests are kept in {keep_generated or folder}", err=True)
+                if keep_generated is None:
+                    folder = None
         elif modules and not untested:
             click.echo(f"no rule tests of {', '.join(modules)}: every alert there says why (untested=...)")
         elif not untested:
             raise BuildError(f"no rule tests: none in {root / 'tests' / 'rules'}, and no alert written with the "
                              f"vocabulary (Alert.when) to generate them for")
+    finally:
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+    unreachable = unreachable_branches(alerts, rendered.catalog, config)
+    for line in unreachable:
+        click.echo(line, err=True)
     for module, name in untested:
         click.echo(f"{module}: alert {name!r} has no rule test: add a case to tests/rules/, write it with "
                    f"Alert.when(...) so one is generated, or say why not with untested=\"...\"", err=True)
     routes_passed, report = run_route_fixtures(root)
     _show(report, "")
-    sys.exit(1 if failed or untested or not routes_passed else 0)
+    sys.exit(1 if failed or untested or unreachable or not routes_passed else 0)
 
 
 def _writable_folder(option: str, folder: Path) -> None:

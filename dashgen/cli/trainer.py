@@ -9,10 +9,11 @@ from pathlib import Path
 
 import click
 
-from dashgen.cli.options import (DEFAULT_GRACE, DEFAULT_KILL_TIMEOUT, MAX_SUPERVISOR_WAIT, config_option,
-                                 root_option)
+from dashgen.cli.options import (DEFAULT_GRACE, DEFAULT_KILL_TIMEOUT, DEFAULT_POLL_SECONDS, MAX_SUPERVISOR_WAIT,
+                                 config_option, root_option)
 from dashgen.config import load_config
 from dashgen.errors import BuildError
+from dashgen.runtime.log_watch import SHORT_POLL_SECONDS
 
 def _finite(param: click.Parameter, value: float) -> float:
     """click's FloatRange lets nan through (every comparison with it is false)."""
@@ -53,10 +54,12 @@ def _listen_address(listen: str) -> tuple[str, int]:
 @click.option("--experiment", default=None, help="Label value; default: the log's file name without .jsonl.")
 @click.option("--unknown-keys/--no-unknown-keys", default=True, show_default=True,
               help="Also export keys the catalog does not know, named by the same rule.")
-@click.option("--poll-interval", default=0.5, show_default=True, type=click.FloatRange(0.01, 60),
+@click.option("--poll-interval", default=DEFAULT_POLL_SECONDS, type=click.FloatRange(0.01, 60),
               callback=lambda _ctx, param, value: _finite(param, value),
-              help="Seconds between looks at the log besides those its changes prompt (inotify, Linux; elsewhere "
-                   "it is looked at every 0.05 s). A network filesystem reports no change made on another machine.")
+              help=f"Seconds between looks at the log that no change prompted (default {DEFAULT_POLL_SECONDS:g}): "
+                   f"a network filesystem reports no change made on another machine. A change prompts a "
+                   f"look within milliseconds on Linux (inotify); elsewhere the log is also looked at every "
+                   f"{SHORT_POLL_SECONDS:g} s, whatever this interval.")
 @click.option("--total-steps", default=None, type=click.IntRange(1), metavar="N",
               help="The run is finished once step N is logged (sidecar mode: how the end is known).")
 @click.option("--grace", default=DEFAULT_GRACE, show_default=True,

@@ -27,7 +27,7 @@ from dashgen.compiler.tree_writer import existing_files, replace_tree
 from dashgen.compiler.validate import validate_dashboard
 from dashgen.config import Config, areas_of
 from dashgen.errors import BuildError
-from dashgen.model import Dashboard
+from dashgen.model import Alert, Dashboard, RuleGroup
 from dashgen.project_metrics import project_catalog
 from dashgen.records import record
 
@@ -52,6 +52,7 @@ class Rendered:
     catalog: Catalog | None = None  # what the queries were checked against, recordings included
     recording_rules: list[RecordingRule] = field(default_factory=list)  # as rendered: a preview evaluates them
     alert_rules: list[AlertRule] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)  # what the build adapted, for the user to know
 
 
 def render_project(root: Path, config: Config) -> Rendered:
@@ -69,6 +70,7 @@ def render_project(root: Path, config: Config) -> Rendered:
     # Panels may query recorded series, so they are checked against the catalog plus the recordings.
     catalog: Catalog = rules.catalog
     out.catalog = catalog
+    withdrawn = withdrawn_default_alerts(set(alerts_by_name), config)
 
     uids: dict[str, Path] = {}
     for definition in load_modules(root, "panels", "dashboard"):
@@ -81,7 +83,8 @@ def render_project(root: Path, config: Config) -> Rendered:
                              f"{uids[dashboard.uid]}; uids must be unique")
         uids[dashboard.uid] = definition.path
         dashboard = resolve_dashboard_references(dashboard, alerts_by_name,
-                                                 f"{definition.path}: dashboard {dashboard.uid!r}")
+                                                 f"{definition.path}: dashboard {dashboard.uid!r}",
+                                                 withdrawn, out.notices)
         model = compile_dashboard(dashboard, config, catalog, str(definition.path))
         validate_dashboard(model, f"{definition.path}: dashboard {dashboard.uid!r}")
         out.files[f"dashboards/{dashboard.uid}.json"] = dashboard_to_text(model)
@@ -113,6 +116,22 @@ def render_project(root: Path, config: Config) -> Rendered:
 
         out.files.update(render_kubernetes(config, out.files, out.dashboards, alertmanager))
     return out
+
+
+def withdrawn_default_alerts(defined: set[str], config: Config) -> dict[str, str]:
+    """dashgen's default alerts the project does not define (an area it replaced or removed):
+    name -> the default alert module (`rollout` for dashgen_alerts.rollout) that does."""
+    import importlib
+
+    from dashgen.compiler.scaffold import default_modules
+
+    withdrawn = {}
+    for name in default_modules("dashgen_alerts"):
+        result = importlib.import_module(f"dashgen_alerts.{name}").rules(config)
+        for group in [result] if isinstance(result, RuleGroup) else result:
+            withdrawn.update({rule.name: name for rule in group.rules
+                              if isinstance(rule, Alert) and rule.name not in defined})
+    return withdrawn
 
 
 def differences(out_dir: Path, files: dict[str, str]) -> list[str]:

@@ -49,9 +49,13 @@ def alert_threshold(alert: Alert, where: str) -> float:
                      f"compared with a number); give the threshold a value: Threshold(VALUE, {alert.name!r})")
 
 
-def resolve_dashboard_references(dashboard: Dashboard, alerts: Mapping[str, Alert], where: str) -> Dashboard:
+def resolve_dashboard_references(dashboard: Dashboard, alerts: Mapping[str, Alert], where: str,
+                                 withdrawn: Mapping[str, str] | None = None,
+                                 notices: list[str] | None = None) -> Dashboard:
     """The dashboard with every alert it names checked, and thresholds without a value given the
-    value of their alert."""
+    value of their alert. A threshold of a default alert the project no longer defines (`withdrawn`:
+    name -> the default module that defines it, an area the team replaced) is dropped, with a
+    line in `notices`."""
     for annotation in dashboard.annotations:
         check_alertname_matchers(annotation.expr, alerts, f"{where}: annotation {annotation.name!r}")
     rows = []
@@ -62,8 +66,16 @@ def resolve_dashboard_references(dashboard: Dashboard, alerts: Mapping[str, Aler
             for query in panel.queries:
                 check_alertname_matchers(query.expr, alerts, place)
             if isinstance(panel, (TimeSeries, Stat)) and panel.thresholds:
-                panel = dataclasses.replace(panel, thresholds=tuple(
-                    _resolved_threshold(t, alerts, f"{place}: threshold") for t in panel.thresholds))
+                kept = []
+                for threshold in panel.thresholds:
+                    if threshold.alert and threshold.alert not in alerts and threshold.alert in (withdrawn or {}):
+                        if notices is not None:
+                            notices.append(f"{place}: dropped the threshold of {threshold.alert}: one of dashgen's "
+                                           f"default {withdrawn[threshold.alert]} alerts, which this project's "
+                                           f"alerts/ no longer define")
+                        continue
+                    kept.append(_resolved_threshold(threshold, alerts, f"{place}: threshold"))
+                panel = dataclasses.replace(panel, thresholds=tuple(kept))
             panels.append(panel)
         rows.append(dataclasses.replace(row, panels=tuple(panels)))
     return dataclasses.replace(dashboard, rows=tuple(rows))

@@ -1,7 +1,7 @@
 """promtool rule tests generated from the alert vocabulary, so an alert written with
 `Alert.when` is tested without any YAML written by hand.
 
-For each such alert, three cases on synthetic series of one run each:
+For each such alert, these cases on synthetic series of one run each:
 
 - **fires**: every signal sits at a healthy level long enough for its baselines to exist, then
   crosses the condition; the alert is not firing before the crossing, nor `for` after it
@@ -9,16 +9,26 @@ For each such alert, three cases on synthetic series of one run each:
 - **stays quiet**: the same healthy series without a crossing never fire;
 - **holds in the hysteresis band** (alerts with `keep_firing_while`): after firing, the signals
   fall back between the keep-firing threshold and the onset threshold, and the alert is still
-  firing when `keep_firing_for` is long over.
+  firing when `keep_firing_for` is long over;
+- **only branch N crosses** (a condition of `all_of` or `any_of`), one case a branch: that
+  branch's signals cross while every other signal stays healthy. Under `all_of` the alert must
+  not fire: a branch already true on a healthy run (a factor on the wrong side of 1) would reduce
+  the composite to the other branches. Under `any_of` it must fire: a branch that can never cross
+  (a ratio threshold of 10) is caught although the other branches fire the case where all cross.
+  A signal that other branches read too takes levels found by trying, at which this branch holds
+  and no other does. Under `any_of`, a branch for which there are none never fires the alert on
+  its own (another branch always crosses first: `KL.above(1.5, ...)` where 5 was meant, beside
+  a branch on KL 3x and grad norm), and `dashgen test` fails naming it.
 
 The healthy level comes from the signal, not from the threshold: 1 (0.1 for a ratio) for a
 signal compared with its own baseline, so a factor on the wrong side of 1 fires on a healthy
-run; and a crossing must stay within a ratio's range of 0 to 1, so a ratio threshold of 10 (for
-10%) can never fire. Both fail their generated test.
+run; and every level of a ratio stays within its range of 0 to 1, so a ratio threshold of 10
+(for 10%) can never fire `above` and always fires `below`. Each fails its generated test.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import field
 from pathlib import Path
@@ -29,7 +39,7 @@ from dashgen.catalog import LAST_STEP_METRIC, Catalog
 from dashgen.compiler.condition_compiler import resolve_signal
 from dashgen.compiler.step_windows import GLOBAL_STEP, band_of, step_window_seconds
 from dashgen.compiler.selectors import expand_selectors, rule_selectors
-from dashgen.conditions import Compare, Comparison, Condition, Steps, Window, comparisons
+from dashgen.conditions import AllOf, AnyOf, Compare, Comparison, Condition, Steps, Window, comparisons
 from dashgen.config import Config, duration_seconds
 from dashgen.model import Alert
 from dashgen.records import record
@@ -50,6 +60,7 @@ class _Case:
     name: str
     series: dict[str, list[tuple[float, int]]] = field(default_factory=dict)  # selector -> (value, samples)
     checks: list[tuple[int, bool]] = field(default_factory=list)  # (eval time in s, firing?)
+    unreachable: str = ""  # set: no series can make the case (a branch that never fires alone), and why
 
     def series_length(self) -> list[tuple[str, int]]:
         return [(selector, sum(count for _, count in segments)) for selector, segments in self.series.items()]
@@ -68,8 +79,10 @@ def _healthy_level(comparison: Comparison, ratio: bool) -> float:
         return 0.1 if ratio else 1.0
     value = comparison.value
     if comparison.op == ">":
-        return value / 2 if value > 0 else value - 1
-    return value * 2 if value > 0 else value + 1
+        level = value / 2 if value > 0 else value - 1
+    else:
+        level = value * 2 if value > 0 else value + 1
+    return min(max(level, 0.0), 1.0) if ratio else level
 
 
 def _fault_level(comparison: Comparison, healthy: float, ratio: bool) -> float:
@@ -116,15 +129,19 @@ def _windows(condition: Condition | None, config: Config, rhythm: float | None =
 
 # Rhythms (seconds per training step) every alert that counts in steps is tested at.
 TEST_RHYTHMS = (2.0, 60.0, 300.0)
+# The one rhythm its branches are tested at alone: which branches a composite needs does not
+# depend on the rhythm, and a case per branch and rhythm would triple their cost.
+BRANCH_RHYTHM = 60.0
+BRANCH_CASE = re.compile(r"only-branch-(\d+)-crosses")  # the name of a branch's case
 
 
 def alert_cases(alert: Alert, catalog: Catalog, config: Config) -> list[_Case]:
     """The generated cases of one alert; at each of TEST_RHYTHMS for one that counts in steps."""
     if not (counts_steps(alert.condition) or counts_steps(alert.keep_firing_while) or isinstance(alert.for_, Steps)):
-        return _cases(alert, catalog, config, None)
+        return _cases(alert, catalog, config, None, branches=True)
     cases = []
     for rhythm in TEST_RHYTHMS:
-        for case in _cases(alert, catalog, config, rhythm):
+        for case in _cases(alert, catalog, config, rhythm, branches=rhythm == BRANCH_RHYTHM):
             case.name = f"{case.name}-at-{rhythm:g}s-per-step"
             case.series.update(_rhythm_series(rhythm, config, max(count for _, count in case.series_length())))
             cases.append(case)
@@ -151,16 +168,19 @@ def _runs(values: list[float]) -> list[tuple[float, int]]:
     return segments
 
 
-def _cases(alert: Alert, catalog: Catalog, config: Config, rhythm: float | None) -> list[_Case]:
+def _cases(alert: Alert, catalog: Catalog, config: Config, rhythm: float | None, branches: bool) -> list[_Case]:
     step = duration_seconds(config.rule_interval)
     onset = list(comparisons(alert.condition))
     keep = list(comparisons(alert.keep_firing_while)) if alert.keep_firing_while is not None else []
     where = f"alert {alert.name!r}"
     levels: dict[str, _Levels] = {}
     series_of: dict[str, str] = {}
+    ratios: set[str] = set()
     for comparison in onset:
         resolved = resolve_signal(comparison.signal.ref, catalog, where)
         ratio = resolved.metric is not None and resolved.metric.unit in _RATIO_UNITS
+        if ratio:
+            ratios.add(comparison.signal.ref)
         healthy = _healthy_level(comparison, ratio)
         levels.setdefault(comparison.signal.ref, _Levels(healthy, _fault_level(comparison, healthy, ratio)))
         series_of[comparison.signal.ref] = resolved.expr
@@ -198,6 +218,17 @@ def _cases(alert: Alert, catalog: Catalog, config: Config, rhythm: float | None)
         fires.checks.append((crossing + int(for_) - step, False))
     quiet.checks = [(crossing - step, False), (crossing + settle * step, False)]
     cases = [fires, quiet]
+    if branches and alert.condition is not None:
+        for number, moves in _branch_crossings(alert.condition, levels, ratios):
+            alone = _Case(f"only-branch-{number}-crosses")
+            if moves is None:
+                alone.unreachable = (f"branch {number} of any_of cannot fire without another: at every level of "
+                                     f"the signals it shares, another branch crosses first")
+            for ref, level in levels.items():
+                before, after = (moves or {}).get(ref, (level.healthy, level.healthy))
+                alone.series[ref] = [(before, warm), (after, settle + 1)]
+            alone.checks = list(fires.checks if isinstance(alert.condition, AnyOf) else quiet.checks)
+            cases.append(alone)
 
     if keep and all(level.band is not None for level in levels.values()):
         band_from = warm + settle
@@ -210,6 +241,93 @@ def _cases(alert: Alert, catalog: Catalog, config: Config, rhythm: float | None)
     for case in cases:
         case.series = {series_of[ref]: values for ref, values in case.series.items()}
     return cases
+
+
+def branches_of(condition: Condition) -> tuple[Condition, ...]:
+    return condition.conditions if isinstance(condition, (AllOf, AnyOf)) else ()
+
+
+Moves = dict[str, tuple[float, float]]  # signal -> (level before the crossing, level after it)
+
+
+def _branch_crossings(condition: Condition, levels: dict[str, _Levels],
+                      ratios: set[str]) -> list[tuple[int, Moves | None]]:
+    """How each branch of a composite (numbered from 1) crosses alone. Its own signals go from
+    healthy to their fault level. A signal other branches read too takes levels found by trying:
+    healthy before (no branch holds) and, after, a level where this branch holds and no other
+    does. None where no such level exists under any_of: the branch never fires the alert on its
+    own; a branch under all_of that cannot cross alone gets no case."""
+    parts = branches_of(condition)
+    reads = [{c.signal.ref for c in comparisons(branch)} for branch in parts]
+    if len(parts) < 2:
+        return []
+    crossings: list[tuple[int, Moves | None]] = []
+    for i, branch in enumerate(parts):
+        shared = sorted(reads[i] & set().union(*(other for j, other in enumerate(reads) if j != i)))
+        moves = {ref: (levels[ref].healthy, levels[ref].fault) for ref in reads[i] - set(shared)}
+        if not shared:
+            crossings.append((i + 1, moves))
+            continue
+        others = [other for j, other in enumerate(parts) if j != i]
+        found = _separating_levels(condition, branch, others, shared, moves, levels, ratios)
+        if found is not None:
+            crossings.append((i + 1, {**moves, **found}))
+        elif isinstance(condition, AnyOf):
+            crossings.append((i + 1, None))
+    return crossings
+
+
+def _separating_levels(condition: Condition, branch: Condition, others: list[Condition], shared: list[str],
+                       moves: Moves, levels: dict[str, _Levels], ratios: set[str]) -> Moves | None:
+    """Levels of the `shared` signals, healthy and crossed, at which the alert is quiet before and
+    `branch` alone holds after; the first found, trying the signals' own healthy level first."""
+    def value(ref: str, at: Moves, after: bool) -> tuple[float, float]:
+        healthy, crossed = at.get(ref, (levels[ref].healthy, levels[ref].healthy))
+        return healthy, crossed if after else healthy
+
+    choices = [[(healthy, crossed) for healthy in _healthy_candidates(ref, condition, levels, ratios)
+                for crossed in _crossing_candidates(ref, condition, healthy, ref in ratios)] for ref in shared]
+    for combination in itertools.islice(itertools.product(*choices), _MAX_TRIES):
+        at = {**moves, **dict(zip(shared, combination))}
+        before = {ref: value(ref, at, False) for ref in levels}
+        after = {ref: value(ref, at, True) for ref in levels}
+        if not _holds(condition, before) and _holds(branch, after) and not any(_holds(o, after) for o in others):
+            return dict(zip(shared, combination))
+    return None
+
+
+_MAX_TRIES = 5000
+
+
+def _holds(condition: Condition, values: dict[str, tuple[float, float]]) -> bool:
+    """Whether a condition holds for steady signals: (healthy level, the signal's level now) each,
+    every baseline sitting at the healthy level."""
+    if isinstance(condition, AllOf):
+        return all(_holds(part, values) for part in condition.conditions)
+    if isinstance(condition, AnyOf):
+        return any(_holds(part, values) for part in condition.conditions)
+    healthy, now = values[condition.signal.ref]
+    threshold = _threshold(condition, healthy)
+    return now > threshold if condition.op == ">" else now < threshold
+
+
+def _healthy_candidates(ref: str, condition: Condition, levels: dict[str, _Levels], ratios: set[str]) -> list[float]:
+    on_signal = [c for c in comparisons(condition) if c.signal.ref == ref]
+    found = [levels[ref].healthy, 1.0, 0.1, 0.01]
+    for c in on_signal:
+        if isinstance(c, Compare) and c.baseline is None:
+            found += [c.value * k for k in (0.25, 0.5, 2.0, 4.0)]
+    relative = any(c.baseline is not None for c in on_signal)
+    return [h for h in dict.fromkeys(found) if (h > 0 or not relative) and (0 <= h <= 1 or ref not in ratios)]
+
+
+def _crossing_candidates(ref: str, condition: Condition, healthy: float, ratio: bool) -> list[float]:
+    thresholds = sorted({_threshold(c, healthy) for c in comparisons(condition) if c.signal.ref == ref})
+    found = [t * k if t > 0 else t + (k - 1) * (abs(t) + 1) for t in thresholds for k in (1.1, 0.9)]
+    found += [(low + high) / 2 for low, high in zip(thresholds, thresholds[1:])]
+    found += [thresholds[-1] * 2 if thresholds[-1] > 0 else thresholds[-1] + 1,
+              thresholds[0] / 2 if thresholds[0] > 0 else thresholds[0] - 1]
+    return [x for x in dict.fromkeys(found) if not ratio or 0 <= x <= 1]
 
 
 def _steps(seconds: float, step: float) -> int:
@@ -239,7 +357,7 @@ def generated_test_file(rule_files: list[str], module_alerts: list[Alert], catal
     for alert in module_alerts:
         if alert.condition is None:
             continue
-        for case in alert_cases(alert, catalog, config):
+        for case in (case for case in alert_cases(alert, catalog, config) if not case.unreachable):
             experiment = f"{alert.name}-{case.name}"
             firing = f'count(ALERTS{{alertname="{alert.name}", alertstate="firing", experiment="{experiment}"}})'
             tests.append({
@@ -253,7 +371,7 @@ def generated_test_file(rule_files: list[str], module_alerts: list[Alert], catal
             })
     if not tests:
         return None
-    header = "# Generated by `dashgen test` from the alerts' conditions; not kept.\n"
+    header = "# Generated by `dashgen test` from the alerts' conditions.\n"
     return header + yaml.safe_dump({"rule_files": rule_files, "evaluation_interval": config.rule_interval,
                                     "tests": tests}, sort_keys=False, width=1000)
 
@@ -318,3 +436,4 @@ def files_read_by(rule_file: str, rule_files: dict[str, str]) -> list[str]:
         needed.add(name)
         pending += [defined_in[read] for read in reads[name] if read in defined_in]
     return sorted(needed)
+

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Callable, TextIO
 
 from dashgen.errors import BuildError
-from dashgen.lifecycle import phase_after_exit, shell_exit_status
+from dashgen.lifecycle import RunPhase, phase_after_exit, shell_exit_status
 from dashgen.runtime.log_follower import LogFollower
 from dashgen.runtime.log_watch import LogChanges
 from dashgen.runtime.process_group import end_group, group_has_others, has_exited, signal_group, start_group
@@ -86,8 +86,12 @@ class Supervisor:
             if self.pid_file is not None:
                 self.pid_file.unlink(missing_ok=True)
             self._poll_log()
-            phase = phase_after_exit(exit_code, self.stop_requested)
+            phase = phase_after_exit(exit_code, self.stop_requested, self.follower.state.last_step is not None)
             self.follower.state.ended(phase, exit_code)
+            if phase is RunPhase.EXITED_WITHOUT_STEPS:
+                self.say(f"dashgen export: the trainer exited with 0 but wrote no step to {self.follower.path}: it "
+                         f"trained nothing, or it logs to another file (check trainer.logger and "
+                         f"VERL_FILE_LOGGER_PATH); published as {phase.value}, not finished")
             self.say(f"dashgen export: the trainer exited with {exit_code} ({phase.value}); serving the final "
                      f"state for {self.grace_seconds:g} s")
             self._wake.clear()

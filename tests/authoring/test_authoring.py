@@ -32,13 +32,6 @@ def rules(config):
 '''
 
 
-@pytest.fixture
-def team(tmp_path: Path) -> Path:
-    project = tmp_path / "team"
-    assert run("init", str(project)).exit_code == 0
-    return project
-
-
 def add_team_alert(project: Path, factor: str = "0.5") -> None:
     (project / "alerts" / "team.py").write_text(TEAM_ALERT.replace("{factor}", factor))
 

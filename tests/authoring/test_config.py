@@ -2,7 +2,9 @@
 found at the project root by every command, printed by `dashgen config`."""
 
 import dataclasses
+import inspect
 import re
+import textwrap
 import typing
 
 import pytest
@@ -151,6 +153,67 @@ def test_describe_lists_every_field_with_its_type_default_and_description(projec
     assert re.search(r"^  kl_spike_threshold: a number \(>= 0\), default 0.1\n      VerlKLSpike", result.output,
                      re.MULTILINE)
     assert "stability: (StabilityConfig in alerts/stability.py)" in result.output
+
+
+def _own_comment(source_lines: list[str], name: str) -> str:
+    """The comment lines right above a field's line (up to a `# ---` heading) and the one at its end."""
+    at = next(i for i, line in enumerate(source_lines) if re.match(rf"\s+{name}: ", line))
+    above = []
+    for line in reversed(source_lines[:at]):
+        text = line.strip()
+        if not text.startswith("#") or text.startswith("# ---"):
+            break
+        above.insert(0, text.lstrip("#").strip())
+    end = re.search(r"  # (.*)$", source_lines[at])
+    return " ".join(above + ([end.group(1)] if end else []))
+
+
+def _described(output: str, name: str) -> str:
+    entry = re.search(rf"^  {name}: .*\n((?:      .*\n)*)", output, re.MULTILINE)
+    assert entry, f"{name} is not listed"
+    return " ".join(entry.group(1).split())
+
+
+def test_every_field_is_described_by_its_own_comment_not_its_neighbours(project):
+    result = run("config", "--root", str(project), "--describe")
+    assert result.exit_code == 0, result.output
+    for cls in CONFIG_CLASSES:
+        source = inspect.getsource(cls).splitlines()
+        for f in dataclasses.fields(cls):
+            own = _own_comment(source, f.name)
+            assert own, f"{cls.__name__}.{f.name} has no comment of its own"
+            assert _described(result.output, f.name) == " ".join(own.split()), f"{cls.__name__}.{f.name}"
+    # Those that printed their neighbour's comment.
+    assert _described(result.output, "act_ray_submission_id").startswith("The Ray job's submission id")
+    assert _described(result.output, "act_audit_log").startswith("The JSON-lines file")
+    assert _described(result.output, "act_max_body_bytes").startswith("The largest request body")
+    assert _described(result.output, "straggler_for").startswith("How long a straggler must persist")
+
+
+def test_a_team_field_without_a_comment_borrows_none(project):
+    (project / "alerts" / "team.py").write_text(textwrap.dedent('''\
+        from dataclasses import dataclass
+
+        from dashgen.config import AreaConfig, Factor
+        from dashgen.model import RuleGroup
+
+
+        @dataclass(frozen=True)
+        class TeamConfig(AreaConfig, area="team"):
+            # How far the reward may drop.
+            reward_drop_factor: Factor = 0.5
+            reward_floor: float = 0.1
+            reward_ceiling: float = 0.9  # the highest reward a prompt can earn
+
+
+        def rules(config):
+            return RuleGroup("team", ())
+        '''))
+    result = run("config", "--root", str(project), "--describe")
+    assert result.exit_code == 0, result.output
+    assert _described(result.output, "reward_drop_factor") == "How far the reward may drop."
+    assert _described(result.output, "reward_floor") == ""
+    assert _described(result.output, "reward_ceiling") == "the highest reward a prompt can earn"
 
 
 def test_describe_works_without_a_project(tmp_path):

@@ -3,6 +3,7 @@
 import gc
 import json
 import re
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -248,3 +249,30 @@ def test_bad_config_is_named(project, tmp_path):
     result = run("build", "--root", str(project), "--config", str(config))
     assert result.exit_code == 1 and f"{config}: rule_interval: '1 minute' is not a Prometheus duration" \
         in result.output
+
+
+def test_a_replaced_default_alert_area_drops_its_thresholds_from_the_default_dashboard_and_says_so(team):
+    """A team's alerts/rollout.py that returns no alerts: the default dashboard's thresholds of the
+    rollout alerts go, with a notice each, instead of a failed build; the other thresholds stay."""
+    (team / "alerts" / "rollout.py").write_text("def rules(config):\n    return []\n")
+    result = run("build", "--root", str(team))
+    assert result.exit_code == 0, result.output
+    notices = [line for line in result.output.splitlines() if line.startswith("notice: ")]
+    assert notices == [
+        f"notice: panels/verl_training.py: dashboard 'verl-training': panel {panel!r}: dropped the threshold of "
+        f"{alert}: one of dashgen's default rollout alerts, which this project's alerts/ no longer define"
+        for panel, alert in (("Response length clip ratio", "VerlResponseTruncation"),
+                             ("Rollout aborted ratio", "VerlRolloutAborts"))]
+    panels = {panel["title"]: panel for panel in iter_panels(load(team))}
+    assert panels["Response length clip ratio"]["fieldConfig"]["defaults"].get("thresholds") is None
+    assert panels["Rollout aborted ratio"]["fieldConfig"]["defaults"].get("thresholds") is None
+    assert panels["KL divergence"]["fieldConfig"]["defaults"]["thresholds"]["steps"][-1]["value"] == 0.1
+    # A name no default alert has is still a mistake, with its "did you mean".
+    panels_module = team / "panels" / "verl_training.py"
+    panels_module.write_text(panels_module.read_text() + textwrap.dedent('''
+        TEAM_ROWS = (Row("Ours", (TimeSeries("Reward", (Query("verl_critic_score_mean{run}", "x"),),
+                                             thresholds=(Threshold(alert="VerlRewardClif"),)),)),)
+        '''))
+    result = run("build", "--root", str(team))
+    assert result.exit_code == 1
+    assert "'VerlRewardClif' is not an alert defined in alerts/; did you mean 'VerlRewardCliff'?" in result.output

@@ -172,3 +172,17 @@ def test_the_readme_example_config_renders_valid_objects():
     expected = sum(1 for rel in files if rel.startswith(("rules/", "dashboards/"))) + 3
     assert "kubernetes" in rendered and len(objects) == expected
     assert all(schema_problems(obj) == [] for obj in objects)
+
+
+def test_the_readme_says_which_grafana_chart_values_make_the_folder_annotation_work(kubernetes_files):
+    """The sidecar reads the folder annotation only where the chart names it: the README's Helm
+    values name the annotation the ConfigMaps carry, and have Grafana build folders from it."""
+    import re
+
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("\n## Kubernetes"):]
+    block = re.search(r"```yaml\n(grafana:\n.*?)```", section[:section.index("\n## ", 1)], re.S).group(1)
+    dashboards = yaml.safe_load(block)["grafana"]["sidecar"]["dashboards"]
+    config_map = yaml.safe_load(kubernetes_files["kubernetes/dashboards/verl-training.yaml"])
+    assert list(config_map["metadata"]["annotations"]) == [dashboards["folderAnnotation"]]
+    assert dashboards["provider"]["foldersFromFilesStructure"] is True

@@ -254,3 +254,25 @@ def test_a_line_without_training_values_keeps_the_last_step_values_and_moves_the
         log.write(json.dumps({"step": 41, "data": {"actor/entropy": 0.4}}) + "\n")
     LogFollower(path, state, start_at_tail=False).poll()
     assert state._values == {"verl_actor_entropy": 0.4, "verl_training_global_step": 41.0}  # a training line replaces
+
+
+def test_export_help_gives_the_poll_interval_its_own_default_and_the_short_poll_as_such():
+    """The help once said 0.05 s beside `[default: 0.5]`: both numbers now come from where they
+    are used, and each says what it is."""
+    import re
+
+    from click.testing import CliRunner
+
+    from dashgen.cli import cli
+    from dashgen.cli.options import DEFAULT_POLL_SECONDS
+    from dashgen.runtime.log_watch import SHORT_POLL_SECONDS
+
+    result = CliRunner().invoke(cli, ["export", "--help"], terminal_width=200)
+    assert result.exit_code == 0
+    entry = re.search(r"--poll-interval FLOAT RANGE\s+(.*?)\n\s+--", result.output, re.S).group(1)
+    text = " ".join(entry.split())
+    assert f"(default {DEFAULT_POLL_SECONDS:g})" in text
+    assert f"elsewhere the log is also looked at every {SHORT_POLL_SECONDS:g} s, whatever this interval" in text
+    assert set(re.findall(r"\d+(?:\.\d+)?", text)) == {f"{DEFAULT_POLL_SECONDS:g}", f"{SHORT_POLL_SECONDS:g}", "0.01", "60"}
+    option = next(p for p in cli.commands["export"].params if p.name == "poll_interval")
+    assert option.default == DEFAULT_POLL_SECONDS

@@ -12,7 +12,7 @@ import pytest
 
 from dashgen.runtime.exporter import RunState
 
-from dashgen.lifecycle import RunPhase
+from dashgen.lifecycle import RunPhase, phase_after_exit
 from dashgen.replay.prometheus_server import free_port
 from dashgen.runtime.log_follower import LogFollower
 from support import Exporter, dashgen_command, export_command, run_state, wait_until
@@ -57,6 +57,30 @@ def test_a_supervised_trainer_s_end_and_exit_code_are_served_through_the_grace_p
     assert exporter.process.poll() is None  # still serving: the grace period is 30 s
     exporter.process.send_signal(signal.SIGTERM)  # a signal during the grace period ends it at once
     assert exporter.process.wait(timeout=10) == code
+
+
+@pytest.mark.live
+def test_a_trainer_that_exits_0_without_a_step_is_not_published_finished(supervised):
+    """Exit 0 with an empty log: nothing was trained (or the log is elsewhere), which `finished`
+    would hide; the exporter publishes its own state and says why in its log."""
+    exporter = supervised(0, 0, "--grace", "30s")
+    state = RunPhase.EXITED_WITHOUT_STEPS.value
+    metrics = wait_until(lambda: (m := exporter.metrics()) and run_state(m) == state and m, 20, f"state {state}")
+    labels = '{experiment="exp",project="proj"}'
+    assert metrics[f"verl_run_exit_code{labels}"] == 0
+    assert metrics[f'verl_run_state{{experiment="exp",project="proj",state="finished"}}'] == 0
+    exporter.process.send_signal(signal.SIGTERM)
+    out, err = exporter.process.communicate(timeout=10)
+    assert exporter.process.returncode == 0
+    assert "the trainer exited with 0 but wrote no step to " in out + err
+    assert "published as exited_without_steps, not finished" in out + err
+
+
+@pytest.mark.parametrize("code, stop, steps, phase", [
+    (0, False, True, RunPhase.FINISHED), (0, False, False, RunPhase.EXITED_WITHOUT_STEPS),
+    (1, False, False, RunPhase.CRASHED), (0, True, False, RunPhase.STOPPED), (-15, True, True, RunPhase.STOPPED)])
+def test_the_phase_after_an_exit(code, stop, steps, phase):
+    assert phase_after_exit(code, stop, steps) is phase
 
 
 @pytest.mark.live
