@@ -27,6 +27,7 @@ class BaselineDefaults:
     rhythm_window: str = "6h"  # where a run's seconds per step are measured (step windows)
     step_window_floor: str = "1m"  # the shortest time a step window compiles to
     rule_interval: str = "1m"  # how often a recording is evaluated (the slow bands read copies of it)
+    scrape_interval: str = "15s"  # how often a scraped series has a sample
 
 
 @record(frozen=False)
@@ -134,6 +135,10 @@ class ConditionCompiler:
             self._rhythm_recorded = True
             self.recordings.rolling.extend(rhythm_recordings(self.defaults.rhythm_window))
 
+    def _sampled_every(self, series: str) -> str:
+        """How often `series` has a sample: a recording's once an evaluation, a scraped one's once a scrape."""
+        return self.defaults.rule_interval if ":" in series.split("{")[0] else self.defaults.scrape_interval
+
     def _copied(self, series: str, name: str, reduce: Callable[[str, str], str]) -> tuple[Callable[[str], str], int]:
         """How the slow bands read `series`: `reduce` of its near-band copy (recorded under `name`
         on first use), and the first band that does."""
@@ -155,7 +160,7 @@ class ConditionCompiler:
             copied = self._copied(series.expr, series.stem, reduce)
             self.recordings.rolling.append(Recording(
                 name, banded(window.count, lambda r: reduce(series.expr, r), self.defaults.step_window_floor,
-                             copied=copied),
+                             copied=copied, sampled_every=self._sampled_every(series.expr)),
                 f"The {'median' if reduction == 'median' else reduction} of {series.expr.split('{')[0]} over the "
                 f"run's last {window.count} steps"))
         return self._by_steps[key]
@@ -199,13 +204,14 @@ class ConditionCompiler:
             self._rhythm()
             floor = self.defaults.step_window_floor
             median = banded(window.count, lambda r: _RANGE_REDUCTIONS["median"](series.expr, r), floor,
-                            ending=ending.count,
+                            ending=ending.count, sampled_every=self._sampled_every(series.expr),
                             copied=self._copied(series.expr, series.stem, _RANGE_REDUCTIONS["median"]))
             # Once the run has logged half the window: a median of a young run's first few steps
             # is no level to compare a fault with.
             present = _RANGE_REDUCTIONS["present"]
             history = banded(1, lambda r: present(series.expr, r), floor, ending=ending.count + window.count // 2,
-                             copied=self._copied(series.expr, series.stem, present))
+                             copied=self._copied(series.expr, series.stem, present),
+                             sampled_every=self._sampled_every(series.expr))
             self.recordings.rolling.append(Recording(
                 name, f"(\n{median}\n)\nand on({ON_RUN})\n(\n{history}\n)",
                 f"Median of {series.expr.split('{')[0]} over the run's {window.count} steps ending {ending.count} "
@@ -281,7 +287,7 @@ class ConditionCompiler:
             self.recordings.rolling.append(Recording(
                 name, banded(over.count, lambda r: reduce(median, r), self.defaults.step_window_floor,
                              ending=ended, max_samples=MAX_SAMPLES_OF_MEDIANS,
-                             copied=self._copied(median, median, reduce)),
+                             copied=self._copied(median, median, reduce), sampled_every=self.defaults.rule_interval),
                 f"{adjective} {median} of the run's last {over.count} steps{before}"))
         return self._quietest[key]
 
@@ -295,9 +301,10 @@ class ConditionCompiler:
             holds, f"max by ({ON_RUN}) (({expr}) * 0 + 1)\nor on({ON_RUN})\n{STEP_BAND} * 0",
             f"1 where {alert}'s condition holds, 0 for the other runs with a rhythm"))
         floor, count = self.defaults.step_window_floor, for_steps.count
-        lowest = banded(count, lambda r: _RANGE_REDUCTIONS["min"](holds, r), floor,
+        every = self.defaults.rule_interval
+        lowest = banded(count, lambda r: _RANGE_REDUCTIONS["min"](holds, r), floor, sampled_every=every,
                         copied=self._copied(holds, holds, _RANGE_REDUCTIONS["min"]))
-        recorded = banded(1, lambda r: _RANGE_REDUCTIONS["present"](holds, r), floor, ending=count,
+        recorded = banded(1, lambda r: _RANGE_REDUCTIONS["present"](holds, r), floor, ending=count, sampled_every=every,
                           copied=self._copied(holds, holds, _RANGE_REDUCTIONS["present"]))
         return (f"({expr})\nand on({ON_RUN})\n(\n{lowest}\n) == 1\n"
                 f"and on({ON_RUN})\n(\n{recorded}\n)")

@@ -107,7 +107,7 @@ def render_rules(root: Path, config: Config, catalog: Catalog,
     stated_catalog = _with_recordings(catalog, stated, selectors)
     defaults = BaselineDefaults(config.baseline_window, config.baseline_recent_window, config.baseline_hold_window,
                                 config.baseline_hold_step, config.rhythm_window, config.step_window_floor,
-                                config.rule_interval)
+                                config.rule_interval, config.scrape_interval)
     compiler = ConditionCompiler(stated_catalog, defaults)
     modules = [(definition, [expanded for group in groups for expanded in expand_group(
         group, compiler, lambda rule, compiler, d=definition: _compiled_alert(rule, compiler, d))])

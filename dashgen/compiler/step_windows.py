@@ -99,20 +99,26 @@ def step_window_seconds(count: int, band: int, floor: float) -> float:
 
 
 def banded(count: int, expr_of_range: Callable[[str], str], floor: str, ending: int = 0,
-           max_samples: int = MAX_SAMPLES, copied: tuple[Callable[[str], str], int] | None = None) -> str:
+           max_samples: int = MAX_SAMPLES, copied: tuple[Callable[[str], str], int] | None = None,
+           sampled_every: str = "15s") -> str:
     """`expr_of_range(range)` of each run, over the range its rhythm gives `count` steps: the
     range is `[window:resolution]`, followed by an offset when it ends `ending` steps ago.
 
     The range is a subquery (`[window:resolution]`) of two samples a step: every branch is
     evaluated for every run, and a window of 60 slow steps would otherwise read days of 15 s
-    scrapes for runs that are not even in its band."""
-    floor_seconds = duration_seconds(floor)
+    scrapes for runs that are not even in its band. A window that holds no more of the series'
+    own samples (one every `sampled_every`) than the subquery would read is a plain range: the
+    same samples, without a subquery's evaluation at every point."""
+    floor_seconds, every = duration_seconds(floor), duration_seconds(sampled_every)
     expr_of_copy, first_copied = copied if copied else (None, BANDS)
     branches: list[list] = []  # [first band, last band, range]
     for band in range(BANDS):
         seconds = step_window_seconds(count, band, floor_seconds)
         resolution = max(1.0, float(math.ceil(seconds / min(2 * count, max_samples))))
-        window = f"[{format_duration(seconds)}:{format_duration(resolution)}]"
+        if seconds / every <= max_samples:
+            window = f"[{format_duration(seconds)}]"
+        else:
+            window = f"[{format_duration(seconds)}:{format_duration(resolution)}]"
         if ending:
             window += f" offset {format_duration(step_window_seconds(ending, band, floor_seconds))}"
         if branches and branches[-1][2] == window and band < first_copied:
