@@ -22,7 +22,10 @@ Run from the repository root: .venv/bin/python bench/scale_1024.py [--before REF
      included, variables at All (the Node variable, which has no All, at its first node), at
      the step Grafana picks for a 1000 px wide panel;
    - the rule-cycle time per group (prometheus_rule_group_last_duration_seconds, median of
-     six evaluations; groups are evaluated every 10 s here instead of 1m, to measure sooner);
+     six evaluations; groups are evaluated every 10 s here instead of 1m, to measure sooner),
+     and the samples a cycle reads (each rule's expression queried once with stats=all, its
+     totalQueryableSamples summed by group): a cost figure that does not move with the
+     machine's load, as the times do;
    - the active (pending or firing) alerts by name, against the injected stragglers.
 Everything lives in a temporary directory, removed at the end, also on errors and Ctrl-C.
 """
@@ -428,6 +431,17 @@ def rule_cycle(server: PrometheusServer, evaluations: int = 6) -> dict[str, floa
     return {group: statistics.median(values) for group, values in sorted(samples.items())}
 
 
+def rule_samples(server: PrometheusServer, rule_files: dict[str, str], at: float) -> dict[str, int]:
+    """The samples each group's rules read in one evaluation at `at`, by group."""
+    read: dict[str, int] = {}
+    for text in rule_files.values():
+        for group in (yaml.safe_load(text) or {}).get("groups") or []:
+            for rule in group["rules"]:
+                data, _ = api(server, "query", {"query": rule["expr"], "time": f"{at:.3f}", "stats": "all"})
+                read[group["name"]] = read.get(group["name"], 0) + data["stats"]["samples"]["totalQueryableSamples"]
+    return dict(sorted(read.items()))
+
+
 def wait_for_live_data(server: PrometheusServer, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -531,6 +545,7 @@ def measure(variant: Variant, workdir: Path, runs: list[RecordedRun], start: flo
                       f"{time.monotonic() - began:.0f} s", file=sys.stderr)
             wait_for_live_data(server)
             cycle = rule_cycle(server)
+            samples_read = rule_samples(server, variant.rule_files(), time.time())
             alerts, straggler_nodes = active_alerts(server)
             now = time.time()
             expected = comparable_stragglers(now)
@@ -541,7 +556,7 @@ def measure(variant: Variant, workdir: Path, runs: list[RecordedRun], start: flo
     finally:
         live.shutdown()
         live.server_close()
-    return {"cycle": cycle, "alerts": alerts, "straggler_nodes": straggler_nodes, "expected": expected, "day": day,
+    return {"cycle": cycle, "samples_read": samples_read, "alerts": alerts, "straggler_nodes": straggler_nodes, "expected": expected, "day": day,
             "default": default, "default_range": default_range}
 
 
@@ -586,6 +601,9 @@ def report(results: dict[str, dict], samples: int, timings: dict[str, float]) ->
     groups = sorted({g for n in names for g in results[n]["cycle"]})
     for group in groups:
         row(f"  {group} (ms)", [f"{results[n]['cycle'].get(group, float('nan')):.1f}" for n in names])
+    row("rule cycle, samples read", [str(sum(results[n]["samples_read"].values())) for n in names])
+    for group in groups:
+        row(f"  {group} (samples)", [str(results[n]["samples_read"].get(group, 0)) for n in names])
     alertnames = sorted({a for n in names for a in results[n]["alerts"]})
     row("active alerts (pending or firing)", [str(sum(results[n]["alerts"].values())) for n in names])
     for alertname in alertnames:
