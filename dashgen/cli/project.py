@@ -86,6 +86,9 @@ def list_(root: Path, config_path: Path | None, unused: bool) -> None:
                 click.echo(f"    {panel.title}: {', '.join(used[panel.title])}")
     for module, alert, _ in rendered.alerts:
         click.echo(f"alert {alert.name} [{alert.severity.value}] ({module})")
+    for module, alert, why in rendered.unavailable:
+        click.echo(f"alert {alert.name} [{alert.severity.value}] ({module}) UNAVAILABLE with source "
+                   f"{config.source}: {why}")
 
 
 def _list_unused(rendered, config: Config, root: Path) -> None:
@@ -163,6 +166,11 @@ def test(root: Path, config_path: Path | None, keep_generated: Path | None, modu
     config = load_config(config_path, root)
     rendered = render_project(root, config)
     fixtures = sorted((root / "tests" / "rules").glob("*.yaml"))
+    if config.source != "exporter" and fixtures:
+        # Hand-written fixtures feed series in the exporter's names; the generated tests are in the source's.
+        click.echo(f"source {config.source}: {len(fixtures)} fixture(s) of tests/rules/ are in the exporter's names "
+                   f"and not run; the alerts written with Alert.when are tested in the source's names", err=True)
+        fixtures = []
     # An alert is tested if any fixture tests it, whichever module's tests run.
     tested = alerts_tested_by_fixtures(fixtures)
     alerts = rendered.alerts
@@ -170,6 +178,11 @@ def test(root: Path, config_path: Path | None, keep_generated: Path | None, modu
         alerts, fixtures = _tests_of_modules(modules, alerts, fixtures)
     untested = [(module, alert.name) for module, alert, _ in alerts
                 if alert.condition is None and alert.name not in tested and not alert.untested.strip()]
+    if config.source != "exporter":
+        for module, name in untested:
+            click.echo(f"{module}: alert {name!r} (PromQL written by hand) is tested by fixtures in the exporter's "
+                       f"names only", err=True)
+        untested = []
     failed = False
     with tempfile.TemporaryDirectory(prefix="dashgen-generated-tests-") as tmp:
         rule_files = {rel: content for rel, content in rendered.files.items() if rel.startswith("rules/")}

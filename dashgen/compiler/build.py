@@ -46,6 +46,7 @@ class Rendered:
     dashboards: list[tuple[str, Dashboard]] = field(default_factory=list)  # (module path, definition)
     alerts: list = field(default_factory=list)  # (module path, Alert, expanded expr)
     catalog: Catalog | None = None  # what the queries were checked against, recordings included
+    unavailable: list = field(default_factory=list)  # (module path, Alert, why) the metric source cannot give
 
 
 def render_project(root: Path, config: Config) -> Rendered:
@@ -58,7 +59,9 @@ def render_project(root: Path, config: Config) -> Rendered:
     rules = render_rules(root, config, project_catalog(root), alert_modules)
     out.files.update(rules.files)
     out.alerts = rules.alerts
-    alerts_by_name = {alert.name: alert for _, alert, _ in rules.alerts}
+    # Alerts the metric source cannot give are still defined: panels and inhibitions may name them.
+    alerts_by_name = {alert.name: alert for _, alert, *_ in (*rules.alerts, *rules.unavailable)}
+    out.unavailable = rules.unavailable
     # Panels may query recorded series, so they are checked against the catalog plus the recordings.
     catalog: Catalog = rules.catalog
     out.catalog = catalog
@@ -75,7 +78,7 @@ def render_project(root: Path, config: Config) -> Rendered:
         uids[dashboard.uid] = definition.path
         dashboard = resolve_dashboard_references(dashboard, alerts_by_name,
                                                  f"{definition.path}: dashboard {dashboard.uid!r}")
-        model = compile_dashboard(dashboard, config, catalog, str(definition.path))
+        model = compile_dashboard(dashboard, config, catalog, str(definition.path), rules.queries)
         validate_dashboard(model, f"{definition.path}: dashboard {dashboard.uid!r}")
         out.files[f"dashboards/{dashboard.uid}.json"] = dashboard_to_text(model)
         out.dashboards.append((str(definition.path), dashboard))
@@ -95,7 +98,7 @@ def render_project(root: Path, config: Config) -> Rendered:
             out.files[DOCS_FILE] += "\n## Dashboards\n\n" + "".join(
                 f"- [{markdown_text(d.title)}]({config.grafana_base_url}/d/{d.uid})\n" for _, d in out.dashboards)
     out.files["prometheus/prometheus.yml"] = env.get_template("prometheus.yml.j2").render(
-        config=config, alerting=alerting.prometheus_alerting)
+        config=config, alerting=alerting.prometheus_alerting, source=rules.queries.source)
     alertmanager = alertmanager_config(config, alerting.inhibitions)
     if config.kubernetes:  # the objects' schemas only then
         from dashgen.compiler.targets.kubernetes import render_kubernetes

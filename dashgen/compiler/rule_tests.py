@@ -29,6 +29,7 @@ from dashgen.catalog import LAST_STEP_METRIC, Catalog
 from dashgen.compiler.condition_compiler import resolve_signal
 from dashgen.compiler.step_windows import GLOBAL_STEP, band_of, step_window_seconds
 from dashgen.compiler.selectors import expand_selectors, rule_selectors
+from dashgen.compiler.source_queries import SourceQueries
 from dashgen.conditions import Compare, Comparison, Condition, Steps, Window, comparisons
 from dashgen.config import Config, duration_seconds
 from dashgen.model import Alert
@@ -232,18 +233,22 @@ def generated_test_file(rule_files: list[str], module_alerts: list[Alert], catal
     """A promtool test file for the vocabulary alerts of one module, over `rule_files` (its own and
     those it reads: an alert may read a baseline another module records); None if it has none."""
     selectors = rule_selectors(config)
+    queries = SourceQueries(config)  # the series and labels in the metric source's names
     tests = []
     for alert in module_alerts:
         if alert.condition is None:
             continue
         for case in alert_cases(alert, catalog, config):
             experiment = f"{alert.name}-{case.name}"
-            firing = f'count(ALERTS{{alertname="{alert.name}", alertstate="firing", experiment="{experiment}"}})'
+            firing = queries.input_series(
+                f'count(ALERTS{{alertname="{alert.name}", alertstate="firing", experiment="{experiment}"}})', catalog)
+            inputs = {queries.input_series(_run_selector(series, selectors, experiment), catalog): values
+                      for series, values in case.series.items()}
             tests.append({
                 "name": f"{alert.name}: {case.name.replace('-', ' ')}",
                 "interval": config.rule_interval,
-                "input_series": [{"series": _run_selector(series, selectors, experiment), "values": _values(values)}
-                                 for series, values in case.series.items()],
+                "input_series": [{"series": series, "values": _values(values)}
+                                 for series, values in inputs.items() if series is not None],
                 "promql_expr_test": [{"expr": firing, "eval_time": f"{t}s",
                                       "exp_samples": [{"labels": "{}", "value": 1}] if expected else []}
                                      for t, expected in sorted(case.checks)],
