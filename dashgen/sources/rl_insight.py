@@ -81,9 +81,11 @@ class _RLInsight(MetricSource):
             Derived(LAST_STEP_METRIC, last_step,
                     f"(timestamp({step}) and on({ON_RUN}) (changes({step}[{seen}]) > 0))\n"
                     f"or on({ON_RUN})\n"
-                    f"(last_over_time({last_step}[{keep}]) and on({ON_RUN}) {step})",
-                    "Unix time of the scrape at which the run's global step last moved (to one evaluation); "
-                    "only while the hub serves the run",
+                    f"(last_over_time({last_step}[{keep}]) and on({ON_RUN}) {step})\n"
+                    f"or on({ON_RUN})\n"
+                    f"timestamp({step})",
+                    "Unix time of the scrape at which the run's global step last moved (to one evaluation), or at "
+                    "which it was first seen; only while the hub serves the run",
                     f"there is no step timestamp: the time a step was logged is the scrape at which the global "
                     f"step gauge moved, known to one rule evaluation ({config.rule_interval})"),
             Derived(RUN_STATE_METRIC, f"{_RECORDED}state",
