@@ -255,10 +255,13 @@ def config_(root: Path, config_path: Path | None, describe: bool) -> None:
 
 @click.command()
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
-def init(directory: Path) -> None:
+@click.option("--source", type=click.Choice(["exporter", "rl_insight"]), default="exporter", show_default=True,
+              help="Where the runs' metrics come from: dashgen's exporter on verl's step log, or verl's "
+                   "RL-Insight hub (its dashgen.yaml then says `source: rl_insight`).")
+def init(directory: Path, source: str) -> None:
     """Create a team project in DIRECTORY that builds on dashgen's verl dashboards and alerts."""
     from dashgen.compiler.scaffold import init_project
 
-    written = init_project(directory)
+    written = init_project(directory, source)
     click.echo(f"created {len(written)} files in {directory}:\n  " + "\n  ".join(written))
     click.echo(f"next: cd {directory} && dashgen build && dashgen check   (make test also runs the rule tests)")

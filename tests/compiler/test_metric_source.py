@@ -1,0 +1,126 @@
+"""`source: rl_insight`: every panel and alert compiles to RL-Insight's gauges and run labels,
+what the source cannot give is listed, and the generated rule tests pass on its names."""
+
+import subprocess
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dashgen.catalog import CATALOG, Source
+from dashgen.compiler.build import render_project
+from dashgen.compiler.promql import metrics_in
+from dashgen.config import config_from
+from dashgen.sources.metric_source import map_identifiers
+from dashgen.sources.rl_insight import series_name
+from support import dashgen_command
+
+# Series of the other sources (Ray, the rollout engines, Prometheus' own) keep their names.
+OTHER_SOURCES = {m.name for m in CATALOG.values() if m.source is not Source.VERL}
+
+
+def rl_insight_project(project: Path) -> Path:
+    (project / "dashgen.yaml").write_text("source: rl_insight\n")
+    return project
+
+
+def rendered_queries(files: dict[str, str]) -> list[str]:
+    queries = []
+    for rel, text in files.items():
+        if rel.startswith("rules/"):
+            queries += [rule["expr"] for group in yaml.safe_load(text)["groups"] for rule in group["rules"]]
+        elif rel.startswith("dashboards/"):
+            def walk(node):
+                if isinstance(node, dict):
+                    if isinstance(node.get("expr"), str):
+                        queries.append(node["expr"])
+                    for value in node.values():
+                        walk(value)
+                elif isinstance(node, list):
+                    for value in node:
+                        walk(value)
+            walk(json.loads(text))
+    return queries
+
+
+def identifiers(expr: str) -> set[str]:
+    found: set[str] = set()
+    map_identifiers(expr, lambda token: found.add(token) or token)
+    return found
+
+
+def test_rules_and_dashboards_read_only_rl_insight_gauges_labelled_project_and_experiment_name(project):
+    config = config_from({"source": "rl_insight"})
+    rendered = render_project(project, config)
+    queries = rendered_queries(rendered.files)
+    assert len(queries) > 100
+    read = set().union(*(metrics_in(q) for q in queries))
+    raw = {name for name in read if ":" not in name and name not in OTHER_SOURCES}
+    assert raw and all(name.startswith("rl_insight_monitor_") for name in raw), sorted(raw)
+    assert "rl_insight_monitor_actor_ppo_kl" in raw and "rl_insight_monitor_training_global_step" in raw
+    # No query names the exporter's label; the run is matched on experiment_name.
+    assert not any("experiment" in identifiers(q) for q in queries)
+    assert any("experiment_name" in identifiers(q) for q in queries)
+    legends = [t["legendFormat"] for rel, text in rendered.files.items() if rel.startswith("dashboards/")
+               for panel in json.loads(text)["panels"] for t in panel.get("targets", ()) if "legendFormat" in t]
+    assert any("{{experiment_name}}" in legend for legend in legends)
+    assert not any("{{experiment}}" in legend for legend in legends)
+    descriptions = [r["annotations"]["description"] for rel, text in rendered.files.items() if rel.startswith("rules/")
+                    for g in yaml.safe_load(text)["groups"] for r in g["rules"] if "alert" in r]
+    assert not any("$labels.experiment }}" in d for d in descriptions)
+    alertmanager = yaml.safe_load(rendered.files["alertmanager/alertmanager.yml"])
+    assert alertmanager["route"]["group_by"] == ["project", "experiment_name"]
+
+
+def test_the_exporter_source_is_the_default_and_reads_the_catalog_names(project):
+    rendered = render_project(project, config_from({}))
+    read = set().union(*(metrics_in(q) for q in rendered_queries(rendered.files)))
+    assert "verl_exporter_last_step_timestamp_seconds" in read
+    assert not any(name.startswith("rl_insight") for name in read)
+    assert "rules/source-exporter.yaml" not in rendered.files
+
+
+def test_series_the_source_lacks_make_alerts_unavailable_with_the_reason_in_list_and_runbook(project):
+    rl_insight_project(project)
+    rendered = render_project(project, config_from({"source": "rl_insight"}))
+    unavailable = {alert.name: why for _, alert, why in rendered.unavailable}
+    assert set(unavailable) == {"VerlRunCrashed", "VerlMetricsAbsent"}
+    rendered_alerts = {alert.name for _, alert, _ in rendered.alerts}
+    assert {"VerlTrainingStalled", "VerlNaNMetrics", "VerlKLSpike"} <= rendered_alerts
+    assert not rendered_alerts & set(unavailable)
+    runbook = rendered.files["docs/alerts.md"]
+    assert "## Unavailable with this source" in runbook and "RL-Insight publishes no run state" in runbook
+    # A rebuilt series says what it costs the alerts reading it.
+    assert "there is no step timestamp" in runbook
+    listing = subprocess.run(dashgen_command("list", "--root", str(project)), capture_output=True, text=True)
+    assert listing.returncode == 0, listing.stderr
+    assert "alert VerlRunCrashed [critical] (alerts/progress.py) UNAVAILABLE with source rl_insight" in listing.stdout
+
+
+def test_stall_and_nan_are_rebuilt_from_the_global_step_and_prometheus_nan_comparison(project):
+    rendered = render_project(project, config_from({"source": "rl_insight"}))
+    derived = yaml.safe_load(rendered.files["rules/source-rl_insight.yaml"])["groups"][0]["rules"]
+    by_name = {rule["record"]: rule["expr"] for rule in derived}
+    step = series_name("training/global_step")
+    assert f"changes({step}[" in by_name["rl_insight:run:last_step_timestamp_seconds"]
+    loss = series_name("actor/pg_loss")
+    assert f"{loss} != {loss}" in by_name["rl_insight:run:nonfinite_loss"]
+    stalled = next(expr for _, alert, expr in rendered.alerts if alert.name == "VerlTrainingStalled")
+    assert "rl_insight:run:last_step_timestamp_seconds" in stalled
+
+
+def test_verl_keys_become_rl_insight_gauge_names():
+    assert series_name("actor/ppo_kl") == "rl_insight_monitor_actor_ppo_kl"
+    assert series_name("timing_s/step") == "rl_insight_monitor_timing_s_step"
+    assert series_name("perf/max_memory_reserved_gb") == "rl_insight_monitor_actor_perf_max_memory_reserved_gb"
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("module", ["stability", "load_balance", "rollout"])
+def test_generated_rule_tests_pass_on_rl_insight_names(project, module):
+    rl_insight_project(project)
+    subprocess.run(dashgen_command("build", "--root", str(project)), check=True, capture_output=True)
+    result = subprocess.run(dashgen_command("test", "--root", str(project), module), capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert "SUCCESS" in result.stdout
