@@ -33,6 +33,7 @@ _ALERT_NAME = re.compile(r"[A-Z][A-Za-z0-9]*")
 _RECORD_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 RULES_DIR = "rules"
 DOCS_FILE = "docs/alerts.md"
+SOURCE_RULES_PREFIX = "source-"  # rules/source-<name>.yaml: the metric source's own recordings
 
 
 @record
@@ -204,8 +205,8 @@ def _render_derived(out: RulesOutput, config: Config) -> None:
         rules.append({"record": recording.record, "expr": recording.expr})
         out.recording_rules.append(RecordingRule(recording.record, recording.expr, _ms(config.rule_interval)))
     header = f"# Rendered by `dashgen build` from dashgen/sources/{name}.py; do not edit.\n"
-    out.files[f"{RULES_DIR}/source-{name}.yaml"] = header + rule_yaml(
-        {"groups": [{"name": f"source-{name}", "interval": config.rule_interval, "rules": rules}]})
+    out.files[f"{RULES_DIR}/{SOURCE_RULES_PREFIX}{name}.yaml"] = header + rule_yaml(
+        {"groups": [{"name": f"{SOURCE_RULES_PREFIX}{name}", "interval": config.rule_interval, "rules": rules}]})
 
 
 def _with_recordings(catalog: Catalog, modules: list, selectors: dict) -> Catalog:

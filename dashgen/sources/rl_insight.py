@@ -87,7 +87,8 @@ class _RLInsight(MetricSource):
                     "Unix time of the scrape at which the run's global step last moved (to one evaluation), or at "
                     "which it was first seen; only while the hub serves the run",
                     f"there is no step timestamp: the time a step was logged is the scrape at which the global "
-                    f"step gauge moved, known to one rule evaluation ({config.rule_interval})"),
+                    f"step gauge moved, known to one rule evaluation ({config.rule_interval}); what reads it in "
+                    f"another rule group reads it up to one evaluation late"),
             Derived(RUN_STATE_METRIC, f"{_RECORDED}state",
                     f'label_replace(group by ({ON_RUN}) ({step}), "state", "{RunPhase.RUNNING.value}", "", "")',
                     "1, state running, while the hub serves the run's global step",

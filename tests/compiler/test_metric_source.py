@@ -117,7 +117,7 @@ def test_verl_keys_become_rl_insight_gauge_names():
 
 
 @pytest.mark.heavy
-@pytest.mark.parametrize("module", ["stability", "load_balance", "rollout"])
+@pytest.mark.parametrize("module", ["stability", "rewards", "load_balance", "rollout"])
 def test_generated_rule_tests_pass_on_rl_insight_names(project, module):
     rl_insight_project(project)
     subprocess.run(dashgen_command("build", "--root", str(project)), check=True, capture_output=True)
