@@ -124,3 +124,66 @@ def test_generated_rule_tests_pass_on_rl_insight_names(project, module):
     result = subprocess.run(dashgen_command("test", "--root", str(project), module), capture_output=True, text=True)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     assert "SUCCESS" in result.stdout
+
+
+REBUILT_ALERTS_TEST = """
+evaluation_interval: 1m
+group_eval_order: [source-rl_insight, verl-progress, verl-stability]
+tests:
+  - name: the global step stops moving at minute 30 - stalled past the 15-minute floor, as with the exporter
+    interval: 1m
+    input_series:
+      - {series: 'rl_insight_monitor_training_global_step{job="verl",instance="t:9092",project="gsm8k",experiment_name="hung"}', values: '1+1x30 31x40'}
+      - {series: 'rl_insight_monitor_timing_s_step{job="verl",instance="t:9092",project="gsm8k",experiment_name="hung"}', values: '60x70'}
+      - {series: 'rl_insight_monitor_training_global_step{job="verl",instance="t:9092",project="gsm8k",experiment_name="moving"}', values: '1+1x70'}
+      - {series: 'rl_insight_monitor_timing_s_step{job="verl",instance="t:9092",project="gsm8k",experiment_name="moving"}', values: '60x70'}
+    alert_rule_test:
+      - {eval_time: 44m, alertname: VerlTrainingStalled, exp_alerts: []}
+      - eval_time: 50m
+        alertname: VerlTrainingStalled
+        exp_alerts:
+          - exp_labels: {severity: critical, job: verl, instance: "t:9092", project: gsm8k, experiment_name: hung}
+            exp_annotations:
+              summary: "No new training step for much longer than a step usually takes: a worker is probably hung."
+              description: "Run gsm8k/hung: the last step was read 20m 0s ago: more than 5m (15m before the run's first checkpoint save and 2h of history), 3x the median step time of the last 2h and 1.5x the longest gap between two of its log lines in the last 24h."
+              runbook_url: "rendered/docs/alerts.md#verltrainingstalled"
+  - name: a NaN policy loss pages; a NaN grad norm at one scrape is a skipped step
+    interval: 1m
+    input_series:
+      - {series: 'rl_insight_monitor_training_global_step{job="verl",instance="t:9092",project="gsm8k",experiment_name="nan"}', values: '1+1x20'}
+      - {series: 'rl_insight_monitor_actor_pg_loss{job="verl",instance="t:9092",project="gsm8k",experiment_name="nan"}', values: '0.1x9 NaN 0.1x10'}
+      - {series: 'rl_insight_monitor_training_global_step{job="verl",instance="t:9092",project="gsm8k",experiment_name="skip"}', values: '1+1x20'}
+      - {series: 'rl_insight_monitor_actor_grad_norm{job="verl",instance="t:9092",project="gsm8k",experiment_name="skip"}', values: '1x9 NaN 1x10'}
+    alert_rule_test:
+      - {eval_time: 8m, alertname: VerlNaNMetrics, exp_alerts: []}
+      - eval_time: 10m
+        alertname: VerlNaNMetrics
+        exp_alerts:
+          - exp_labels: {severity: critical, job: verl, instance: "t:9092", project: gsm8k, experiment_name: nan,
+                         metric: verl_nonfinite_loss_streak_steps}
+            exp_annotations:
+              summary: "A training loss is NaN, or updates have been NaN on consecutive steps: the weights are likely corrupted."
+              description: "Run gsm8k/nan: verl_nonfinite_loss_streak_steps shows a non-finite loss or at least two consecutive non-finite steps."
+              runbook_url: "rendered/docs/alerts.md#verlnanmetrics"
+      - eval_time: 10m
+        alertname: VerlNonFiniteStep
+        exp_alerts:
+          - exp_labels: {severity: info, job: verl, instance: "t:9092", project: gsm8k, experiment_name: skip}
+            exp_annotations:
+              summary: "One step logged a NaN or infinite grad norm, KL or entropy; verl skipped its update."
+              description: "Run gsm8k/skip: a single step had non-finite update statistics; the next one was finite."
+              runbook_url: "rendered/docs/alerts.md#verlnonfinitestep"
+"""
+
+
+@pytest.mark.heavy
+def test_stall_and_nan_alerts_rebuilt_on_rl_insight_series_fire_in_promtool(project):
+    rl_insight_project(project)
+    subprocess.run(dashgen_command("build", "--root", str(project)), check=True, capture_output=True)
+    rules = project / "rendered" / "rules"
+    fixture = yaml.safe_load(REBUILT_ALERTS_TEST)
+    fixture["rule_files"] = [str(rules / name) for name in ("source-rl_insight.yaml", "progress.yaml", "stability.yaml")]
+    path = project / "rebuilt-test.yaml"
+    path.write_text(yaml.safe_dump(fixture, sort_keys=False))
+    result = subprocess.run(["promtool", "test", "rules", str(path)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
