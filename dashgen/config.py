@@ -11,6 +11,7 @@ checked for every field, and the `Annotated` kinds below add a format, range or 
 from __future__ import annotations
 
 import ast
+import copy
 import dataclasses
 import inspect
 import io
@@ -378,6 +379,12 @@ class Config:
     def config_file(self) -> Path | None:
         """The config file these values were read from; None for the defaults."""
         return self._source
+
+    def with_source(self, source: str) -> "Config":
+        """This config, its sections included, reading the metric source `source`."""
+        other = copy.copy(self)
+        object.__setattr__(other, "source", source)
+        return other
 
     def area(self, tunables: type[A]) -> A:
         """An alert area's tunables: its defaults, overridden by the config file's `<area>:` section."""
