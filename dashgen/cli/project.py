@@ -83,7 +83,9 @@ def list_(root: Path, config_path: Path | None, unused: bool) -> None:
         for row in dashboard.rows:
             click.echo(f"  {row.title}")
             for panel in row.panels:
-                click.echo(f"    {panel.title}: {', '.join(used[panel.title])}")
+                why = rendered.left_out.get((dashboard.uid, panel.title))
+                left_out = f"  LEFT OUT with source {config.source}: {why}" if why else ""
+                click.echo(f"    {panel.title}: {', '.join(used[panel.title])}{left_out}")
     for module, alert, _ in rendered.alerts:
         click.echo(f"alert {alert.name} [{alert.severity.value}] ({module})")
     for module, alert, why in rendered.unavailable:

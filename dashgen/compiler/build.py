@@ -47,6 +47,7 @@ class Rendered:
     alerts: list = field(default_factory=list)  # (module path, Alert, expanded expr)
     catalog: Catalog | None = None  # what the queries were checked against, recordings included
     unavailable: list = field(default_factory=list)  # (module path, Alert, why) the metric source cannot give
+    left_out: dict = field(default_factory=dict)  # (dashboard uid, panel title) -> why the source cannot show it
 
 
 def render_project(root: Path, config: Config) -> Rendered:
@@ -62,6 +63,7 @@ def render_project(root: Path, config: Config) -> Rendered:
     # Alerts the metric source cannot give are still defined: panels and inhibitions may name them.
     alerts_by_name = {alert.name: alert for _, alert, *_ in (*rules.alerts, *rules.unavailable)}
     out.unavailable = rules.unavailable
+    out.left_out = rules.queries.left_out
     # Panels may query recorded series, so they are checked against the catalog plus the recordings.
     catalog: Catalog = rules.catalog
     out.catalog = catalog

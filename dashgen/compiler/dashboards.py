@@ -150,7 +150,8 @@ def compile_dashboard(definition: Dashboard, config: Config, catalog: Catalog, o
                 targets = [G.Target(expr=expr_of(q.expr, panel.title), legendFormat=queries.template(q.legend),
                                     refId=_ref_id(i), datasource=DATASOURCE, format=query_format)
                            for i, q in enumerate(panel.queries)]
-            except Lacking:
+            except Lacking as lack:
+                queries.left_out[(definition.uid, panel.title)] = f"it reads {lack.name}: {lack.reason}"
                 continue
             if not targets:
                 raise BuildError(f"{where}, panel {panel.title!r}: a panel needs at least one query")

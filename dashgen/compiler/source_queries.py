@@ -27,6 +27,7 @@ class SourceQueries:
         self.config = config
         self.source: MetricSource = metric_source(config)
         self.lacking: dict[str, str] = {}  # recordings that read a series the source lacks -> why
+        self.left_out: dict[tuple[str, str], str] = {}  # (dashboard uid, panel title) -> why
         self._catalogs: dict[int, tuple[Catalog, Catalog]] = {}
         self._derived = self.source.derived(config)
         self._recording_reads: dict[str, frozenset[str]] = {}  # recording -> rebuilt series it reads

@@ -15,6 +15,8 @@ global-step gauge where that means the same (`derived`), or lacking, with the re
 
 from __future__ import annotations
 
+import re
+
 from dashgen.catalog import (DROPPED_KEYS_METRIC, DROPPED_LINES_METRIC, EXIT_CODE_METRIC, KEY_COLLISIONS_METRIC,
                              LAST_STEP_METRIC, NONFINITE_LOSS_STREAK_METRIC, NONFINITE_STREAK_METRIC,
                              PARSE_ERRORS_METRIC, RUN_STATE_METRIC, STEPS_METRIC, VALIDATION_FAMILIES)
@@ -34,24 +36,31 @@ _NEWEST_KEY = {"perf/max_memory_allocated_gb": "actor/perf/max_memory_allocated_
 _RECORDED = "rl_insight:run:"
 
 
+_NOT_NAME_CHAR = re.compile(r"[^a-zA-Z0-9_:]")
+
+
 def series_name(key: str) -> str:
-    """The gauge RL-Insight serves for a verl log key (RLInsightLogger.log, MetricRegistry)."""
-    return f"{NAMESPACE}_{_NEWEST_KEY.get(key, key).replace('/', '_')}"
+    """The gauge RL-Insight serves for a verl log key: RLInsightLogger.log replaces "/" by "_", the
+    hub prefixes its namespace, and prometheus_client's text format writes any other character a
+    legacy name cannot hold as "_" (`mean@4` -> `mean_4`)."""
+    return _NOT_NAME_CHAR.sub("_", f"{NAMESPACE}_{_NEWEST_KEY.get(key, key).replace('/', '_')}")
 
 
 _NO_STATE = ("RL-Insight publishes no run state: a run's series end with its Ray job, so a run that finished "
              "and one that crashed look alike")
 _LACKING = {
-    RUN_SESSION_INFO: "RL-Insight does not link a run to the Ray session whose GPUs run it (`dashgen export "
-                      "--ray-address` does)",
+    RUN_SESSION_INFO: "RL-Insight does not link a run to the Ray session whose GPUs run it (`dashgen export` "
+                      "does, from Ray's session_latest)",
     EXIT_CODE_METRIC: _NO_STATE,
     STEPS_METRIC: "an exporter's count of step-log lines; RL-Insight reads no log",
     PARSE_ERRORS_METRIC: "an exporter's count of unreadable step-log lines; RL-Insight reads no log",
     DROPPED_LINES_METRIC: "an exporter's count of dropped step-log lines; RL-Insight reads no log",
     DROPPED_KEYS_METRIC: "an exporter's count of keys over its series limit; RL-Insight has no limit",
     KEY_COLLISIONS_METRIC: "an exporter's count of keys sharing a name; RL-Insight reads no log",
-    **{family: "verl's validation keys (val-core/<data_source>/...) hold '-', '@' and '.', which RL-Insight "
-               "passes on as gauge names Prometheus does not accept" for family in VALIDATION_FAMILIES.values()},
+    **{family: "RL-Insight serves each validation key as a gauge of its own (val-core/openai/gsm8k/reward/mean@4 "
+               "-> rl_insight_monitor_val_core_openai_gsm8k_reward_mean_4), not as one family labelled by data "
+               "source, variable and metric; name the ones you want in metrics.yaml"
+       for family in VALIDATION_FAMILIES.values()},
 }
 
 

@@ -96,6 +96,9 @@ def test_series_the_source_lacks_make_alerts_unavailable_with_the_reason_in_list
     listing = subprocess.run(dashgen_command("list", "--root", str(project)), capture_output=True, text=True)
     assert listing.returncode == 0, listing.stderr
     assert "alert VerlRunCrashed [critical] (alerts/progress.py) UNAVAILABLE with source rl_insight" in listing.stdout
+    # So is each panel left out of the dashboards, and why.
+    validation = next(line for line in listing.stdout.splitlines() if line.strip().startswith("Validation score:"))
+    assert "LEFT OUT with source rl_insight: it reads verl_val_core" in validation
 
 
 def test_stall_and_nan_are_rebuilt_from_the_global_step_and_prometheus_nan_comparison(project):
@@ -114,6 +117,7 @@ def test_verl_keys_become_rl_insight_gauge_names():
     assert series_name("actor/ppo_kl") == "rl_insight_monitor_actor_ppo_kl"
     assert series_name("timing_s/step") == "rl_insight_monitor_timing_s_step"
     assert series_name("perf/max_memory_reserved_gb") == "rl_insight_monitor_actor_perf_max_memory_reserved_gb"
+    assert series_name("val-core/openai/gsm8k/reward/mean@4") == "rl_insight_monitor_val_core_openai_gsm8k_reward_mean_4"
 
 
 @pytest.mark.heavy
@@ -195,3 +199,17 @@ def test_stall_and_nan_alerts_rebuilt_on_rl_insight_series_fire_in_promtool(proj
     path.write_text(yaml.safe_dump(fixture, sort_keys=False))
     result = subprocess.run(["promtool", "test", "rules", str(path)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+
+
+def test_series_names_are_those_rl_insight_serves_for_verl_keys():
+    """Through rl-insight's own registry (the hub's), a key as RLInsightLogger passes it."""
+    prometheus_client = pytest.importorskip("prometheus_client")
+    prometheus_utils = pytest.importorskip("rl_insight.utils.prometheus_utils")
+    registry = prometheus_utils.MetricRegistry(namespace="rl_insight_monitor")
+    keys = ["actor/ppo_kl", "timing_s/step", "actor/perf/max_memory_reserved_gb", "response_length/clip_ratio",
+            "val-core/openai/gsm8k/reward/mean@4"]
+    for key in keys:
+        registry.value(key.replace("/", "_"), "", 1.0, {}, {"project": "p", "experiment_name": "e"})
+    served = prometheus_client.generate_latest().decode()
+    for key in keys:
+        assert f'{series_name(key)}{{experiment_name="e",project="p"}} 1.0' in served, key
