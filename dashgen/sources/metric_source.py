@@ -12,6 +12,7 @@ and checks the translation against the source's own catalog.
 from __future__ import annotations
 
 import re
+from dataclasses import field
 from typing import Callable, Mapping
 
 from dashgen.catalog import Catalog, Metric, Source
@@ -51,18 +52,13 @@ class MetricSource:
     # verl log key -> series name; None for the exporter, whose names are the catalog's own.
     series_of_key: Callable[[str], str] | None = None
     # Label renames, catalog name -> the source's (experiment -> experiment_name).
-    labels: Mapping[str, str] = None  # type: ignore[assignment]
+    labels: Mapping[str, str] = field(default_factory=dict)
     # Catalog series the source does not publish, with the reason, unless `derived` rebuilds them.
-    lacking: Mapping[str, str] = None  # type: ignore[assignment]
+    lacking: Mapping[str, str] = field(default_factory=dict)
     # Alerts whose meaning the source cannot give although their series translate, with the reason.
-    unavailable_alerts: Mapping[str, str] = None  # type: ignore[assignment]
+    unavailable_alerts: Mapping[str, str] = field(default_factory=dict)
     # How a source's own series differ from one value per step, for the runbook.
     caveat: str = ""
-
-    def __post_init__(self) -> None:
-        for name in ("labels", "lacking", "unavailable_alerts"):
-            if getattr(self, name) is None:
-                object.__setattr__(self, name, {})
 
     @property
     def is_catalog(self) -> bool:
@@ -70,6 +66,7 @@ class MetricSource:
         return self.series_of_key is None
 
     def derived(self, config: Config) -> tuple[Derived, ...]:
+        """The catalog series this source rebuilds from its own, as recording rules (none by default)."""
         return ()
 
     def label(self, name: str) -> str:
