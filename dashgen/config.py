@@ -11,6 +11,7 @@ checked for every field, and the `Annotated` kinds below add a format, range or 
 from __future__ import annotations
 
 import ast
+import copy
 import dataclasses
 import inspect
 import io
@@ -192,7 +193,13 @@ class Config:
     """Every field of the config file outside the alert areas' sections (`dashgen config --describe`)."""
 
     # --- Selectors -------------------------------------------------------------
-    # Scrape job of `dashgen export`; every verl_* query and VerlMetricsAbsent use it.
+    # Where the run's metrics come from: dashgen's exporter (`dashgen export` on verl's step log)
+    # or verl's RL-Insight hub (`source: rl_insight`: gauges rl_insight_monitor_*, labels project and
+    # experiment_name). Every panel and alert compiles to the source's names; an alert that needs a
+    # series the source lacks is listed as unavailable by `dashgen list` and the runbook.
+    source: Literal["exporter", "rl_insight"] = "exporter"
+    # Scrape job of the run's metrics (`dashgen export`, or RL-Insight's hub); every verl_* query
+    # and VerlMetricsAbsent use it.
     verl_job: JobName = "verl"
     # Scrape job of Ray's node metrics (per-GPU utilisation and memory).
     ray_job: JobName = "ray"
@@ -403,9 +410,15 @@ class Config:
                               f"({self.rule_interval}) and baseline_hold_window ({self.baseline_hold_window})")
 
     @property
-    def source(self) -> Path | None:
+    def config_file(self) -> Path | None:
         """The config file these values were read from; None for the defaults."""
         return self._source
+
+    def with_source(self, source: str) -> "Config":
+        """This config, its sections included, reading the metric source `source`."""
+        other = copy.copy(self)
+        object.__setattr__(other, "source", source)
+        return other
 
     def area(self, tunables: type[A]) -> A:
         """An alert area's tunables: its defaults, overridden by the config file's `<area>:` section."""

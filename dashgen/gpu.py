@@ -13,6 +13,8 @@ one Ray cluster share its session: they are told apart from single-run sessions
 from __future__ import annotations
 
 
+from dataclasses import replace
+
 from dashgen.config import Config
 from dashgen.records import record
 
@@ -72,7 +74,11 @@ DCGM = GpuSource("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_
 
 
 def gpu_source(config: Config) -> GpuSource:
-    return DCGM if config.gpu_source == "dcgm" else RAY
+    if config.gpu_source == "dcgm":
+        return DCGM
+    # Only dashgen's exporter publishes which Ray session runs a run (verl_run_ray_session_info);
+    # with another metric source, Ray's GPUs are shown per job, as DCGM's are.
+    return RAY if config.source == "exporter" else replace(RAY, linked_to_runs=False)
 
 
 def run_join(link_selector: str) -> str:

@@ -30,12 +30,13 @@ LEFT_OUT = (
     LeftOut("frac_reward_zero_std", "TRL's key, which verl does not log; VerlNoLearningSignal reads it"),
 )
 
-# The run picker every verl dashboard shares: `{run}` reads these three.
+# The run picker every verl dashboard shares: `{run}` reads these three. They list the runs that
+# have logged a step (the global step is a series every metric source publishes).
 RUN_VARIABLES = (
-    Variable("job", "Job", "label_values(verl_exporter_steps_total, job)"),
-    Variable("project", "Project", 'label_values(verl_exporter_steps_total{job=~"$job"}, project)'),
+    Variable("job", "Job", "label_values(verl_training_global_step, job)"),
+    Variable("project", "Project", 'label_values(verl_training_global_step{job=~"$job"}, project)'),
     Variable("experiment", "Experiment",
-             'label_values(verl_exporter_steps_total{job=~"$job", project=~"$project"}, experiment)'),
+             'label_values(verl_training_global_step{job=~"$job", project=~"$project"}, experiment)'),
 )
 COMPARE_RUNS = DashboardLink("Compare runs by step", "verl-compare-runs")
 

@@ -62,6 +62,15 @@ def _parse_time(text: str) -> float:
     return when
 
 
+def replayed_config(config: Config) -> Config:
+    """A recorded run is replayed as dashgen's exporter serves it: its rules and panels are judged
+    in the exporter's names, whatever metric source the project reads live."""
+    if config.source != "exporter":
+        click.echo(f"source {config.source}: the run is replayed as dashgen's exporter serves it, and judged by "
+                   f"the rules and panels built for source exporter", err=True)
+    return config.with_source("exporter")
+
+
 def _timing(start: str | None, scrape_interval: str | None, default_step_time: str, run_end: str | None,
             hold: str | None, config: Config) -> Timing:
     from dashgen.config import duration_seconds
@@ -136,7 +145,7 @@ def backfill(run_path: Path, tsdb_dir: Path, start: str | None, scrape_interval:
     from dashgen.replay.backtest import iso_time
     from dashgen.replay.work_dir import work_dir
 
-    config = load_config(config_path, root)
+    config = replayed_config(load_config(config_path, root))
     timing = _timing(start, scrape_interval, default_step_time, run_end, hold, config)
     for option, value in (("--project", project), ("--experiment", experiment), ("--instance", instance)):
         if value is not None and not value.strip():
@@ -185,7 +194,7 @@ def backtest(run_paths: tuple[Path, ...], root: Path, config_path: Path | None, 
     from dashgen.replay.backtest import format_table, plot, to_json
     from dashgen.replay.matplotlib_check import require_matplotlib
 
-    config = load_config(config_path, root)
+    config = replayed_config(load_config(config_path, root))
     timing = _timing(start, scrape_interval, default_step_time, run_end, hold, config)
     if plot_path is not None:
         _check_plot_path(plot_path)
@@ -238,7 +247,7 @@ def preview(run_path: Path | None, out_dir: Path | None, allow_empty: bool, star
     from dashgen.replay.preview.stamp import dashboard_digest
 
     require_matplotlib("dashgen preview")
-    config = load_config(config_path, root)
+    config = replayed_config(load_config(config_path, root))
     rendered = render_project(root, config)
     run_path = run_path or root / DEFAULT_PREVIEW_RUN
     if not run_path.is_file():

@@ -53,6 +53,8 @@ class Rendered:
     recording_rules: list[RecordingRule] = field(default_factory=list)  # as rendered: a preview evaluates them
     alert_rules: list[AlertRule] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)  # what the build adapted, for the user to know
+    unavailable: list = field(default_factory=list)  # (module path, Alert, why) the metric source cannot give
+    left_out: dict = field(default_factory=dict)  # (dashboard uid, panel title) -> why the source cannot show it
 
 
 def render_project(root: Path, config: Config) -> Rendered:
@@ -66,7 +68,10 @@ def render_project(root: Path, config: Config) -> Rendered:
     out.files.update(rules.files)
     out.alerts = rules.alerts
     out.recording_rules, out.alert_rules = rules.recording_rules, rules.alert_rules
-    alerts_by_name = {alert.name: alert for _, alert, _ in rules.alerts}
+    # Alerts the metric source cannot give are still defined: panels and inhibitions may name them.
+    alerts_by_name = {alert.name: alert for _, alert, *_ in (*rules.alerts, *rules.unavailable)}
+    out.unavailable = rules.unavailable
+    out.left_out = rules.queries.left_out
     # Panels may query recorded series, so they are checked against the catalog plus the recordings.
     catalog: Catalog = rules.catalog
     out.catalog = catalog
@@ -85,7 +90,7 @@ def render_project(root: Path, config: Config) -> Rendered:
         dashboard = resolve_dashboard_references(dashboard, alerts_by_name,
                                                  f"{definition.path}: dashboard {dashboard.uid!r}",
                                                  withdrawn, out.notices)
-        model = compile_dashboard(dashboard, config, catalog, str(definition.path))
+        model = compile_dashboard(dashboard, config, catalog, str(definition.path), rules.queries)
         validate_dashboard(model, f"{definition.path}: dashboard {dashboard.uid!r}")
         out.files[f"dashboards/{dashboard.uid}.json"] = dashboard_to_text(model)
         out.dashboards.append((str(definition.path), dashboard))
@@ -105,7 +110,7 @@ def render_project(root: Path, config: Config) -> Rendered:
             out.files[DOCS_FILE] += "\n## Dashboards\n\n" + "".join(
                 f"- [{markdown_text(d.title)}]({config.grafana_base_url}/d/{d.uid})\n" for _, d in out.dashboards)
     out.files["prometheus/prometheus.yml"] = env.get_template("prometheus.yml.j2").render(
-        config=config, alerting=alerting.prometheus_alerting)
+        config=config, alerting=alerting.prometheus_alerting, source=rules.queries.source)
     alertmanager = alertmanager_config(config, alerting.inhibitions)
     if config.victoriametrics:
         from dashgen.compiler.targets.victoriametrics import render_victoriametrics

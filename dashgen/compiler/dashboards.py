@@ -19,6 +19,7 @@ import grafanalib.core as G
 from dashgen.catalog import Catalog
 from dashgen.compiler.rendering import runbook_anchor
 from dashgen.compiler.selectors import checked_expression, dashboard_selectors, expand_selectors
+from dashgen.compiler.source_queries import Lacking, SourceQueries
 from dashgen.config import Config
 from dashgen.errors import BuildError
 from dashgen.model import (GRID_COLUMNS, Annotation, Dashboard, DashboardLink, Heatmap, Panel, Position, Query, Row,
@@ -100,6 +101,7 @@ class StepXYChart(G.Panel):
     (query A's value) on x and the value (query B's) on y."""
 
     unit = attr.ib(default="none")
+    run_label = attr.ib(default="experiment")  # the metric source's name of the label
 
     def to_json_data(self):
         by_name = {"id": "byName", "options": f"Value #{_ref_id(0)}"}
@@ -110,20 +112,25 @@ class StepXYChart(G.Panel):
                         "legend": {"showLegend": True, "displayMode": "list", "placement": "bottom", "calcs": []},
                         "tooltip": {"mode": "multi", "sort": "none"}},
             "transformations": [{"id": "merge", "options": {}},
-                                {"id": "partitionByValues", "options": {"fields": ["experiment"],
+                                {"id": "partitionByValues", "options": {"fields": [self.run_label],
                                                                         "naming": {"asLabels": True}}}],
         })
 
 
-def compile_dashboard(definition: Dashboard, config: Config, catalog: Catalog, origin: str) -> dict[str, Any]:
-    """The dashboard's normalised JSON model; BuildError naming `origin` and the panel on any problem."""
+def compile_dashboard(definition: Dashboard, config: Config, catalog: Catalog, origin: str,
+                      queries: SourceQueries | None = None) -> dict[str, Any]:
+    """The dashboard's normalised JSON model; BuildError naming `origin` and the panel on any problem.
+    Queries are in the metric source's names (`queries`; by default the config's); a panel reading
+    a series the source lacks is left out."""
     where = f"{origin}: dashboard {definition.uid!r}"
     if not _UID.fullmatch(definition.uid):
         raise BuildError(f"{where}: uid must be 1-40 characters of letters, digits, '-' or '_'")
     selectors = dashboard_selectors(config)
+    queries = queries or SourceQueries(config)
 
     def expr_of(text: str, panel_title: str) -> str:
-        return checked_expression(text, selectors, catalog, f"{where}, panel {panel_title!r}")[0]
+        place = f"{where}, panel {panel_title!r}"
+        return queries.translate(checked_expression(text, selectors, catalog, place)[0], catalog, place)
 
     panels = _layout(definition, where)
     ids: dict[int, str] = {}
@@ -139,11 +146,16 @@ def compile_dashboard(definition: Dashboard, config: Config, catalog: Catalog, o
             if isinstance(panel, StepChart):
                 _check_pairs_with_step(panel, selectors, catalog, where)
             query_format = "table" if isinstance(panel, StepChart) else "time_series"
-            targets = [G.Target(expr=expr_of(q.expr, panel.title), legendFormat=q.legend, refId=_ref_id(i),
-                                datasource=DATASOURCE, format=query_format) for i, q in enumerate(panel.queries)]
+            try:
+                targets = [G.Target(expr=expr_of(q.expr, panel.title), legendFormat=queries.template(q.legend),
+                                    refId=_ref_id(i), datasource=DATASOURCE, format=query_format)
+                           for i, q in enumerate(panel.queries)]
+            except Lacking as lack:
+                queries.left_out[(definition.uid, panel.title)] = f"it reads {lack.name}: {lack.reason}"
+                continue
             if not targets:
                 raise BuildError(f"{where}, panel {panel.title!r}: a panel needs at least one query")
-            children.append(_grafanalib_panel(panel, panel_id, targets, pos, config))
+            children.append(_grafanalib_panel(panel, panel_id, targets, pos, config, queries.label("experiment")))
         row_panel = G.RowPanel(title=row.title, id=_panel_id(definition.uid, row.title, ""),
                                gridPos=G.GridPos(h=1, w=GRID_COLUMNS, x=0, y=row_y), collapsed=row.collapsed,
                                panels=children if row.collapsed else [])
@@ -164,7 +176,9 @@ def compile_dashboard(definition: Dashboard, config: Config, catalog: Catalog, o
         time=G.Time(config.dashboard_time_from, "now"),
         timezone="browser",
         templating=G.Templating(list=[_datasource_variable(), *(
-            _query_variable(v, expand_selectors(v.query, selectors)) for v in definition.variables)]),
+            _query_variable(v, queries.translate(expand_selectors(v.query, selectors), catalog,
+                                                 f"{where}, variable {v.name!r}", checked=False))
+            for v in definition.variables)]),
     )
     raw = json.loads(json.dumps(dashboard.to_json_data(), default=_json_data))
     model = _normalise_dashboard(raw)
@@ -267,7 +281,8 @@ def _ref_id(index: int) -> str:
     return letters
 
 
-def _grafanalib_panel(panel: Panel, panel_id: int, targets: list, pos: Position, config: Config):
+def _grafanalib_panel(panel: Panel, panel_id: int, targets: list, pos: Position, config: Config,
+                      run_label: str = "experiment"):
     common = dict(title=panel.title, id=panel_id, description=panel.description or None, dataSource=DATASOURCE,
                   targets=targets, gridPos=G.GridPos(h=pos.h, w=pos.w, x=pos.x, y=pos.y))
     if isinstance(panel, Stat):
@@ -284,7 +299,7 @@ def _grafanalib_panel(panel: Panel, panel_id: int, targets: list, pos: Position,
                             showPoints="never", spanNulls=True, overrides=_colour_overrides(panel.queries),
                             extraJson={"options": {"legend": {"showLegend": True}}, **extra})
     if isinstance(panel, StepChart):
-        return StepXYChart(**common, unit=panel.unit)
+        return StepXYChart(**common, unit=panel.unit, run_label=run_label)
     if isinstance(panel, Heatmap):
         return ModernHeatmap(**common, unit=panel.unit, colorScheme=panel.color_scheme,
                              valueMin=panel.min, valueMax=panel.max)

@@ -22,6 +22,7 @@ from dashgen.compiler.loader import DefinitionModule, call_definition, load_modu
 from dashgen.compiler.promql import QueryError
 from dashgen.compiler.rendering import runbook_anchor, templates
 from dashgen.compiler.selectors import checked_expression, expression_info, rule_selectors
+from dashgen.compiler.source_queries import Lacking, SourceQueries
 from dashgen.conditions import RUN_NAME, VALUE, Steps, comparisons, windows_in
 from dashgen.config import DURATION, Config, duration_seconds
 from dashgen.errors import BuildError
@@ -32,6 +33,7 @@ _ALERT_NAME = re.compile(r"[A-Z][A-Za-z0-9]*")
 _RECORD_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 RULES_DIR = "rules"
 DOCS_FILE = "docs/alerts.md"
+SOURCE_RULES_PREFIX = "source-"  # rules/source-<name>.yaml: the metric source's own recordings
 
 
 @record
@@ -76,6 +78,11 @@ class RulesOutput:
     alerts: list[tuple[str, Alert, str]] = field(default_factory=list)  # (module path, alert, expanded expr)
     recording_rules: list[RecordingRule] = field(default_factory=list)
     alert_rules: list[AlertRule] = field(default_factory=list)
+    # Alerts the metric source cannot give: (module path, alert, why).
+    unavailable: list[tuple[str, Alert, str]] = field(default_factory=list)
+    queries: SourceQueries | None = None
+    # What the source's rebuilt series cost each alert that reads them, by alert name.
+    losses: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 def _ms(duration: str) -> int:
@@ -117,7 +124,8 @@ def render_rules(root: Path, config: Config, catalog: Catalog,
     missing = [rule for _, groups in modules for group in groups for rule in group.rules
                if isinstance(rule, Recording) and rule.record not in stated_catalog]
     out = RulesOutput(catalog=_with_recordings(stated_catalog, [(None, [RuleGroup("", tuple(missing))])],
-                                               selectors))
+                                               selectors), queries=SourceQueries(config))
+    queries = out.queries
     seen: dict[str, Path] = {}
     for definition, groups in modules:
         rendered_groups = []
@@ -136,15 +144,38 @@ def render_rules(root: Path, config: Config, catalog: Catalog,
                 if isinstance(rule, Recording):
                     if not _RECORD_NAME.fullmatch(rule.record):
                         raise BuildError(f"{where}: not a valid metric name")
+                    queries.remember(rule.record, expr)
+                    try:
+                        expr = queries.translate(expr, out.catalog, where)
+                    except Lacking as lack:
+                        queries.lacking[rule.record] = f"it reads {lack.name}: {lack.reason}"
+                        continue
                     rendered_rules.append({"record": rule.record, "expr": expr})
                     out.recording_rules.append(RecordingRule(rule.record, expr, _ms(interval)))
                 elif isinstance(rule, Alert):
                     _check_alert(rule, where)
-                    condition, sustain = expr, None
+                    sustain = None
                     if rule.sustain is not None:
                         sustain, _ = checked_expression(rule.sustain.expr, selectors, out.catalog,
                                                         f"{where} (sustain)")
-                        expr = with_sustain(rule.name, condition, sustain, rule.sustain.on)
+                    why = queries.source.unavailable_alerts.get(rule.name)
+                    try:
+                        losses = queries.losses(expr if sustain is None else f"{expr} or {sustain}")
+                        expr = queries.translate(expr, out.catalog, where)
+                        if sustain is not None:
+                            sustain = queries.translate(sustain, out.catalog, f"{where} (sustain)")
+                    except Lacking as lack:
+                        why = why or f"it reads {lack.name}: {lack.reason}"
+                    if why is not None:
+                        out.unavailable.append((str(definition.path), rule, why))
+                        continue
+                    rule = replace(rule, summary=queries.template(rule.summary),
+                                   description=queries.template(rule.description))
+                    if losses:
+                        out.losses[rule.name] = losses
+                    condition = expr
+                    if sustain is not None:
+                        expr = with_sustain(rule.name, condition, sustain, queries.labels_of(rule.sustain.on))
                     out.alerts.append((str(definition.path), rule, expr))
                     rendered = _alert_yaml(rule, expr, config)
                     rendered_rules.append(rendered)
@@ -155,12 +186,29 @@ def render_rules(root: Path, config: Config, catalog: Catalog,
                 else:
                     raise BuildError(f"{definition.path}: group {group.name!r} holds {type(rule).__name__}, "
                                      f"not an Alert or Recording")
-            rendered_groups.append({"name": group.name, "interval": interval, "rules": rendered_rules})
+            if rendered_rules:  # a group whose every rule the source cannot give is left out
+                rendered_groups.append({"name": group.name, "interval": interval, "rules": rendered_rules})
         header = f"# Rendered by `dashgen build` from {definition.path.as_posix()}; do not edit.\n"
         out.files[f"{RULES_DIR}/{definition.path.stem}.yaml"] = header + rule_yaml({"groups": rendered_groups})
-    if out.alerts:
-        out.files[DOCS_FILE] = _render_docs(out.alerts, config)
+    _render_derived(out, config)
+    if out.alerts or out.unavailable:
+        out.files[DOCS_FILE] = _render_docs(out, config)
     return out
+
+
+def _render_derived(out: RulesOutput, config: Config) -> None:
+    """The source's recordings of the catalog series it rebuilds, in a rule file named after it."""
+    recordings = out.queries.derived_recordings(out.catalog)
+    if not recordings:
+        return
+    name = out.queries.source.name
+    rules = []
+    for recording in recordings:
+        rules.append({"record": recording.record, "expr": recording.expr})
+        out.recording_rules.append(RecordingRule(recording.record, recording.expr, _ms(config.rule_interval)))
+    header = f"# Rendered by `dashgen build` from dashgen/sources/{name}.py; do not edit.\n"
+    out.files[f"{RULES_DIR}/{SOURCE_RULES_PREFIX}{name}.yaml"] = header + rule_yaml(
+        {"groups": [{"name": f"{SOURCE_RULES_PREFIX}{name}", "interval": config.rule_interval, "rules": rules}]})
 
 
 def _with_recordings(catalog: Catalog, modules: list, selectors: dict) -> Catalog:
@@ -257,13 +305,17 @@ def _alert_yaml(alert: Alert, expr: str, config: Config) -> dict:
     return rule
 
 
-def _render_docs(alerts: list[tuple[str, Alert, str]], config: Config) -> str:
-    ordered = sorted(alerts, key=lambda item: (item[1].severity.rank, item[1].name))
+def _render_docs(out: RulesOutput, config: Config) -> str:
+    ordered = sorted(out.alerts, key=lambda item: (item[1].severity.rank, item[1].name))
     held_alerts = [alert.name for _, alert, _ in ordered if _compares_with_held_baseline(alert)]
+    unavailable = sorted(out.unavailable, key=lambda item: (item[1].severity.rank, item[1].name))
     return templates().get_template("alerts.md.j2").render(
         alerts=[{"module": module, "alert": alert, "expr": expr, "anchor": runbook_anchor(alert.name),
-                 "windows": windows_in(alert.condition, alert.for_)}
-                for module, alert, expr in ordered], config=config, held_alerts=held_alerts)
+                 "windows": windows_in(alert.condition, alert.for_), "losses": out.losses.get(alert.name, ())}
+                for module, alert, expr in ordered], config=config, held_alerts=held_alerts,
+        source=out.queries.source,
+        unavailable=[{"module": module, "alert": alert, "why": why, "anchor": runbook_anchor(alert.name)}
+                     for module, alert, why in unavailable])
 
 
 def _compares_with_held_baseline(alert: Alert) -> bool:

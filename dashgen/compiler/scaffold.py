@@ -38,11 +38,18 @@ def definition_names(module: str) -> list[str]:
                           and value.__module__ == default.__name__)
 
 
-def project_files() -> dict[str, str]:
-    """Relative path -> content of a new project."""
+# The metric source a new project reads (`dashgen init --source`), as its dashgen.yaml sets it.
+SOURCE_LINES = {
+    "exporter": "",
+    "rl_insight": "source: rl_insight\nexporter_address: localhost:9092  # RL-Insight's hub (metrics_report_port)\n",
+}
+
+
+def project_files(source: str = "exporter") -> dict[str, str]:
+    """Relative path -> content of a new project reading `source`'s series."""
     template_dir = resources.files("dashgen").joinpath("templates/project")
     files = {
-        "dashgen.yaml": template_dir.joinpath("dashgen.yaml").read_text(),
+        "dashgen.yaml": template_dir.joinpath("dashgen.yaml").read_text() + SOURCE_LINES[source],
         "metrics.yaml": template_dir.joinpath("metrics.yaml").read_text(),
         "Makefile": template_dir.joinpath("Makefile").read_text(),
         ".gitignore": template_dir.joinpath("gitignore").read_text(),
@@ -58,13 +65,13 @@ def project_files() -> dict[str, str]:
     return files
 
 
-def init_project(directory: Path) -> list[str]:
+def init_project(directory: Path, source: str = "exporter") -> list[str]:
     """Write a new project into `directory` (created if missing); refuses to overwrite anything
     and to write through a symlink that leads out of it.
 
     Every file is written into a staging folder inside `directory` first and moved into place
     once all are written, so a failed write (a full disk, a size limit) leaves no half project."""
-    files = project_files()
+    files = project_files(source)
     _refuse_unsafe_target(directory, files)
     created = not directory.exists()
     try:

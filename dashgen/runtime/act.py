@@ -47,6 +47,7 @@ from dashgen.config import Config, duration_seconds
 from dashgen.errors import BuildError
 from dashgen.records import record
 from dashgen.runtime.process_group import end_group, start_group, wait_for_exit
+from dashgen.sources.chosen import metric_source
 
 TOKEN_ENV = "DASHGEN_ACT_TOKEN"
 MIN_TOKEN_LENGTH = 16
@@ -83,6 +84,8 @@ class ActSettings:
     command_timeout: float = 60.0
     dry_run: bool = False
     max_body_bytes: int = 1 << 20
+    # The label naming the run's experiment in the alerts: the metric source's (experiment_name for RL-Insight).
+    experiment_label: str = "experiment"
 
     @classmethod
     def from_config(cls, config: Config, project: str | None = None, experiment: str | None = None,
@@ -94,7 +97,7 @@ class ActSettings:
         settings = cls(project or config.act_project, experiment or config.act_experiment, dict(config.act_actions),
                        audit_log or Path(config.act_audit_log), pid_path, config.act_ray_dashboard_url,
                        config.act_ray_submission_id, tuple(config.act_command), timeout, dry_run,
-                       config.act_max_body_bytes)
+                       config.act_max_body_bytes, metric_source(config).label("experiment"))
         settings.check()
         return settings
 
@@ -169,7 +172,7 @@ class Actor:
         labels = alert["labels"]
         name = labels.get("alertname", "")
         action = self.settings.actions.get(name, "log")
-        run = (labels.get("project", ""), labels.get("experiment", ""))
+        run = (labels.get("project", ""), labels.get(self.settings.experiment_label, ""))
 
         def decision(outcome: str, detail: str) -> Decision:
             return Decision(name, alert["status"], run[0], run[1], alert["fingerprint"], alert["startsAt"], action,
@@ -357,7 +360,7 @@ def run_command(argv: tuple[str, ...], timeout: float, alert: dict) -> str:
     env = {**os.environ,
            "DASHGEN_ALERT_NAME": labels.get("alertname", ""),
            "DASHGEN_ALERT_PROJECT": labels.get("project", ""),
-           "DASHGEN_ALERT_EXPERIMENT": labels.get("experiment", ""),
+           "DASHGEN_ALERT_EXPERIMENT": labels.get("experiment", labels.get("experiment_name", "")),
            "DASHGEN_ALERT_FINGERPRINT": alert["fingerprint"],
            "DASHGEN_ALERT_STARTS_AT": alert["startsAt"],
            "DASHGEN_ALERT_LABELS": json.dumps(labels, sort_keys=True)}

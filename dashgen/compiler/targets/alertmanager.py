@@ -25,6 +25,7 @@ from dashgen.config import Config
 from dashgen.errors import BuildError
 from dashgen.model import RUN_LABELS, Alert, Inhibition, Severity
 from dashgen.records import record
+from dashgen.sources.chosen import metric_source
 
 ALERTMANAGER_FILE = "alertmanager/alertmanager.yml"
 ROUTE_FIXTURES = Path("tests") / "alertmanager"
@@ -118,10 +119,11 @@ def alertmanager_config(config: Config, inhibitions: list[tuple[str, Inhibition]
             "send_resolved": True,
             "http_config": {"authorization": {"type": "Bearer", "credentials_file": config.act_token_file}},
         }]})
+    label = metric_source(config).label  # the run's labels as the metric source names them
     return {
         "route": {
             "receiver": NOWHERE,
-            "group_by": list(RUN_LABELS),
+            "group_by": [label(name) for name in RUN_LABELS],
             "group_wait": config.alertmanager_group_wait,
             "group_interval": config.alertmanager_group_interval,
             "repeat_interval": config.alertmanager_repeat_interval,
@@ -130,7 +132,7 @@ def alertmanager_config(config: Config, inhibitions: list[tuple[str, Inhibition]
         "inhibit_rules": [{
             "source_matchers": [f'alertname="{inhibition.source}"'],
             "target_matchers": [_any_of(inhibition.targets)],
-            "equal": list(inhibition.equal),
+            "equal": [label(name) for name in inhibition.equal],
         } for _, inhibition in inhibitions],
         "receivers": receivers,
     }
@@ -148,7 +150,7 @@ def _check_config(config: Config, alert_names: set[str]) -> None:
     if config.act_address and not config.act_token_file:
         raise BuildError("config: act_token_file is empty; Alertmanager needs the token file to reach dashgen act")
     for name in sorted(config.act_actions):
-        check_alert_name(name, alert_names, f"{config.source or 'config'}: act_actions")
+        check_alert_name(name, alert_names, f"{config.config_file or 'config'}: act_actions")
 
 
 # --- Routing fixtures ---------------------------------------------------------------------------
