@@ -78,19 +78,33 @@ def near_band_copy(name: str, series: str, first_band: int) -> Recording:
 
 
 def rhythm_recordings(window: str) -> tuple[Recording, Recording]:
-    """The run's seconds per step (measured over `window`) and its band, recorded once per project."""
+    """The run's seconds per step (measured over `window`) and its band, recorded once per project.
+
+    The time and steps between the newest step-log line and the one `window` ago, read as two
+    instants: a range over the whole window would read every scrape of it (hours) for every run at
+    every cycle. A run younger than the window is measured from a sixth of it ago, or from its
+    first line within that sixth, or, slower still, within the window read every 36th of it."""
     last, step = f"{LAST_STEP_METRIC}{{verl}}", f"{GLOBAL_STEP}{{verl}}"
-    seconds = Recording(
-        SECONDS_PER_STEP,
-        f"(max_over_time({last}[{window}]) - min_over_time({last}[{window}]))\n"
-        f"  / ((max_over_time({step}[{window}]) - min_over_time({step}[{window}])) > 0)",
-        f"Seconds per training step of the run: the time between its first and newest step-log line of the "
-        f"last {window}, over the steps between them")
+    seconds = duration_seconds(window)
+    sixth = format_duration(max(1.0, float(math.ceil(seconds / 6))))
+    coarse = f"[{window}:{format_duration(max(1.0, float(math.ceil(seconds / 36))))}]"
+
+    def rate(earlier_time: str, earlier_step: str) -> str:
+        return f"({last} - {earlier_time}) / (({step} - {earlier_step}) > 0)"
+
+    terms = [rate(f"{last} offset {window}", f"{step} offset {window}"),
+             rate(f"{last} offset {sixth}", f"{step} offset {sixth}"),
+             rate(f"min_over_time({last}[{sixth}])", f"min_over_time({step}[{sixth}])"),
+             rate(f"min_over_time({last}{coarse})", f"min_over_time({step}{coarse})")]
+    seconds_per_step = Recording(
+        SECONDS_PER_STEP, "\nor\n".join(terms),
+        f"Seconds per training step of the run: the time between its newest step-log line and the one "
+        f"{window} before (or its first since), over the steps between them")
     band = Recording(
         STEP_BAND, f"clamp(floor(log2({SECONDS_PER_STEP})), 0, {BANDS - 1})",
         "The run's rhythm band: k for 2^k to 2^(k+1) seconds per step; step windows read their branch of "
         "this band")
-    return seconds, band
+    return seconds_per_step, band
 
 
 def step_window_seconds(count: int, band: int, floor: float) -> float:
