@@ -40,14 +40,26 @@ class ConfigError(BuildError):
 
 # --- Field kinds: what an `Annotated[...]` adds to the base type ------------------------------
 
-DURATION = re.compile(r"(\d+(ms|s|m|h|d|w|y))+")
+# Prometheus' own syntax: units largest first, each at most once (1h30m, not 30m1h).
+DURATION = re.compile(r"(?=\d)(\d+y)?(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?(\d+ms)?")
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
+# Prometheus keeps a duration in int64 nanoseconds and refuses a longer one ("duration out of range").
+MAX_DURATION_SECONDS = (2**63 - 1) / 1e9
 
 
 def duration_seconds(text: str) -> float:
     if not isinstance(text, str) or not DURATION.fullmatch(text):
         raise ValueError(f"{text!r} is not a Prometheus duration")
     return sum(int(n) * _UNITS[u] for n, u in re.findall(r"(\d+)(ms|s|m|h|d|w|y)", text))
+
+
+def duration_problem(text: object) -> str | None:
+    """Why Prometheus would refuse `text` as a duration (in a rule file or a PromQL range), or None."""
+    if not isinstance(text, str) or not DURATION.fullmatch(text):
+        return f"{text!r} is not a Prometheus duration (e.g. 90s, 10m, 1h30m: units largest first)"
+    if duration_seconds(text) > MAX_DURATION_SECONDS:
+        return f"{text!r} is out of Prometheus' duration range (at most {MAX_DURATION_SECONDS / _UNITS['y']:.0f}y)"
+    return None
 
 
 def format_duration(seconds: float) -> str:

@@ -119,8 +119,11 @@ def differences(out_dir: Path, files: dict[str, str]) -> list[str]:
 
 
 def write_rendered(out_dir: Path, files: dict[str, str]) -> list[str]:
-    """Replace out_dir's files by `files` as a whole (see tree_writer); returns the paths changed."""
-    return replace_tree(out_dir, files)
+    """Replace out_dir's files by `files` as a whole (see tree_writer), once promtool and amtool
+    accept the rule files and Alertmanager config that change (staged_checks); returns the paths changed."""
+    from dashgen.compiler.staged_checks import check_with_tools
+
+    return replace_tree(out_dir, files, lambda changed: check_with_tools(files, changed, out_dir.name))
 
 
 def validate_rendered(files: dict[str, str]) -> None:
@@ -149,3 +152,6 @@ def validate_rendered(files: dict[str, str]) -> None:
     if result.returncode != 0:
         raise BuildError(f"promtool check config rejects {RENDERED}/prometheus/prometheus.yml or its rule files:\n"
                          f"{(result.stdout + result.stderr).strip()}")
+    from dashgen.compiler.staged_checks import ALERTMANAGER_FILE, check_with_tools
+
+    check_with_tools(files, [ALERTMANAGER_FILE] if ALERTMANAGER_FILE in files else [], RENDERED)

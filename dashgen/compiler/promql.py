@@ -15,6 +15,7 @@ from typing import Mapping
 import promql_parser as pp
 
 from dashgen.catalog import Catalog, Metric, MetricType
+from dashgen.config import MAX_DURATION_SECONDS
 from dashgen.errors import get_close_matches
 from dashgen.records import record
 
@@ -129,13 +130,16 @@ class _Checker:
         return self.visit(node.expr)
 
     def visit_SubqueryExpr(self, node) -> SeriesInfo:
+        _check_durations(node.range, node.step, node.offset)
         inner = self.visit(node.expr)
         return SeriesInfo(inner.labels, has_buckets=inner.has_buckets)
 
     def visit_MatrixSelector(self, node) -> SeriesInfo:
+        _check_durations(node.range)
         return self.visit(node.vector_selector)
 
     def visit_VectorSelector(self, node) -> SeriesInfo:
+        _check_durations(node.offset)
         name = node.name
         matchers = list(node.matchers.matchers)
         for group in node.matchers.or_matchers:
@@ -244,6 +248,14 @@ class _Checker:
         if op == "or":
             labels |= rhs.labels
         return SeriesInfo(frozenset(labels), has_buckets=lhs.has_buckets)
+
+
+def _check_durations(*durations) -> None:
+    """Ranges, steps and offsets within what Prometheus' parser takes (it refuses longer ones)."""
+    for duration in durations:
+        if duration is not None and abs(duration.total_seconds()) > MAX_DURATION_SECONDS:
+            raise QueryError(f"a range or offset of {duration.days / 365:.0f} years is out of Prometheus' "
+                             f"duration range (at most {MAX_DURATION_SECONDS / 31536000:.0f}y)")
 
 
 def _closest(name: str, catalog: Catalog) -> str | None:

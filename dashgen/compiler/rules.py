@@ -20,10 +20,11 @@ from dashgen.compiler.block_yaml import rule_yaml
 from dashgen.compiler.condition_compiler import BaselineDefaults, ConditionCompiler, expand_group
 from dashgen.compiler.loader import DefinitionModule, call_definition, load_modules
 from dashgen.compiler.promql import QueryError
+from dashgen.compiler.rule_format import label_name_problem, template_problem
 from dashgen.compiler.rendering import runbook_anchor, templates
 from dashgen.compiler.selectors import checked_expression, expression_info, rule_selectors
 from dashgen.conditions import RUN_NAME, VALUE, comparisons, windows_in
-from dashgen.config import DURATION, Config, duration_seconds
+from dashgen.config import Config, duration_problem, duration_seconds
 from dashgen.errors import BuildError
 from dashgen.model import ON_RUN, Alert, Recording, RuleGroup, Severity, Sustain
 from dashgen.records import record
@@ -120,10 +121,12 @@ def render_rules(root: Path, config: Config, catalog: Catalog,
     seen: dict[str, Path] = {}
     for definition, groups in modules:
         rendered_groups = []
+        _check_group_names(definition.path, groups, next(g for d, g in stated if d is definition))
         for group in groups:
             interval = group.interval or config.rule_interval
-            if not DURATION.fullmatch(interval):
-                raise BuildError(f"{definition.path}: group {group.name!r}: interval {interval!r} is not a duration")
+            problem = duration_problem(interval)
+            if problem:
+                raise BuildError(f"{definition.path}: group {group.name!r}: interval {problem}")
             rendered_rules = []
             for rule in group.rules:
                 name = rule.name if isinstance(rule, Alert) else rule.record
@@ -213,6 +216,24 @@ def generated_description(alert: Alert) -> str:
     return text
 
 
+def _check_group_names(path: Path, groups: list[RuleGroup], stated: list[RuleGroup]) -> None:
+    """Group names as Prometheus takes them: non-empty, each once in a file, the `<group>-hold`
+    groups the compiler adds (`groups`, besides the `stated` ones) included."""
+    stated_names = [group.name for group in stated]
+    seen: set[str] = set()
+    for group in groups:
+        if not isinstance(group.name, str) or not group.name.strip():
+            raise BuildError(f"{path}: a rule group has the empty name {group.name!r}; give each group a name")
+        if group.name in seen:
+            held = group.name.removesuffix("-hold")
+            if stated_names.count(group.name) < 2:
+                raise BuildError(f"{path}: group {group.name!r}: the compiler names the group that steps the held "
+                                 f"baselines of group {held!r} so; rename your group")
+            raise BuildError(f"{path}: group {group.name!r} is defined twice; Prometheus refuses two groups of "
+                             f"one name in a rule file")
+        seen.add(group.name)
+
+
 def _check_alert(alert: Alert, where: str) -> None:
     if not _ALERT_NAME.fullmatch(alert.name):
         raise BuildError(f"{where}: alert names are CamelCase (letters and digits, starting upper-case)")
@@ -223,14 +244,26 @@ def _check_alert(alert: Alert, where: str) -> None:
         raise BuildError(f"{where}: summary is empty; say in one line what is wrong")
     if not alert.description.strip():
         raise BuildError(f"{where}: description is empty")
-    if not DURATION.fullmatch(alert.for_):
-        raise BuildError(f"{where}: for_ = {alert.for_!r} is not a Prometheus duration (e.g. 90s, 10m, 1h)")
-    if not DURATION.fullmatch(alert.keep_firing_for):
-        raise BuildError(f"{where}: keep_firing_for = {alert.keep_firing_for!r} is not a Prometheus duration")
+    for name, value in (("for_", alert.for_), ("keep_firing_for", alert.keep_firing_for)):
+        problem = duration_problem(value)
+        if problem:
+            raise BuildError(f"{where}: {name} = {problem}")
     if alert.sustain is not None and not isinstance(alert.sustain, Sustain):
         raise BuildError(f"{where}: sustain must be a dashgen.model.Sustain")
+    if not isinstance(alert.labels, tuple) or not all(
+            isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(x, str) for x in pair) for pair in alert.labels):
+        raise BuildError(f"{where}: labels are a tuple of (name, value) string pairs, e.g. (('team', 'rl'),)")
     if "severity" in dict(alert.labels):
         raise BuildError(f"{where}: set severity with the severity field, not in labels")
+    for name, value in alert.labels:
+        problem = label_name_problem(name)
+        if problem:
+            raise BuildError(f"{where}: {problem}")
+    for field_name, text in (*((f"label {name}", value) for name, value in alert.labels),
+                             ("summary", alert.summary), ("description", alert.description)):
+        problem = template_problem(text)
+        if problem:
+            raise BuildError(f"{where}: {field_name}: not a valid Prometheus template: {problem}")
 
 
 def _alert_yaml(alert: Alert, expr: str, config: Config) -> dict:

@@ -1,0 +1,115 @@
+"""A team's bad alert module or config never reaches Prometheus (issue 30): each mistake is one
+error naming the file and the alert or group, a non-zero exit, no traceback, and rendered/ as it was.
+
+Each case adds alerts/team.py (HEADER, then the case's own lines) and, for some, a dashgen.yaml, to a
+copy of this repository's project, and builds it."""
+
+import textwrap
+
+import pytest
+
+from conftest import run, tree_digest
+
+HEADER = """\
+from dataclasses import dataclass
+
+from dashgen.conditions import Baseline, Signal, all_of, any_of, steps
+from dashgen.config import AreaConfig
+from dashgen.model import Alert, Inhibition, Recording, RuleGroup, Severity
+
+kl = Signal("actor/ppo_kl")
+"""
+
+
+def one_alert(condition: str, *fields: str, group: str = "'team'") -> str:
+    """A module whose one group holds one alert TeamX on `condition`."""
+    extra = "".join(f", {f}" for f in fields)
+    return (f"def rules(config):\n    return RuleGroup({group}, (Alert.when(\n"
+            f"        'TeamX', {condition}, severity=Severity.WARNING, summary='x'{extra}),))\n")
+
+
+def two_groups(first: str, second: str, held: bool = False) -> str:
+    keep = ", keep_firing_while=kl.above(2, times=Baseline.held())" if held else ""
+    condition = "kl.above(3, times=Baseline('1h'))" if held else "kl.above(1)"
+    return (f"def rules(config):\n    return [\n"
+            f"        RuleGroup({first!r}, (Alert.when('TeamA', {condition}{keep}, severity=Severity.WARNING, "
+            f"summary='x'),)),\n"
+            f"        RuleGroup({second!r}, (Alert.when('TeamB', kl.above(2), severity=Severity.WARNING, "
+            f"summary='x'),))]\n")
+
+
+def build_fails(project, module: str, expected: str, config: str | None = None) -> str:
+    (project / "alerts" / "team.py").write_text(HEADER + textwrap.dedent(module))
+    if config is not None:
+        (project / "dashgen.yaml").write_text(config)
+    before = tree_digest(project / "rendered")
+    result = run("build", "--root", str(project))  # an exception would fail the test: no traceback
+    assert result.exit_code != 0, result.output
+    assert result.output.startswith("Error: alerts/team.py") or result.output.startswith(f"Error: {project}"), \
+        result.output
+    assert expected in result.output, result.output
+    assert "Traceback" not in result.output
+    assert tree_digest(project / "rendered") == before
+    return result.output
+
+
+# 1. What Prometheus' rule loader (promtool check rules) refuses.
+PROMETHEUS_REFUSES = {
+    "two groups of one name": (two_groups("t", "t"), "group 't' is defined twice"),
+    "a group named like the compiler's hold group": (
+        two_groups("t", "t-hold", held=True),
+        "group 't-hold': the compiler names the group that steps the held baselines of group 't' so"),
+    "an empty group name": (one_alert("kl.above(1)", group="''"), "a rule group has the empty name ''"),
+    "a label name with a dash": (one_alert("kl.above(1)", "labels=(('bad-label', 'x'),)"),
+                                 "alert 'TeamX': label name 'bad-label' is not valid"),
+    "the metric name label": (one_alert("kl.above(1)", "labels=(('__name__', 'x'),)"),
+                              "alert 'TeamX': label name '__name__' is reserved"),
+    "labels not pairs": (one_alert("kl.above(1)", "labels=('team',)"),
+                         "alert 'TeamX': labels are a tuple of (name, value) string pairs"),
+    "a for_ out of range": (one_alert("kl.above(1)", "for_='300y'"),
+                            "alert 'TeamX': for_ = '300y' is out of Prometheus' duration range (at most 292y)"),
+    "a for_ with units out of order": (one_alert("kl.above(1)", "for_='5m1h'"),
+                                       "alert 'TeamX': for_ = '5m1h' is not a Prometheus duration"),
+    "a window out of range": (one_alert("kl.median_over('300y').above(1)"),
+                              "alert 'TeamX': a range or offset of 300 years is out of Prometheus' duration range"),
+    "a hand-written range out of range": (
+        one_alert("None", "expr='max_over_time(verl_actor_ppo_kl{verl}[300y]) > 1'", "description='x'")
+        .replace("Alert.when(\n        'TeamX', None,", "Alert(\n        'TeamX',"),
+        "alert 'TeamX': a range or offset of 300 years is out of Prometheus' duration range"),
+    "an unclosed action in a summary": (one_alert("kl.above(1)").replace("summary='x'", "summary='{{ $labels.x'"),
+                                        "alert 'TeamX': summary: not a valid Prometheus template: an action {{ ..."),
+    "an unclosed if in a description": (one_alert("kl.above(1)", "description='{{ if $value }} high'"),
+                                        "alert 'TeamX': description: not a valid Prometheus template: {{ if }} is "
+                                        "not closed by {{ end }}"),
+    "a stray end in a label value": (one_alert("kl.above(1)", "labels=(('team', 'rl{{ end }}'),)"),
+                                     "alert 'TeamX': label team: not a valid Prometheus template: {{ end }} without"),
+    "an unclosed string in an action": (one_alert("kl.above(1)", "description='{{ printf \"%.2f $value }}'"),
+                                        "alert 'TeamX': description: not a valid Prometheus template: a string"),
+    "a group interval out of range": (one_alert("kl.above(1)").replace("),))", "),), interval='300y')"),
+                                      "group 'team': interval '300y' is out of Prometheus' duration range"),
+}
+
+
+@pytest.mark.parametrize("module, expected", PROMETHEUS_REFUSES.values(), ids=PROMETHEUS_REFUSES.keys())
+def test_what_prometheus_refuses_is_refused_by_the_build(project, module, expected):
+    build_fails(project, module, expected)
+
+
+@pytest.mark.heavy
+def test_what_only_promtool_knows_is_refused_before_rendered_changes(project):
+    """The in-process checks do not know Go's template functions; promtool, run on the changed rule
+    files before rendered/ is replaced, does."""
+    output = build_fails(project, one_alert("kl.above(1)", "description='{{ nosuchfunc $value }}'"),
+                         "alerts/team.py (rendered/rules/team.yaml): `promtool check rules` refuses")
+    assert 'function "nosuchfunc" not defined' in output and "rendered/ was left as it was" in output
+
+
+def test_templates_the_rules_use_pass_the_in_process_check():
+    from dashgen.compiler.rule_format import template_problem
+
+    good = ['{{ $labels.project }}/{{ $labels.experiment }}', '{{ printf "%.4g" $value }}',
+            '{{ if gt $value 1.0 }}high{{ else }}low{{ end }}', '{{- range $i, $x := . -}}{{ $x }}{{ end }}',
+            '{{/* a comment with }} inside */}}', '{{ "}}" }}', '{{ `a {{ raw` }}', 'no action at all']
+    assert [template_problem(text) for text in good] == [None] * len(good)
+    bad = ['{{ $value', '{{ if $value }}', '{{ end }}', '{{ else }}', '{{ "abc }}', '{{/* open }}']
+    assert all(template_problem(text) for text in bad)
