@@ -71,7 +71,8 @@ PROMETHEUS_REFUSES = {
     "a for_ with units out of order": (one_alert("kl.above(1)", "for_='5m1h'"),
                                        "alert 'TeamX': for_ = '5m1h' is not a Prometheus duration"),
     "a window out of range": (one_alert("kl.median_over('300y').above(1)"),
-                              "alert 'TeamX': a range or offset of 300 years is out of Prometheus' duration range"),
+                              "alert 'TeamX': condition: actor/ppo_kl: the median window: '300y' is out of "
+                              "Prometheus' duration range (at most 292y)"),
     "a hand-written range out of range": (
         one_alert("None", "expr='max_over_time(verl_actor_ppo_kl{verl}[300y]) > 1'", "description='x'")
         .replace("Alert.when(\n        'TeamX', None,", "Alert(\n        'TeamX',"),
@@ -113,3 +114,64 @@ def test_templates_the_rules_use_pass_the_in_process_check():
     assert [template_problem(text) for text in good] == [None] * len(good)
     bad = ['{{ $value', '{{ if $value }}', '{{ end }}', '{{ else }}', '{{ "abc }}', '{{/* open }}']
     assert all(template_problem(text) for text in bad)
+
+
+# 2. Thresholds, factors, fractions and floors: finite numbers that fit their direction, refused where
+# the alert is written (the file, the alert and its line).
+THRESHOLD = "alert 'TeamX': condition: actor/ppo_kl: the threshold of above() is"
+VALUES = {
+    "inf": ("kl.above(float('inf'))", f"{THRESHOLD} inf, not a finite number"),
+    "nan": ("kl.above(float('nan'))", f"{THRESHOLD} nan, not a finite number"),
+    "-inf": ("kl.above(float('-inf'))", f"{THRESHOLD} -inf, not a finite number"),
+    "None": ("kl.above(None)", f"{THRESHOLD} None, not a number"),
+    "a string": ("kl.above('0.5')", f"{THRESHOLD} '0.5', not a number (a string: convert it"),
+    "a bool": ("kl.above(True)", f"{THRESHOLD} True, not a number"),
+    "a threshold that overflows": ("kl.above(1e308)", f"{THRESHOLD} 1e+308, beyond +-1e+100"),
+    "a factor that overflows": ("kl.above(1e308, times=Baseline('1h'))",
+                                "the factor of above(..., times=...) is 1e+308, beyond +-1e+100"),
+    "a negative factor": ("kl.below(-2, times=Baseline('1h'))",
+                          "the factor of below(..., times=...) is -2; it must be greater than 0"),
+    "above a fraction of the baseline": ("kl.above(0.5, times=Baseline('1h'))",
+                                         "above(0.5, times=...) holds whenever the signal is at its baseline: a "
+                                         "factor above a baseline is at least 1 (for a fall to under 0.5x, write "
+                                         "below(0.5, times=...))"),
+    "below a multiple of the held baseline": (
+        "kl.below(0.5, times=Baseline('1h')), keep_firing_while=kl.below(2, times=Baseline.held())",
+        "alert 'TeamX': keep_firing_while: actor/ppo_kl: below(2, times=...) holds whenever the signal is at its "
+        "baseline: a factor below a baseline is at most 1"),
+    "rises_by a negative fraction": ("kl.rises_by(-0.5, of=Baseline('1h'))",
+                                     "the fraction of rises_by() is -0.5; it must be greater than 0"),
+    "falls_by nothing": ("kl.falls_by(0, of=Baseline('1h'))",
+                         "the fraction of falls_by() is 0; it must be greater than 0"),
+    "a negative floor": ("kl.falls_by(0.5, of=Baseline('1h'), at_least=-1)",
+                         "at_least of falls_by() is -1; it must be 0 or more"),
+    "an infinite floor": ("kl.rises_by(0.5, of=Baseline('1h'), at_least=float('inf'))",
+                          "at_least of rises_by() is inf, not a finite number"),
+    "a baseline of '5x'": ("kl.above(2, times=Baseline('5x'))",
+                           "alert 'TeamX': condition: actor/ppo_kl: baseline window: '5x' is not a Prometheus duration"),
+    "a baseline out of range": ("kl.above(2, times=Baseline('300y'))",
+                                "baseline window: '300y' is out of Prometheus' duration range"),
+    "a baseline that is not one": ("kl.above(2, times='1h')", "actor/ppo_kl: '1h' is not a Baseline(...)"),
+    "a nested bad value": ("all_of(kl.above(1), any_of(kl.below(2), kl.below(float('nan'))))",
+                           "the threshold of below() is nan, not a finite number"),
+    "not a condition": ("all_of(kl.above(1), 'kl > 2')", "'kl > 2' is not a condition"),
+}
+
+
+@pytest.mark.parametrize("condition, expected", VALUES.values(), ids=VALUES.keys())
+def test_values_that_are_not_what_they_look_like_are_refused(project, condition, expected):
+    output = build_fails(project, one_alert(condition), expected)
+    assert "\n  line 9: return RuleGroup('team', (Alert.when(" in output  # where the alert is written
+
+
+def test_a_bad_value_at_import_names_the_alert_and_its_line(project):
+    module = "BROKEN = Alert.when('TeamY', kl.above(None), severity=Severity.WARNING, summary='x')\n"
+    output = build_fails(project, module + one_alert("kl.above(1)"), "alerts/team.py: alert 'TeamY': condition:")
+    assert "\n  line 8: BROKEN = Alert.when(" in output
+
+
+def test_a_threshold_reaches_promql_as_written(project):
+    (project / "alerts" / "team.py").write_text(HEADER + one_alert("kl.above(0.1234567)"))
+    assert run("build", "--root", str(project)).exit_code == 0
+    assert "verl_actor_ppo_kl{" in (rules := (project / "rendered" / "rules" / "team.yaml").read_text())
+    assert "> 0.1234567\n" in rules, rules
