@@ -388,6 +388,7 @@ class Config:
     def area(self, tunables: type[A]) -> A:
         """An alert area's tunables: its defaults, overridden by the config file's `<area>:` section."""
         if tunables not in self._areas:
+            _refuse_raw_text(tunables)
             values = self._sections.get(tunables.area, {})
             where = f"{self._source}: " if self._source else ""
             known = [f.name for f in dataclasses.fields(tunables)]
@@ -744,6 +745,29 @@ def _defined_in(cls: type) -> str:
     if cls.__module__.startswith(prefix):
         return cls.__module__[len(prefix):].replace(".", "/") + ".py"
     return cls.__module__
+
+
+def _refuse_raw_text(cls: type) -> None:
+    """An area's tunables reach PromQL (windows, thresholds, names in selectors), so none may be any
+    text at all: a string from dashgen.yaml such as `5m]) or vector(1)` would change the rule."""
+    for f, hint in _schema(cls).items():
+        if _admits_raw_text(hint):
+            raise BuildError(f"{_defined_in(cls)}: {cls.__qualname__}.{f.name} is typed {_type_name(hint)}, any text: "
+                             f"a value from dashgen.yaml would reach PromQL as written. Type it Duration or Interval "
+                             f"(a window), StepCount, a number kind (Fraction, Factor, NonNegative, float), or "
+                             f"Annotated[str, Matches(pattern, example)] (a name); see dashgen/config.py")
+
+
+def _admits_raw_text(hint: Any) -> bool:
+    """Whether a field of this type takes any string, unchecked by a kind (Matches, PrometheusDuration, ...)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is Annotated:
+        return not any(hasattr(kind, "problem") for kind in args[1:]) and _admits_raw_text(args[0])
+    if origin is Literal:
+        return False
+    if hint is str or hint is Any:
+        return True
+    return any(_admits_raw_text(a) for a in args if a is not Ellipsis)
 
 
 def _kinds(hint: Any) -> list[Any]:

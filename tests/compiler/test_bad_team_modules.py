@@ -175,3 +175,42 @@ def test_a_threshold_reaches_promql_as_written(project):
     assert run("build", "--root", str(project)).exit_code == 0
     assert "verl_actor_ppo_kl{" in (rules := (project / "rendered" / "rules" / "team.yaml").read_text())
     assert "> 0.1234567\n" in rules, rules
+
+
+# 3. A team's area config cannot give raw text to PromQL.
+AREA = '''
+@dataclass(frozen=True)
+class TeamConfig(AreaConfig, area="team"):
+    window: {kind} = "5m"
+
+
+def rules(config):
+    window = config.area(TeamConfig).window
+    return RuleGroup("team", (Alert("TeamX", expr=f"max_over_time(verl_actor_ppo_kl{{{{verl}}}}[{{window}}]) > 1",
+                                    severity=Severity.WARNING, summary="x", description="x"),))
+'''
+INJECTION = 'team: {window: "5m]) or vector(1) #"}\n'
+
+
+@pytest.mark.parametrize("kind", ["str", "str | None", "typing.Any", "tuple[str, ...]"])
+def test_an_area_field_of_any_text_is_refused(project, kind):
+    module = AREA.format(kind=kind) if kind != "typing.Any" else "import typing\n" + AREA.format(kind=kind)
+    build_fails(project, module, "alerts/team.py: TeamConfig.window is typed", config=INJECTION)
+    result = run("config", "--root", str(project))
+    assert result.exit_code == 1 and "TeamConfig.window is typed" in result.output, result.output
+
+
+def test_a_window_from_the_config_cannot_close_its_range(project):
+    module = "from dashgen.config import Duration\n" + AREA.format(kind="Duration")
+    build_fails(project, module, "dashgen.yaml: team.window: '5m]) or vector(1) #' is not a Prometheus duration",
+                config=INJECTION)
+    (project / "dashgen.yaml").write_text("team: {window: 10m}\n")
+    assert run("build", "--root", str(project)).exit_code == 0
+    assert "max_over_time(verl_actor_ppo_kl{job=\"verl\"}[10m]) > 1" in \
+        (project / "rendered" / "rules" / "team.yaml").read_text()
+
+
+def test_a_window_given_to_the_vocabulary_cannot_close_its_range(project):
+    build_fails(project, one_alert("kl.median_over('5m]) or vector(1) #').above(1)"),
+                "alert 'TeamX': condition: actor/ppo_kl: the median window: '5m]) or vector(1) #' is not a "
+                "Prometheus duration")
