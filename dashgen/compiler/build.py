@@ -87,7 +87,7 @@ def render_project(root: Path, config: Config) -> Rendered:
         "provisioning-datasources.yaml.j2").render(
         name=config.datasource_name, uid=config.datasource_uid, scrape_interval=config.scrape_interval,
         default_prometheus_url=DEFAULT_PROMETHEUS_URL, is_default=config.datasource_is_default)
-    alerting = render_alerting(alert_modules, config, list(alerts_by_name.values()))
+    alerting = render_alerting(alert_modules, config, list(alerts_by_name.values()), rules.alert_labels)
     out.files.update(alerting.files)
     if DOCS_FILE in out.files:
         out.files[DOCS_FILE] += alerting.runbook_section

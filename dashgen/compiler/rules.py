@@ -20,6 +20,7 @@ from dashgen.compiler.block_yaml import rule_yaml
 from dashgen.compiler.condition_compiler import BaselineDefaults, ConditionCompiler, expand_group
 from dashgen.compiler.loader import DefinitionModule, call_definition, load_modules
 from dashgen.compiler.promql import QueryError
+from dashgen.compiler.references import check_alertname_matchers
 from dashgen.compiler.rule_format import label_name_problem, template_problem
 from dashgen.compiler.rendering import runbook_anchor, templates
 from dashgen.compiler.selectors import checked_expression, expression_info, rule_selectors
@@ -77,6 +78,8 @@ class RulesOutput:
     alerts: list[tuple[str, Alert, str]] = field(default_factory=list)  # (module path, alert, expanded expr)
     recording_rules: list[RecordingRule] = field(default_factory=list)
     alert_rules: list[AlertRule] = field(default_factory=list)
+    # The labels each alert's notifications carry: its expression's, its own, severity and alertname.
+    alert_labels: dict[str, frozenset[str]] = field(default_factory=dict)
 
 
 def _ms(duration: str) -> int:
@@ -119,6 +122,7 @@ def render_rules(root: Path, config: Config, catalog: Catalog,
     out = RulesOutput(catalog=_with_recordings(stated_catalog, [(None, [RuleGroup("", tuple(missing))])],
                                                selectors))
     seen: dict[str, Path] = {}
+    reading_alerts: list[tuple[str, str]] = []  # (where, expanded expression): its ALERTS matchers are checked last
     for definition, groups in modules:
         rendered_groups = []
         _check_group_names(definition.path, groups, next(g for d, g in stated if d is definition))
@@ -135,6 +139,7 @@ def render_rules(root: Path, config: Config, catalog: Catalog,
                     raise BuildError(f"{where}: the name is already used in {seen[name]}; names must be unique")
                 seen[name] = definition.path
                 expr, result_info = checked_expression(rule.expr, selectors, out.catalog, where)
+                reading_alerts.append((where, expr))
                 if isinstance(rule, Recording):
                     if not _RECORD_NAME.fullmatch(rule.record):
                         raise BuildError(f"{where}: not a valid metric name")
@@ -142,6 +147,8 @@ def render_rules(root: Path, config: Config, catalog: Catalog,
                     out.recording_rules.append(RecordingRule(rule.record, expr, _ms(interval)))
                 elif isinstance(rule, Alert):
                     _check_alert(rule, where)
+                    out.alert_labels[rule.name] = frozenset(
+                        {*result_info.labels, *(name for name, _ in rule.labels), "severity", "alertname"})
                     condition, sustain = expr, None
                     if rule.sustain is not None:
                         sustain, _ = checked_expression(rule.sustain.expr, selectors, out.catalog,
@@ -159,6 +166,8 @@ def render_rules(root: Path, config: Config, catalog: Catalog,
             rendered_groups.append({"name": group.name, "interval": interval, "rules": rendered_rules})
         header = f"# Rendered by `dashgen build` from {definition.path.as_posix()}; do not edit.\n"
         out.files[f"{RULES_DIR}/{definition.path.stem}.yaml"] = header + rule_yaml({"groups": rendered_groups})
+    for where, expr in reading_alerts:  # a hand-written ALERTS{alertname="..."} names an alert of the project
+        check_alertname_matchers(expr, out.alert_labels, where)
     if out.alerts:
         out.files[DOCS_FILE] = _render_docs(out.alerts, config)
     return out

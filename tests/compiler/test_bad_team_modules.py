@@ -214,3 +214,52 @@ def test_a_window_given_to_the_vocabulary_cannot_close_its_range(project):
     build_fails(project, one_alert("kl.median_over('5m]) or vector(1) #').above(1)"),
                 "alert 'TeamX': condition: actor/ppo_kl: the median window: '5m]) or vector(1) #' is not a "
                 "Prometheus duration")
+
+
+# 4. References: ALERTS{alertname=...} in hand-written rules, and inhibitions' equal labels.
+def reads_alerts(name: str) -> str:
+    return ("def rules(config):\n    return RuleGroup('team', (Alert('TeamX', expr='(verl_actor_ppo_kl{verl} > 1) and on"
+            f"(job, instance, project, experiment) ALERTS{{alertname=\"{name}\", alertstate=\"firing\"}}', "
+            "severity=Severity.WARNING, summary='x', description='x'),))\n")
+
+
+def inhibits(equal: str, targets: str = "('VerlKLSpike',)") -> str:
+    return one_alert("kl.above(1)") + (f"\n\ndef inhibitions(config):\n    return (Inhibition('TeamX', {targets}, "
+                                       f"why='x', equal={equal}),)\n")
+
+
+REFERENCES = {
+    "ALERTS of a misspelt alert": (reads_alerts("VerlKLSpik"),
+                                   "alerts/team.py: alert 'TeamX': 'VerlKLSpik' is not an alert defined in alerts/; "
+                                   "did you mean 'VerlKLSpike'?"),
+    "a recording reading ALERTS of an unknown alert": (
+        "def rules(config):\n    return RuleGroup('team', (Recording('team:firing:count', "
+        "'count(ALERTS{alertname=~\"VerlKLSpike|NoSuchAlert\"})', 'x'),))\n",
+        "alerts/team.py: recording rule 'team:firing:count': 'NoSuchAlert' is not an alert defined in alerts/"),
+    "equal naming a label no alert carries": (
+        inhibits("('project', 'experiment', 'projct')"),
+        "alerts/team.py: inhibition by 'TeamX': equal label 'projct' is not a label of TeamX (did you mean "
+        "'project'? its labels: alertname, experiment, instance, job, project, severity); Alertmanager counts a "
+        "label missing on both sides as equal"),
+    "equal misspelling the run's label": (
+        inhibits("('projct', 'experiment')"),
+        "inhibition by 'TeamX': equal=('projct', 'experiment') does not name the run, so the source firing in one "
+        "run would silence VerlKLSpike in every run"),
+    "equal without the run": (inhibits("('job',)"), "equal=('job',) does not name the run"),
+    "equal naming a label only the target carries": (
+        inhibits("('project', 'experiment', 'ip')", "('VerlGPUStraggler',)"),
+        "equal label 'ip' is not a label of TeamX"),
+}
+
+
+@pytest.mark.parametrize("module, expected", REFERENCES.values(), ids=REFERENCES.keys())
+def test_every_reference_is_checked(project, module, expected):
+    build_fails(project, module, expected)
+
+
+def test_an_inhibition_within_the_run_and_reading_a_real_alert_builds(project):
+    module = reads_alerts("VerlKLSpike") + "\n\ndef inhibitions(config):\n    return (Inhibition('TeamX', " \
+        "('VerlEntropyCollapse',), why='x', equal=('project', 'experiment')),)\n"
+    (project / "alerts" / "team.py").write_text(HEADER + module)
+    result = run("build", "--root", str(project))
+    assert result.exit_code == 0, result.output
