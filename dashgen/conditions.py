@@ -37,6 +37,11 @@ MAX_STEPS = 10_000
 # The largest magnitude of a threshold, factor, fraction or floor: a generated test doubles it, and
 # PromQL and promtool's test files print it.
 MAX_MAGNITUDE = 1e100
+# The most all_of/any_of an alert's condition nests, and the most comparisons it holds: the compiler,
+# the PromQL checks and Prometheus' own parser recurse over the expression, so a condition is
+# bounded (a definition built in a loop could otherwise nest thousands deep).
+MAX_NESTING = 8
+MAX_COMPARISONS = 64
 
 
 @record
@@ -262,14 +267,20 @@ def condition_problem(condition: object) -> str | None:
     floor a finite number, a factor that fits its direction, every window a duration or steps.
     Checked by Alert (dashgen/model.py) when an alert is defined, so the mistake is named with
     the alert and the line that defines it."""
-    stack = [condition]
+    stack = [(condition, 0)]
+    count = 0
     while stack:
-        node = stack.pop()
+        node, depth = stack.pop()
         if isinstance(node, (AllOf, AnyOf)):
             if not isinstance(node.conditions, tuple):
                 return f"all_of and any_of take conditions, not {node.conditions!r}"
-            stack.extend(reversed(node.conditions))
+            if depth == MAX_NESTING:
+                return f"all_of and any_of nest more than {MAX_NESTING} deep; split the alert"
+            stack.extend((part, depth + 1) for part in reversed(node.conditions))
         elif isinstance(node, (Compare, Shift)):
+            count += 1
+            if count > MAX_COMPARISONS:
+                return f"the condition holds more than {MAX_COMPARISONS} comparisons; split the alert"
             problem = _comparison_problem(node)
             if problem:
                 return problem

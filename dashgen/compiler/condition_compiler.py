@@ -226,8 +226,8 @@ class ConditionCompiler:
                     median, smoothed(series.expr, window), f"Median of {series.expr.split('{')[0]} over {window}"))
             extreme, word = ("min", "floor") if fault_raises else ("max", "ceiling")
             name = f"{series.stem}:baseline_{word}"
-            if name in self._quietest.values():
-                name += f"_{over}_{min_history or 'full'}"
+            if name in self._quietest.values():  # another quietest baseline of the signal: say all that differs
+                name += f"_{window}_{over}_{min_history or 'full'}"
             self._quietest[key] = name
             expr = f"{extreme}_over_time({median}[{over}])"
             since = ""

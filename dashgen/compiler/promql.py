@@ -98,13 +98,26 @@ def _parsed(expr: str):
     return pp.parse(expr)
 
 
+# The most operators and parentheses an expression may hold: the parser (promql_parser, native code)
+# crashes the process on an expression some thousands deep, and the checker below recurses over it.
+MAX_OPERATORS = 1000
+_OPERATOR = re.compile(r"[()]|\b(?:and|or|unless)\b|[-+*/%^<>=!]=?")
+
+
 def check_expression(expr: str, catalog: Catalog) -> SeriesInfo:
     """Raise QueryError naming the first problem; return the result's labels otherwise."""
+    operators = len(_OPERATOR.findall(expr))
+    if operators > MAX_OPERATORS:
+        raise QueryError(f"the expression holds {operators} operators and parentheses, more than the "
+                         f"{MAX_OPERATORS} dashgen checks; split it, e.g. into recording rules")
     try:
         tree = _parsed(substitute_grafana_variables(expr))
     except ValueError as exc:
         raise QueryError(f"PromQL syntax error: {exc}") from None
-    return _Checker(catalog).visit(tree)
+    try:
+        return _Checker(catalog).visit(tree)
+    except RecursionError:
+        raise QueryError("the expression nests too deep to check; split it, e.g. into recording rules") from None
 
 
 class _Checker:

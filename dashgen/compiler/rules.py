@@ -129,6 +129,8 @@ def render_rules(root: Path, config: Config, catalog: Catalog,
         for group in groups:
             interval = group.interval or config.rule_interval
             problem = duration_problem(interval)
+            if problem is None and duration_seconds(interval) <= 0:
+                problem = f"{interval!r} must be longer than 0s (Prometheus evaluates the group every interval)"
             if problem:
                 raise BuildError(f"{definition.path}: group {group.name!r}: interval {problem}")
             rendered_rules = []
@@ -177,15 +179,19 @@ def _with_recordings(catalog: Catalog, modules: list, selectors: dict) -> Catalo
     """The catalog plus every recorded series, with the labels its expression keeps. A recording
     may read one defined after it (e.g. in a group of another interval); one whose expression
     does not check is left out here and reported where it is rendered."""
-    pending = [rule for _, groups in modules for group in groups for rule in group.rules
+    pending = [(definition, rule) for definition, groups in modules for group in groups for rule in group.rules
                if isinstance(rule, Recording)]
     while pending:
         left = []
-        for rule in pending:
+        for definition, rule in pending:
+            if rule.record in catalog:
+                where = f"{definition.path}: " if definition is not None else ""
+                raise BuildError(f"{where}recording rule {rule.record!r}: the series is already a metric of the "
+                                 f"catalog or recorded by another rule; names must be unique")
             try:
                 _, result_info = expression_info(rule.expr, selectors, catalog)
             except QueryError:  # its message (and "did you mean" hint) is not made
-                left.append(rule)
+                left.append((definition, rule))
                 continue
             catalog = catalog.with_metrics([Metric(
                 rule.record, MetricType.GAUGE, "none", rule.help, result_info.labels, Source.RECORDING_RULE)])

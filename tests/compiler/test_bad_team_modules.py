@@ -4,6 +4,7 @@ error naming the file and the alert or group, a non-zero exit, no traceback, and
 Each case adds alerts/team.py (HEADER, then the case's own lines) and, for some, a dashgen.yaml, to a
 copy of this repository's project, and builds it."""
 
+import re
 import textwrap
 
 import pytest
@@ -263,3 +264,83 @@ def test_an_inhibition_within_the_run_and_reading_a_real_alert_builds(project):
     (project / "alerts" / "team.py").write_text(HEADER + module)
     result = run("build", "--root", str(project))
     assert result.exit_code == 0, result.output
+
+
+# 5. Deep, wide and repeated definitions: stated limits with an error at the limit, never a RecursionError.
+NESTED = "cond = kl.above(1)\nfor i in range({depth}):\n    cond = (all_of if i % 2 else any_of)(kl.above(i + 2), cond)\n"
+HAND_WRITTEN_OR = one_alert("None", "expr='{expr}'", "description='x'").replace(
+    "Alert.when(\n        'TeamX', None,", "Alert(\n        'TeamX',")
+LARGE = {
+    "all_of/any_of nested 400 deep": (NESTED.format(depth=400) + one_alert("cond"),
+                                      "alert 'TeamX': condition: all_of and any_of nest more than 8 deep"),
+    "any_of 3,000 wide": (one_alert("any_of(*(kl.above(i + 1) for i in range(3000)))"),
+                          "alert 'TeamX': condition: the condition holds more than 64 comparisons"),
+    "a hand-written expression 3,000 wide": (
+        HAND_WRITTEN_OR.replace("{expr}", " or ".join(f"verl_actor_ppo_kl{{verl}} > {i}" for i in range(3000))),
+        "alert 'TeamX': the expression holds 8999 operators and parentheses, more than the 1000 dashgen checks"),
+    "a hand-written expression 30,000 wide": (  # the native parser would crash the process
+        HAND_WRITTEN_OR.replace("{expr}", " or ".join(f"verl_actor_ppo_kl{{verl}} > {i}" for i in range(30000))),
+        "more than the 1000 dashgen checks"),
+    "a group interval of 0s": (one_alert("kl.above(1)").replace("),))", "),), interval='0s')"),
+                               "alerts/team.py: group 'team': interval '0s' must be longer than 0s"),
+    "a recording declared twice": (
+        "def rules(config):\n    return RuleGroup('team', (Recording('team:kl', 'verl_actor_ppo_kl{verl}', 'x'), "
+        "Recording('team:kl', 'verl_actor_ppo_kl{verl}', 'x')))\n",
+        "alerts/team.py: recording rule 'team:kl': the series is already a metric of the catalog or recorded"),
+    "a recording named like a catalog metric": (
+        "def rules(config):\n    return RuleGroup('team', (Recording('verl_actor_ppo_kl', 'vector(1)', 'x'),))\n",
+        "alerts/team.py: recording rule 'verl_actor_ppo_kl': the series is already a metric of the catalog"),
+}
+
+
+@pytest.mark.parametrize("module, expected", LARGE.values(), ids=LARGE.keys())
+def test_large_definitions_meet_a_stated_limit(project, module, expected):
+    build_fails(project, module, expected)
+
+
+def test_at_the_limits_a_condition_builds(project):
+    module = NESTED.format(depth=8) + one_alert("cond").replace("TeamX", "TeamDeep").replace("RuleGroup('team', (", (
+        "RuleGroup('team', (Alert.when('TeamWide', any_of(*(kl.above(i + 1) for i in range(64))), "
+        "severity=Severity.WARNING, summary='x'), "))
+    (project / "alerts" / "team.py").write_text(HEADER + module)
+    result = run("build", "--root", str(project))
+    assert result.exit_code == 0, result.output
+
+
+def test_three_quietest_baselines_of_one_signal_each_get_a_recording(project):
+    alerts = ", ".join(f"Alert.when('TeamQuiet{i}', kl.above(2, times=Baseline.quietest('{window}', over='1h')), "
+                       f"severity=Severity.WARNING, summary='x')" for i, window in enumerate(("5m", "10m", "15m")))
+    again = "Alert.when('TeamQuietAgain', kl.above(3, times=Baseline.quietest('5m', over='1h')), " \
+            "severity=Severity.WARNING, summary='x')"
+    (project / "alerts" / "team.py").write_text(
+        HEADER + f"def rules(config):\n    return RuleGroup('team', ({alerts}, {again}))\n")
+    result = run("build", "--root", str(project))
+    assert result.exit_code == 0, result.output
+    rules = (project / "rendered" / "rules" / "team.yaml").read_text()
+    floors = re.findall(r"record: (verl:actor_ppo_kl:baseline_floor\S*)", rules)
+    # verl:actor_ppo_kl:baseline_floor itself is the stability area's (another window); the same
+    # baseline twice is one recording, read by both alerts.
+    assert floors == [f"verl:actor_ppo_kl:baseline_floor_{w}_1h_full" for w in ("5m", "10m", "15m")]
+    assert rules.count("> 2 * verl:actor_ppo_kl:baseline_floor_5m_1h_full") == 1
+    assert rules.count("> 3 * verl:actor_ppo_kl:baseline_floor_5m_1h_full") == 1
+
+
+def test_a_generated_test_promtool_cannot_run_names_its_alert_and_why(project):
+    (project / "alerts" / "team.py").write_text(HEADER + one_alert("kl.above(2, times=Baseline('30d'))"))
+    assert run("build", "--root", str(project)).exit_code == 0
+    result = run("test", "--root", str(project), "team")
+    assert result.exit_code == 1
+    assert result.output.startswith(
+        "Error: alerts/team.py: alert 'TeamX': its generated test cannot run in promtool: its longest window, "
+        "30d10m, is 43,210 samples at the rule interval, more than the 10,000 `promtool test rules` loads in one "
+        "query (\"too many samples\")"), result.output
+
+
+@pytest.mark.heavy
+def test_an_untestable_alert_that_says_why_is_left_out_of_the_generated_tests(project):
+    (project / "alerts" / "team.py").write_text(
+        HEADER + one_alert("kl.above(2, times=Baseline('30d'))", "untested='a fixture samples it every 10m'"))
+    assert run("build", "--root", str(project)).exit_code == 0
+    result = run("test", "--root", str(project), "team")
+    assert result.exit_code == 0, result.output
+    assert "no rule tests of team: every alert there says why" in result.output
