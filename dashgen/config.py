@@ -583,7 +583,17 @@ def _describe(value: Any) -> str:
 # --- Reading a config file ----------------------------------------------------------------------
 
 class _UniqueKeyLoader(yaml.SafeLoader):
-    """Safe YAML that refuses a key given twice (the second would silently win)."""
+    """Safe YAML that refuses a key given twice (the second would silently win), and aliases: a
+    few lines of nested aliases (an alias bomb) expand to billions of nodes, which the 1 MiB read
+    limit does not bound, and a config has no need of them."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.events.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(
+                None, None, f"the alias *{event.anchor} is not allowed here (nor merge keys <<: *...): write the "
+                            f"value out", event.start_mark)
+        return super().compose_node(parent, index)
 
 
 def _construct_unique_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
@@ -598,6 +608,11 @@ def _construct_unique_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, d
 
 
 _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_unique_mapping)
+
+
+def load_yaml(text: str) -> Any:
+    """A user's YAML file (dashgen.yaml, metrics.yaml) as data: safe tags only, no key twice, no aliases."""
+    return yaml.load(text, Loader=_UniqueKeyLoader)
 
 
 def config_path(root: Path | None, explicit: Path | None) -> Path | None:
@@ -626,7 +641,7 @@ def read_overrides(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: config is not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}); "
                           f"save it as UTF-8") from None
     try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)
+        data = load_yaml(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from None
     if data is None:

@@ -6,6 +6,7 @@ copy of this repository's project, and builds it."""
 
 import re
 import textwrap
+import time
 
 import pytest
 
@@ -344,3 +345,33 @@ def test_an_untestable_alert_that_says_why_is_left_out_of_the_generated_tests(pr
     result = run("test", "--root", str(project), "team")
     assert result.exit_code == 0, result.output
     assert "no rule tests of team: every alert there says why" in result.output
+
+
+# 6. YAML aliases: a few lines of nested aliases expand to billions of nodes.
+def alias_bomb(field: str) -> str:
+    lines = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 9)]
+    return "\n".join(lines) + f"\nteam: {{{field}: *a8}}\n"
+
+
+@pytest.mark.parametrize("command", ["build", "config", "check"])
+def test_an_alias_bomb_in_a_team_area_field_is_refused_at_once(project, command):
+    module = "from dashgen.config import Duration\n" + AREA.format(kind="Duration")
+    (project / "alerts" / "team.py").write_text(HEADER + module)
+    (project / "dashgen.yaml").write_text(alias_bomb("window"))
+    before = tree_digest(project / "rendered")
+    started = time.monotonic()
+    result = run(command, "--root", str(project))
+    assert time.monotonic() - started < 5
+    assert result.exit_code == 1
+    assert result.output.startswith(f"Error: {project / 'dashgen.yaml'}: not valid YAML: the alias *a0 is not allowed "
+                                    f"here"), result.output
+    assert "line 2, column 10" in result.output
+    assert tree_digest(project / "rendered") == before
+
+
+def test_merge_keys_and_aliases_in_the_project_metrics_are_refused(project):
+    (project / "metrics.yaml").write_text(
+        "base: &base {type: gauge, unit: none}\nmetrics:\n- {<<: *base, name: team_queue_depth, help: x}\n")
+    build_fails(project, one_alert("kl.above(1)"), "metrics.yaml: cannot read the project's metrics: the alias *base "
+                                                    "is not allowed here (nor merge keys <<: *...)")
