@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from numbers import Real
 from typing import Iterator, Union
 
 from dashgen.config import duration_problem, duration_seconds
@@ -326,7 +325,7 @@ def _comparison_problem(c: Comparison) -> str | None:
 
 
 def _number_problem(what: str, value: object, positive: bool = False, non_negative: bool = False) -> str | None:
-    if isinstance(value, bool) or not isinstance(value, Real):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         hint = " (a string: convert it, e.g. float(os.environ[...]))" if isinstance(value, str) else ""
         return f"{what} is {value!r}, not a number{hint}"
     if not math.isfinite(value):

@@ -106,7 +106,7 @@ _OPERATOR = re.compile(r"[()]|\b(?:and|or|unless)\b|[-+*/%^<>=!]=?")
 
 def check_expression(expr: str, catalog: Catalog) -> SeriesInfo:
     """Raise QueryError naming the first problem; return the result's labels otherwise."""
-    operators = len(_OPERATOR.findall(expr))
+    operators = len(_OPERATOR.findall(expr)) if len(expr) > MAX_OPERATORS else 0  # each is a character or more
     if operators > MAX_OPERATORS:
         raise QueryError(f"the expression holds {operators} operators and parentheses, more than the "
                          f"{MAX_OPERATORS} dashgen checks; split it, e.g. into recording rules")
