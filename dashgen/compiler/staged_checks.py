@@ -75,14 +75,18 @@ def check_with_tools(files: dict[str, str], changed: list[str], rendered: str = 
 
 def _failure(tool: str, args: list[str], read: list[str], output: str, files: dict[str, str], rendered: str) -> str:
     """What failed, each refused file named by the module it was rendered from."""
-    refused = [line.strip() for line in output.splitlines()
-               if line.strip() and not line.startswith(("Checking ", "  SUCCESS", "  FAILED", "SUCCESS", "Found:"))]
-    modules = [f"{_module_of(rel, files)} ({rendered}/{rel})" for rel in read
-               if any(rel in line for line in refused) or len(read) == 1]
+    refused = []
+    for line in (line.strip() for line in output.splitlines()):
+        if line.startswith("Checking ") and "FAILED" in line:  # amtool: Checking 'file'  FAILED: why
+            refused.append(f"{line.split()[1].strip(chr(39))}: {line.split('FAILED', 1)[1].lstrip(': ')}")
+        elif line and not line.startswith(("Checking ", "SUCCESS", "FAILED", "Found:", "- ")):
+            refused.append(line)
+    modules = [_named(rel, files, rendered) for rel in read if any(rel in line for line in refused) or len(read) == 1]
     where = ", ".join(modules) or ", ".join(f"{rendered}/{rel}" for rel in read)
     return f"{where}: `{tool} {' '.join(args)}` refuses what the build would write:\n  " + "\n  ".join(refused)
 
 
-def _module_of(rel: str, files: dict[str, str]) -> str:
+def _named(rel: str, files: dict[str, str], rendered: str) -> str:
+    """`alerts/team.py (rendered/rules/team.yaml)` for a rule file; the path alone for another file."""
     match = _SOURCE.match(files[rel])
-    return match.group(1) if match else rel
+    return f"{match.group(1)} ({rendered}/{rel})" if match else f"{rendered}/{rel}"

@@ -375,3 +375,16 @@ def test_merge_keys_and_aliases_in_the_project_metrics_are_refused(project):
         "base: &base {type: gauge, unit: none}\nmetrics:\n- {<<: *base, name: team_queue_depth, help: x}\n")
     build_fails(project, one_alert("kl.above(1)"), "metrics.yaml: cannot read the project's metrics: the alias *base "
                                                     "is not allowed here (nor merge keys <<: *...)")
+
+
+def test_amtool_guards_the_alertmanager_config_a_build_would_write():
+    from dashgen.compiler.staged_checks import ALERTMANAGER_FILE, check_with_tools
+    from dashgen.errors import BuildError
+
+    files = {ALERTMANAGER_FILE: "route: {receiver: nowhere}\nreceivers: [{name: somewhere}]\n"}
+    check_with_tools(files, [])  # nothing changes: nothing to check
+    with pytest.raises(BuildError) as refused:
+        check_with_tools(files, [ALERTMANAGER_FILE])
+    assert str(refused.value).startswith(f"rendered/{ALERTMANAGER_FILE}: `amtool check-config` refuses what the "
+                                         f"build would write:"), str(refused.value)
+    assert 'undefined receiver "nowhere"' in str(refused.value)
