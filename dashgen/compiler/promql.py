@@ -61,6 +61,12 @@ class SeriesInfo:
     has_buckets: bool = False
 
 
+def label_value(value: str) -> str:
+    """`value` as a quoted PromQL (and Alertmanager matcher) string: a quote, backslash or newline
+    in it cannot end the string or the selector."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
 def substitute_grafana_variables(expr: str) -> str:
     return substitute_variables(expr, _GRAFANA_DURATIONS, "var")
 

@@ -28,6 +28,7 @@ import yaml
 from dashgen.catalog import LAST_STEP_METRIC, Catalog
 from dashgen.compiler.condition_compiler import resolve_signal
 from dashgen.compiler.step_windows import GLOBAL_STEP, band_of, step_window_seconds
+from dashgen.compiler.promql import label_value
 from dashgen.compiler.selectors import expand_selectors, rule_selectors
 from dashgen.conditions import Compare, Comparison, Condition, Steps, Window, comparisons
 from dashgen.config import Config, duration_seconds, format_duration
@@ -244,7 +245,7 @@ def _values(segments: list[tuple[float, int]]) -> str:
 def _run_selector(series: str, selectors: dict[str, str], experiment: str) -> str:
     """The series of one synthetic run: its scrape job's matchers plus the run's labels."""
     expanded = expand_selectors(series, selectors)
-    labels = f'instance="generated:9464", project="generated", experiment="{experiment}"'
+    labels = f'instance="generated:9464", project="generated", experiment={label_value(experiment)}'
     if expanded.endswith("}"):
         return expanded[:-1] + (", " if not expanded.endswith("{}") else "") + labels + "}"
     return f"{expanded}{{{selectors['verl']}, {labels}}}"
@@ -267,7 +268,8 @@ def generated_test_file(rule_files: list[str], module_alerts: list[Alert], catal
             raise
         for case in cases:
             experiment = f"{alert.name}-{case.name}"
-            firing = f'count(ALERTS{{alertname="{alert.name}", alertstate="firing", experiment="{experiment}"}})'
+            firing = (f'count(ALERTS{{alertname={label_value(alert.name)}, alertstate="firing", '
+                      f'experiment={label_value(experiment)}}})')
             tests.append({
                 "name": f"{alert.name}: {case.name.replace('-', ' ')}",
                 "interval": config.rule_interval,

@@ -19,7 +19,7 @@ from dashgen.catalog import Catalog, Metric, MetricType, Source
 from dashgen.compiler.block_yaml import rule_yaml
 from dashgen.compiler.condition_compiler import BaselineDefaults, ConditionCompiler, expand_group
 from dashgen.compiler.loader import DefinitionModule, call_definition, load_modules
-from dashgen.compiler.promql import QueryError
+from dashgen.compiler.promql import QueryError, label_value
 from dashgen.compiler.references import check_alertname_matchers
 from dashgen.compiler.rule_format import label_name_problem, template_problem
 from dashgen.compiler.rendering import runbook_anchor, templates
@@ -89,7 +89,7 @@ def _ms(duration: str) -> int:
 def with_sustain(name: str, condition: str, sustain: str, on: str) -> str:
     """The rule text of an alert with hysteresis (see dashgen.model.Sustain)."""
     return (f"(\n{textwrap.indent(condition, '  ')}\n)\nor\n(\n  (\n{textwrap.indent(sustain, '    ')}\n  )\n"
-            f"  and on({on}) ALERTS{{alertname=\"{name}\", alertstate=\"firing\"}}\n)")
+            f"  and on({on}) ALERTS{{alertname={label_value(name)}, alertstate=\"firing\"}}\n)")
 
 
 def load_rule_modules(root: Path) -> list[DefinitionModule]:

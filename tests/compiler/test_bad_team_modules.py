@@ -388,3 +388,13 @@ def test_amtool_guards_the_alertmanager_config_a_build_would_write():
     assert str(refused.value).startswith(f"rendered/{ALERTMANAGER_FILE}: `amtool check-config` refuses what the "
                                          f"build would write:"), str(refused.value)
     assert 'undefined receiver "nowhere"' in str(refused.value)
+
+
+@pytest.mark.parametrize("value", ["verl", 'a"b', "a\\b", "x\ny", '") or vector(1) #', "ünïcode"])
+def test_a_label_value_spliced_into_promql_stays_one_value(value):
+    import promql_parser
+
+    from dashgen.compiler.promql import label_value
+
+    (matcher,) = promql_parser.parse(f"up{{job={label_value(value)}}}").matchers.matchers
+    assert (matcher.name, matcher.value) == ("job", value)

@@ -19,6 +19,7 @@ import yaml
 
 from dashgen.compiler.block_yaml import indented_yaml
 from dashgen.compiler.loader import DefinitionModule, call_definition
+from dashgen.compiler.promql import label_value
 from dashgen.compiler.references import check_alert_name
 from dashgen.compiler.rendering import runbook_anchor, templates
 from dashgen.compiler.targets.receivers import check_receiver
@@ -235,4 +236,4 @@ def _read_fixture(path: Path, shown: str) -> tuple[Path, list[dict]]:
 
 
 def _labels_text(labels: dict[str, str]) -> str:
-    return "{" + ", ".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}"
+    return "{" + ", ".join(f"{k}={label_value(v)}" for k, v in sorted(labels.items())) + "}"
