@@ -57,7 +57,7 @@ def duration_problem(text: object) -> str | None:
     """Why Prometheus would refuse `text` as a duration (in a rule file or a PromQL range), or None."""
     if not isinstance(text, str) or not DURATION.fullmatch(text):
         return f"{text!r} is not a Prometheus duration (e.g. 90s, 10m, 1h30m: units largest first)"
-    if duration_seconds(text) > MAX_DURATION_SECONDS:
+    if len(text) > 3 and duration_seconds(text) > MAX_DURATION_SECONDS:  # three characters (99y) are in range
         return f"{text!r} is out of Prometheus' duration range (at most {MAX_DURATION_SECONDS / _UNITS['y']:.0f}y)"
     return None
 

@@ -149,16 +149,19 @@ class _Checker:
         return self.visit(node.expr)
 
     def visit_SubqueryExpr(self, node) -> SeriesInfo:
-        _check_durations(node.range, node.step, node.offset)
+        _check_duration(node.range)
+        _check_duration(node.step)
+        _check_duration(node.offset)
         inner = self.visit(node.expr)
         return SeriesInfo(inner.labels, has_buckets=inner.has_buckets)
 
     def visit_MatrixSelector(self, node) -> SeriesInfo:
-        _check_durations(node.range)
+        _check_duration(node.range)
         return self.visit(node.vector_selector)
 
     def visit_VectorSelector(self, node) -> SeriesInfo:
-        _check_durations(node.offset)
+        if node.offset is not None:
+            _check_duration(node.offset)
         name = node.name
         matchers = list(node.matchers.matchers)
         for group in node.matchers.or_matchers:
@@ -269,12 +272,11 @@ class _Checker:
         return SeriesInfo(frozenset(labels), has_buckets=lhs.has_buckets)
 
 
-def _check_durations(*durations) -> None:
-    """Ranges, steps and offsets within what Prometheus' parser takes (it refuses longer ones)."""
-    for duration in durations:
-        if duration is not None and abs(duration.total_seconds()) > MAX_DURATION_SECONDS:
-            raise QueryError(f"a range or offset of {duration.days / 365:.0f} years is out of Prometheus' "
-                             f"duration range (at most {MAX_DURATION_SECONDS / 31536000:.0f}y)")
+def _check_duration(duration) -> None:
+    """A range, step or offset within what Prometheus' parser takes (it refuses a longer one)."""
+    if duration is not None and abs(duration.total_seconds()) > MAX_DURATION_SECONDS:
+        raise QueryError(f"a range or offset of {duration.days / 365:.0f} years is out of Prometheus' "
+                         f"duration range (at most {MAX_DURATION_SECONDS / 31536000:.0f}y)")
 
 
 def _closest(name: str, catalog: Catalog) -> str | None:

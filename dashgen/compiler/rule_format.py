@@ -11,6 +11,7 @@ LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 # Go's text/template: an action is {{ ... }}, trimmed as {{- ... -}}; these open a block closed by {{ end }}.
 _BLOCK_KEYWORDS = {"if", "range", "with", "define", "block"}
 _WORD = re.compile(r"[A-Za-z_]\w*")
+_ACTION_PART = re.compile(r"}}|[\"'`]|/\*")  # where an action ends, or a string or comment inside it starts
 
 
 def label_name_problem(name: object) -> str | None:
@@ -55,24 +56,21 @@ def template_problem(text: str) -> str | None:
 
 def _action_end(text: str, position: int) -> tuple[int, str | None]:
     """Where the action starting at `position` ends (the index of its }}), skipping quoted strings."""
-    while position < len(text):
-        char = text[position]
-        if text.startswith("}}", position):
+    while (found := _ACTION_PART.search(text, position)) is not None:
+        position = found.start()
+        if found.group() == "}}":
             return position, None
-        if char in "\"'`":
-            close = _string_end(text, position)
-            if close < 0:
-                return position, f"a string opened at {text[position:position + 20]!r} is not closed inside its {{{{ }}}}"
-            position = close + 1
-            continue
-        if text.startswith("/*", position):
+        if found.group() == "/*":
             close = text.find("*/", position + 2)
             if close < 0:
                 return position, "a {{/* comment */}} is not closed"
             position = close + 2
             continue
-        position += 1
-    return position, "an action {{ ... is not closed by }}"
+        close = _string_end(text, position)
+        if close < 0:
+            return position, f"a string opened at {text[position:position + 20]!r} is not closed inside its {{{{ }}}}"
+        position = close + 1
+    return len(text), "an action {{ ... is not closed by }}"
 
 
 def _string_end(text: str, start: int) -> int:
