@@ -265,8 +265,9 @@ def _check_alert(alert: Alert, where: str) -> None:
             raise BuildError(f"{where}: {name} = {problem}")
     if alert.sustain is not None and not isinstance(alert.sustain, Sustain):
         raise BuildError(f"{where}: sustain must be a dashgen.model.Sustain")
-    if not isinstance(alert.labels, tuple) or not all(
-            isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(x, str) for x in pair) for pair in alert.labels):
+    if not isinstance(alert.labels, (tuple, list)) or not all(
+            isinstance(pair, (tuple, list)) and len(pair) == 2 and all(isinstance(x, str) for x in pair)
+            for pair in alert.labels):
         raise BuildError(f"{where}: labels are a tuple of (name, value) string pairs, e.g. (('team', 'rl'),)")
     if "severity" in dict(alert.labels):
         raise BuildError(f"{where}: set severity with the severity field, not in labels")

@@ -398,3 +398,10 @@ def test_a_label_value_spliced_into_promql_stays_one_value(value):
 
     (matcher,) = promql_parser.parse(f"up{{job={label_value(value)}}}").matchers.matchers
     assert (matcher.name, matcher.value) == ("job", value)
+
+
+def test_labels_as_a_list_of_pairs_build(project):
+    (project / "alerts" / "team.py").write_text(HEADER + one_alert("kl.above(1)", "labels=[['team', 'rl']]"))
+    result = run("build", "--root", str(project))
+    assert result.exit_code == 0, result.output
+    assert "team: rl" in (project / "rendered" / "rules" / "team.yaml").read_text()
