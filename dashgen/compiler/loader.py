@@ -71,7 +71,10 @@ def call_definition(definition: DefinitionModule, entry_point: str, *args):
     except BuildError:
         raise
     except DefinitionError as exc:
-        raise BuildError(f"{definition.path}: {exc}\n{_user_frames(exc, Path(definition.module.__file__))}") from None
+        files = [arg.source for arg in args if isinstance(getattr(arg, "source", None), Path)]  # a Config's file
+        read = f" (with the values {files[0]} sets)" if files else ""
+        raise BuildError(f"{definition.path}: {exc}{read}\n{_user_frames(exc, Path(definition.module.__file__))}") \
+            from None
     except SystemExit as exc:
         raise BuildError(f"{definition.path}: {entry_point}() called sys.exit({exc.code!r}); a definition "
                          f"must not exit") from None

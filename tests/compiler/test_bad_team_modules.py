@@ -405,3 +405,15 @@ def test_labels_as_a_list_of_pairs_build(project):
     result = run("build", "--root", str(project))
     assert result.exit_code == 0, result.output
     assert "team: rl" in (project / "rendered" / "rules" / "team.yaml").read_text()
+
+
+def test_a_factor_from_the_config_against_its_direction_names_the_alert_and_the_config(project):
+    (project / "dashgen.yaml").write_text("load_balance: {token_runaway_sustain_factor: 0.9}\n")
+    before = tree_digest(project / "rendered")
+    result = run("build", "--root", str(project))
+    assert result.exit_code == 1
+    assert result.output.startswith("Error: alerts/load_balance.py: alert 'VerlBatchTokenRunaway': keep_firing_while: "
+                                    ), result.output
+    assert "above(0.9, times=...) holds whenever the signal is at its baseline" in result.output
+    assert f"(with the values {project / 'dashgen.yaml'} sets)" in result.output
+    assert tree_digest(project / "rendered") == before
