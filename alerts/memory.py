@@ -4,12 +4,13 @@ from dataclasses import dataclass
 
 from dashgen.conditions import RUN_NAME
 from dashgen.config import AreaConfig, Config, Duration, Fraction, Interval
-from dashgen.gpu import gpu_source, run_join
+from dashgen.gpu import SESSION_LABEL, gpu_source, run_join
 from dashgen.model import ON_RUN, Alert, Recording, RuleGroup, Severity
 
 RESERVED = "verl_perf_max_memory_reserved_bytes{verl}"
 ALLOCATED = "verl_perf_max_memory_allocated_bytes{verl}"
 CAPACITY = "run:gpu_memory_capacity_bytes:min"
+PEAK_RESERVED = "run:verl_perf_max_memory_reserved_bytes:max"
 MIB = 2**20
 
 
@@ -38,7 +39,8 @@ def capacity_recording(config: Config) -> Recording:
     total = f"({gpu.memory_used}{{gpu}} + {gpu.memory_free}{{gpu}})"
     runs = f"max by (project, experiment) ({RESERVED}) * 0"
     if gpu.linked_to_runs:
-        measured = f"min by (project, experiment) (\n  {total}{run_join('verl')}\n) * {MIB}"
+        # Per Ray session first: the join then reads a series a session, not one a GPU.
+        measured = f"min by (project, experiment) (\n  min by ({SESSION_LABEL}) {total}{run_join('verl')}\n) * {MIB}"
     else:
         measured = f"{runs} + on() group_left() (min({total}) * {MIB})"
     return Recording(CAPACITY, f"{measured}\nor on(project, experiment)\n{runs} + {config.gpu_memory_bytes}",
@@ -56,7 +58,9 @@ def rules(config: Config) -> RuleGroup:
     # A reservation above the card is a configuration error, not pressure (a healthy run on a
     # 141 GB card reserves 89 GB from its first step): it is possible only when the size comes
     # from the config.
-    beyond_capacity = f"max_over_time({RESERVED}[{window}]) > {of_capacity} {CAPACITY}"
+    peak = Recording(PEAK_RESERVED, f"max_over_time({RESERVED}[{window}])",
+                     f"The run's highest reserved GPU memory of the last {window}")
+    beyond_capacity = f"{PEAK_RESERVED} > {of_capacity} {CAPACITY}"
     pressure = Alert(
         name="VerlGPUMemoryPressure",
         severity=Severity.WARNING,
@@ -105,4 +109,4 @@ def rules(config: Config) -> RuleGroup:
             "the card's memory (e.g. 141GB); rebuild and deploy.",
         ),
     )
-    return RuleGroup("verl-memory", (capacity_recording(config), pressure, capacity_too_low))
+    return RuleGroup("verl-memory", (capacity_recording(config), peak, pressure, capacity_too_low))
