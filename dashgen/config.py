@@ -41,14 +41,26 @@ class ConfigError(BuildError):
 
 # --- Field kinds: what an `Annotated[...]` adds to the base type ------------------------------
 
-DURATION = re.compile(r"(\d+(ms|s|m|h|d|w|y))+")
+# Prometheus' own syntax: units largest first, each at most once (1h30m, not 30m1h).
+DURATION = re.compile(r"(?=\d)(\d+y)?(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?(\d+ms)?")
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
+# Prometheus keeps a duration in int64 nanoseconds and refuses a longer one ("duration out of range").
+MAX_DURATION_SECONDS = (2**63 - 1) / 1e9
 
 
 def duration_seconds(text: str) -> float:
     if not isinstance(text, str) or not DURATION.fullmatch(text):
         raise ValueError(f"{text!r} is not a Prometheus duration")
     return sum(int(n) * _UNITS[u] for n, u in re.findall(r"(\d+)(ms|s|m|h|d|w|y)", text))
+
+
+def duration_problem(text: object) -> str | None:
+    """Why Prometheus would refuse `text` as a duration (in a rule file or a PromQL range), or None."""
+    if not isinstance(text, str) or not DURATION.fullmatch(text):
+        return f"{text!r} is not a Prometheus duration (e.g. 90s, 10m, 1h30m: units largest first)"
+    if len(text) > 3 and duration_seconds(text) > MAX_DURATION_SECONDS:  # three characters (99y) are in range
+        return f"{text!r} is out of Prometheus' duration range (at most {MAX_DURATION_SECONDS / _UNITS['y']:.0f}y)"
+    return None
 
 
 def format_duration(seconds: float) -> str:
@@ -423,6 +435,7 @@ class Config:
     def area(self, tunables: type[A]) -> A:
         """An alert area's tunables: its defaults, overridden by the config file's `<area>:` section."""
         if tunables not in self._areas:
+            _refuse_raw_text(tunables)
             values = self._sections.get(tunables.area, {})
             where = f"{self._source}: " if self._source else ""
             known = [f.name for f in dataclasses.fields(tunables)]
@@ -617,7 +630,17 @@ def _describe(value: Any) -> str:
 # --- Reading a config file ----------------------------------------------------------------------
 
 class _UniqueKeyLoader(yaml.SafeLoader):
-    """Safe YAML that refuses a key given twice (the second would silently win)."""
+    """Safe YAML that refuses a key given twice (the second would silently win), and aliases: a
+    few lines of nested aliases (an alias bomb) expand to billions of nodes, which the 1 MiB read
+    limit does not bound, and a config has no need of them."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.events.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(
+                None, None, f"the alias *{event.anchor} is not allowed here (nor merge keys <<: *...): write the "
+                            f"value out", event.start_mark)
+        return super().compose_node(parent, index)
 
 
 def _construct_unique_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
@@ -632,6 +655,11 @@ def _construct_unique_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, d
 
 
 _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_unique_mapping)
+
+
+def load_yaml(text: str) -> Any:
+    """A user's YAML file (dashgen.yaml, metrics.yaml) as data: safe tags only, no key twice, no aliases."""
+    return yaml.load(text, Loader=_UniqueKeyLoader)
 
 
 def config_path(root: Path | None, explicit: Path | None) -> Path | None:
@@ -660,7 +688,7 @@ def read_overrides(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: config is not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}); "
                           f"save it as UTF-8") from None
     try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)
+        data = load_yaml(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from None
     if data is None:
@@ -780,6 +808,29 @@ def _defined_in(cls: type) -> str:
     if cls.__module__.startswith(prefix):
         return cls.__module__[len(prefix):].replace(".", "/") + ".py"
     return cls.__module__
+
+
+def _refuse_raw_text(cls: type) -> None:
+    """An area's tunables reach PromQL (windows, thresholds, names in selectors), so none may be any
+    text at all: a string from dashgen.yaml such as `5m]) or vector(1)` would change the rule."""
+    for f, hint in _schema(cls).items():
+        if _admits_raw_text(hint):
+            raise BuildError(f"{_defined_in(cls)}: {cls.__qualname__}.{f.name} is typed {_type_name(hint)}, any text: "
+                             f"a value from dashgen.yaml would reach PromQL as written. Type it Duration or Interval "
+                             f"(a window), StepCount, a number kind (Fraction, Factor, NonNegative, float), or "
+                             f"Annotated[str, Matches(pattern, example)] (a name); see dashgen/config.py")
+
+
+def _admits_raw_text(hint: Any) -> bool:
+    """Whether a field of this type takes any string, unchecked by a kind (Matches, PrometheusDuration, ...)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is Annotated:
+        return not any(hasattr(kind, "problem") for kind in args[1:]) and _admits_raw_text(args[0])
+    if origin is Literal:
+        return False
+    if hint is str or hint is Any:
+        return True
+    return any(_admits_raw_text(a) for a in args if a is not Ellipsis)
 
 
 def _kinds(hint: Any) -> list[Any]:

@@ -265,6 +265,17 @@ class Alert:
     def when(cls, name: str, condition: Condition, **fields) -> "Alert":
         return cls(name, condition=condition, **fields)
 
+    def __post_init__(self) -> None:
+        """A condition's thresholds, factors and windows are checked here, where the alert is
+        written, so a mistake is named with the alert (and the loader adds the file and line)."""
+        from dashgen.conditions import condition_problem
+        from dashgen.errors import DefinitionError
+
+        for name, condition in (("condition", self.condition), ("keep_firing_while", self.keep_firing_while)):
+            problem = condition_problem(condition) if condition is not None else None
+            if problem:
+                raise DefinitionError(f"alert {self.name!r}: {name}: {problem}")
+
 
 @record
 class Recording:

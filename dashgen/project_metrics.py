@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from dashgen.catalog import CATALOG, TARGET_LABELS, VERL_LABELS, Catalog, Metric, MetricType, Source
+from dashgen.config import load_yaml
 from dashgen.errors import BuildError
 
 METRICS_FILE = "metrics.yaml"
@@ -34,7 +35,7 @@ def load_project_metrics(path: Path, base: Catalog = CATALOG) -> list[Metric]:
     if not path.is_file():
         return []
     try:
-        data = yaml.safe_load(path.read_text())
+        data = load_yaml(path.read_text())
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise BuildError(f"{path}: cannot read the project's metrics: {exc}") from None
     if data is None:

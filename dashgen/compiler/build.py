@@ -102,7 +102,7 @@ def render_project(root: Path, config: Config) -> Rendered:
         "provisioning-datasources.yaml.j2").render(
         name=config.datasource_name, uid=config.datasource_uid, scrape_interval=config.scrape_interval,
         default_prometheus_url=DEFAULT_PROMETHEUS_URL, is_default=config.datasource_is_default)
-    alerting = render_alerting(alert_modules, config, list(alerts_by_name.values()))
+    alerting = render_alerting(alert_modules, config, list(alerts_by_name.values()), rules.alert_labels)
     out.files.update(alerting.files)
     if DOCS_FILE in out.files:
         out.files[DOCS_FILE] += alerting.runbook_section
@@ -154,8 +154,14 @@ def differences(out_dir: Path, files: dict[str, str]) -> list[str]:
 
 
 def write_rendered(out_dir: Path, files: dict[str, str]) -> list[str]:
-    """Replace out_dir's files by `files` as a whole (see tree_writer); returns the paths changed."""
-    return replace_tree(out_dir, files)
+    """Replace out_dir's files by `files` as a whole (see tree_writer), once promtool and amtool
+    accept the rule files and Alertmanager config that change (staged_checks); returns the paths changed."""
+    def check(changed: list[str]) -> None:  # imported only when something changes: a build is benchmarked
+        from dashgen.compiler.staged_checks import check_with_tools
+
+        check_with_tools(files, changed, out_dir.name)
+
+    return replace_tree(out_dir, files, check)
 
 
 def validate_rendered(files: dict[str, str]) -> None:
@@ -184,6 +190,9 @@ def validate_rendered(files: dict[str, str]) -> None:
     if result.returncode != 0:
         raise BuildError(f"promtool check config rejects {RENDERED}/prometheus/prometheus.yml or its rule files:\n"
                          f"{(result.stdout + result.stderr).strip()}")
+    from dashgen.compiler.staged_checks import ALERTMANAGER_FILE, check_with_tools
+
+    check_with_tools(files, [ALERTMANAGER_FILE] if ALERTMANAGER_FILE in files else [], RENDERED)
 
 
 def check_for_vmalert(files: dict[str, str]) -> None:

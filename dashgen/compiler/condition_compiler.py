@@ -86,6 +86,12 @@ def early_baseline_median(series: str, window: str, ending: str, min_history: st
             f"  and present_over_time({series}[{back}] offset {offset})")
 
 
+def promql_number(value: float) -> str:
+    """`value` as PromQL reads it back exactly: short (0.5, 1e-05) where that is exact, else in full."""
+    short = f"{value:g}"
+    return short if float(short) == value else repr(float(value))
+
+
 def smoothed(series: str, window: str) -> str:
     """Median over `window`: one odd step (a spike, a dip) changes nothing."""
     return f"quantile_over_time(0.5, {series}[{window}])"
@@ -244,8 +250,8 @@ class ConditionCompiler:
                     median, smoothed(series.expr, window), f"Median of {series.expr.split('{')[0]} over {window}"))
             extreme, word = ("min", "floor") if fault_raises else ("max", "ceiling")
             name = f"{series.stem}:baseline_{word}"
-            if name in self._quietest.values():
-                name += f"_{over}_{min_history or 'full'}"
+            if name in self._quietest.values():  # another quietest baseline of the signal: say all that differs
+                name += f"_{window}_{over}_{min_history or 'full'}"
             self._quietest[key] = name
             expr = f"{extreme}_over_time({median}[{over}])"
             since = ""
@@ -345,13 +351,13 @@ class ConditionCompiler:
         expr, series = self.signal(condition.signal, where)
         baseline = condition.baseline
         if baseline is None:
-            return f"{expr} {condition.op} {condition.value:g}"
+            return f"{expr} {condition.op} {promql_number(condition.value)}"
         reference = self._baseline_series(condition, series, where, onset)
         if isinstance(condition, Compare):
-            return f"{expr} {condition.op} {condition.value:g} * {reference}"
+            return f"{expr} {condition.op} {promql_number(condition.value)} * {reference}"
         sign = "-" if condition.op == "<" else "+"
-        return (f"{expr} {condition.op} ({reference} {sign} clamp_min({condition.fraction:g} * abs({reference}), "
-                f"{condition.at_least:g}))")
+        return (f"{expr} {condition.op} ({reference} {sign} clamp_min({promql_number(condition.fraction)} * "
+                f"abs({reference}), {promql_number(condition.at_least)}))")
 
     def _baseline_series(self, condition: Comparison, series: SignalSeries, where: str,
                          onset: Condition | None) -> str:

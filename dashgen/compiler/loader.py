@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from dashgen.errors import BuildError
+from dashgen.errors import BuildError, DefinitionError
 from dashgen.records import record
 
 
@@ -48,6 +48,8 @@ def load_modules(root: Path, folder: str, entry_point: str) -> list[DefinitionMo
         sys.modules[name] = module
         try:
             spec.loader.exec_module(module)
+        except DefinitionError as exc:
+            raise BuildError(f"{shown}: {exc}\n{_user_frames(exc, path)}") from None
         except Exception as exc:  # a definition module's own bug: report it with its place
             raise BuildError(f"{shown}: importing the module failed: {type(exc).__name__}: {exc}\n"
                              f"{_user_frames(exc, path)}") from None
@@ -68,6 +70,11 @@ def call_definition(definition: DefinitionModule, entry_point: str, *args):
         return getattr(definition.module, entry_point)(*args)
     except BuildError:
         raise
+    except DefinitionError as exc:
+        files = [arg.source for arg in args if isinstance(getattr(arg, "source", None), Path)]  # a Config's file
+        read = f" (with the values {files[0]} sets)" if files else ""
+        raise BuildError(f"{definition.path}: {exc}{read}\n{_user_frames(exc, Path(definition.module.__file__))}") \
+            from None
     except SystemExit as exc:
         raise BuildError(f"{definition.path}: {entry_point}() called sys.exit({exc.code!r}); a definition "
                          f"must not exit") from None

@@ -15,6 +15,7 @@ from typing import Mapping
 import promql_parser as pp
 
 from dashgen.catalog import Catalog, Metric, MetricType
+from dashgen.config import MAX_DURATION_SECONDS
 from dashgen.errors import get_close_matches
 from dashgen.records import record
 
@@ -60,6 +61,12 @@ class SeriesInfo:
     has_buckets: bool = False
 
 
+def label_value(value: str) -> str:
+    """`value` as a quoted PromQL (and Alertmanager matcher) string: a quote, backslash or newline
+    in it cannot end the string or the selector."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
 def substitute_grafana_variables(expr: str) -> str:
     return substitute_variables(expr, _GRAFANA_DURATIONS, "var")
 
@@ -97,13 +104,26 @@ def _parsed(expr: str):
     return pp.parse(expr)
 
 
+# The most operators and parentheses an expression may hold: the parser (promql_parser, native code)
+# crashes the process on an expression some thousands deep, and the checker below recurses over it.
+MAX_OPERATORS = 1000
+_OPERATOR = re.compile(r"[()]|\b(?:and|or|unless)\b|[-+*/%^<>=!]=?")
+
+
 def check_expression(expr: str, catalog: Catalog) -> SeriesInfo:
     """Raise QueryError naming the first problem; return the result's labels otherwise."""
+    operators = len(_OPERATOR.findall(expr)) if len(expr) > MAX_OPERATORS else 0  # each is a character or more
+    if operators > MAX_OPERATORS:
+        raise QueryError(f"the expression holds {operators} operators and parentheses, more than the "
+                         f"{MAX_OPERATORS} dashgen checks; split it, e.g. into recording rules")
     try:
         tree = _parsed(substitute_grafana_variables(expr))
     except ValueError as exc:
         raise QueryError(f"PromQL syntax error: {exc}") from None
-    return _Checker(catalog).visit(tree)
+    try:
+        return _Checker(catalog).visit(tree)
+    except RecursionError:
+        raise QueryError("the expression nests too deep to check; split it, e.g. into recording rules") from None
 
 
 class _Checker:
@@ -129,13 +149,19 @@ class _Checker:
         return self.visit(node.expr)
 
     def visit_SubqueryExpr(self, node) -> SeriesInfo:
+        _check_duration(node.range)
+        _check_duration(node.step)
+        _check_duration(node.offset)
         inner = self.visit(node.expr)
         return SeriesInfo(inner.labels, has_buckets=inner.has_buckets)
 
     def visit_MatrixSelector(self, node) -> SeriesInfo:
+        _check_duration(node.range)
         return self.visit(node.vector_selector)
 
     def visit_VectorSelector(self, node) -> SeriesInfo:
+        if node.offset is not None:
+            _check_duration(node.offset)
         name = node.name
         matchers = list(node.matchers.matchers)
         for group in node.matchers.or_matchers:
@@ -244,6 +270,13 @@ class _Checker:
         if op == "or":
             labels |= rhs.labels
         return SeriesInfo(frozenset(labels), has_buckets=lhs.has_buckets)
+
+
+def _check_duration(duration) -> None:
+    """A range, step or offset within what Prometheus' parser takes (it refuses a longer one)."""
+    if duration is not None and abs(duration.total_seconds()) > MAX_DURATION_SECONDS:
+        raise QueryError(f"a range or offset of {duration.days / 365:.0f} years is out of Prometheus' "
+                         f"duration range (at most {MAX_DURATION_SECONDS / 31536000:.0f}y)")
 
 
 def _closest(name: str, catalog: Catalog) -> str | None:

@@ -38,11 +38,13 @@ import yaml
 from dashgen.catalog import LAST_STEP_METRIC, Catalog
 from dashgen.compiler.condition_compiler import resolve_signal
 from dashgen.compiler.step_windows import GLOBAL_STEP, band_of, step_window_seconds
+from dashgen.compiler.promql import label_value
 from dashgen.compiler.rules import SOURCE_RULES_PREFIX
 from dashgen.compiler.selectors import expand_selectors, rule_selectors
 from dashgen.compiler.source_queries import SourceQueries
 from dashgen.conditions import AllOf, AnyOf, Compare, Comparison, Condition, Steps, Window, comparisons
-from dashgen.config import Config, duration_seconds
+from dashgen.config import Config, duration_seconds, format_duration
+from dashgen.errors import BuildError
 from dashgen.model import Alert
 from dashgen.records import record
 
@@ -196,6 +198,7 @@ def _cases(alert: Alert, catalog: Catalog, config: Config, rhythm: float | None,
         level.band = (keep_at + onset_at) / 2 if keep_at != onset_at else keep_at + (level.fault - keep_at) / 10
 
     reduce, baseline = _windows(alert.condition, config, rhythm)
+    _check_runnable(alert, max(reduce, baseline), step, rhythm)
     if rhythm is not None:  # the run's rhythm is known from its second line on
         baseline = max(baseline, 2 * rhythm)
     holds = any(c.baseline is not None and c.baseline.is_held for c in (*onset, *keep))
@@ -332,6 +335,27 @@ def _crossing_candidates(ref: str, condition: Condition, healthy: float, ratio: 
     return [x for x in dict.fromkeys(found) if not ratio or 0 <= x <= 1]
 
 
+# The most samples `promtool test rules` loads in one query (its engine's MaxSamples); a query
+# over more fails with "query processing would load too many samples into memory".
+PROMTOOL_TEST_MAX_SAMPLES = 10_000
+
+
+class UntestableAlert(ValueError):
+    """An alert whose generated test promtool cannot run; the message says why."""
+
+
+def _check_runnable(alert: Alert, longest: float, step: float, rhythm: float | None) -> None:
+    samples = longest / step
+    if samples > PROMTOOL_TEST_MAX_SAMPLES:
+        at = f" at {rhythm:g} s per step" if rhythm is not None else ""
+        raise UntestableAlert(
+            f"alert {alert.name!r}: its generated test cannot run in promtool: its longest window{at}, "
+            f"{format_duration(longest)}, is {samples:,.0f} samples at the rule interval, more than the "
+            f"{PROMTOOL_TEST_MAX_SAMPLES:,} `promtool test rules` loads in one query (\"too many samples\"). "
+            f"Test it with a fixture in tests/rules/ whose series are sampled less often, and say so with "
+            f"untested=\"...\" (its generated test is then left out)")
+
+
 def _steps(seconds: float, step: float) -> int:
     return int(-(-seconds // step))
 
@@ -344,7 +368,7 @@ def _values(segments: list[tuple[float, int]]) -> str:
 def _run_selector(series: str, selectors: dict[str, str], experiment: str) -> str:
     """The series of one synthetic run: its scrape job's matchers plus the run's labels."""
     expanded = expand_selectors(series, selectors)
-    labels = f'instance="generated:9464", project="generated", experiment="{experiment}"'
+    labels = f'instance="generated:9464", project="generated", experiment={label_value(experiment)}'
     if expanded.endswith("}"):
         return expanded[:-1] + (", " if not expanded.endswith("{}") else "") + labels + "}"
     return f"{expanded}{{{selectors['verl']}, {labels}}}"
@@ -362,10 +386,17 @@ def generated_test_file(rule_files: list[str], module_alerts: list[Alert], catal
     for alert in module_alerts:
         if alert.condition is None:
             continue
-        for case in (case for case in alert_cases(alert, catalog, config) if not case.unreachable):
+        try:
+            cases = [case for case in alert_cases(alert, catalog, config) if not case.unreachable]
+        except UntestableAlert:
+            if alert.untested.strip():
+                continue
+            raise
+        for case in cases:
             experiment = f"{alert.name}-{case.name}"
             firing = queries.input_series(
-                f'count(ALERTS{{alertname="{alert.name}", alertstate="firing", experiment="{experiment}"}})', catalog)
+                f'count(ALERTS{{alertname={label_value(alert.name)}, alertstate="firing", '
+                f'experiment={label_value(experiment)}}})', catalog)
             inputs = {queries.input_series(_run_selector(series, selectors, experiment), catalog): values
                       for series, values in case.series.items()}
             tests.append({
@@ -395,9 +426,13 @@ def write_generated_tests(folder: Path, rule_files: dict[str, str], alerts: list
     for module, alert, _ in alerts:
         by_module.setdefault(Path(module).stem, []).append(alert)
     names = {Path(rel).name: content for rel, content in rule_files.items()}
+    modules = {Path(module).stem: module for module, _, _ in alerts}
     for stem, module_alerts in sorted(by_module.items()):
         read = files_read_by(f"{stem}.yaml", names)
-        text = generated_test_file(read, module_alerts, catalog, config, _source_first(read, names))
+        try:
+            text = generated_test_file(read, module_alerts, catalog, config, _source_first(read, names))
+        except UntestableAlert as exc:
+            raise BuildError(f"{modules[stem]}: {exc}") from None
         if text is not None:
             path = folder / f"{stem}{GENERATED_SUFFIX}"
             path.write_text(text)

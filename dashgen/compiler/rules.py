@@ -19,12 +19,14 @@ from dashgen.catalog import Catalog, Metric, MetricType, Source
 from dashgen.compiler.block_yaml import rule_yaml
 from dashgen.compiler.condition_compiler import BaselineDefaults, ConditionCompiler, expand_group
 from dashgen.compiler.loader import DefinitionModule, call_definition, load_modules
-from dashgen.compiler.promql import QueryError
+from dashgen.compiler.promql import QueryError, label_value
+from dashgen.compiler.references import check_alertname_matchers
+from dashgen.compiler.rule_format import label_name_problem, template_problem
 from dashgen.compiler.rendering import runbook_anchor, templates
 from dashgen.compiler.selectors import checked_expression, expression_info, rule_selectors
 from dashgen.compiler.source_queries import Lacking, SourceQueries
 from dashgen.conditions import RUN_NAME, VALUE, Steps, comparisons, windows_in
-from dashgen.config import DURATION, Config, duration_seconds
+from dashgen.config import Config, duration_problem, duration_seconds
 from dashgen.errors import BuildError
 from dashgen.model import ON_RUN, Alert, Recording, RuleGroup, Severity, Sustain
 from dashgen.records import record
@@ -83,6 +85,8 @@ class RulesOutput:
     queries: SourceQueries | None = None
     # What the source's rebuilt series cost each alert that reads them, by alert name.
     losses: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # The labels each alert's notifications carry: its expression's, its own, severity and alertname.
+    alert_labels: dict[str, frozenset[str]] = field(default_factory=dict)
 
 
 def _ms(duration: str) -> int:
@@ -92,7 +96,7 @@ def _ms(duration: str) -> int:
 def with_sustain(name: str, condition: str, sustain: str, on: str) -> str:
     """The rule text of an alert with hysteresis (see dashgen.model.Sustain)."""
     return (f"(\n{textwrap.indent(condition, '  ')}\n)\nor\n(\n  (\n{textwrap.indent(sustain, '    ')}\n  )\n"
-            f"  and on({on}) ALERTS{{alertname=\"{name}\", alertstate=\"firing\"}}\n)")
+            f"  and on({on}) ALERTS{{alertname={label_value(name)}, alertstate=\"firing\"}}\n)")
 
 
 def load_rule_modules(root: Path) -> list[DefinitionModule]:
@@ -127,12 +131,17 @@ def render_rules(root: Path, config: Config, catalog: Catalog,
                                                selectors), queries=SourceQueries(config))
     queries = out.queries
     seen: dict[str, Path] = {}
+    reading_alerts: list[tuple[str, str]] = []  # (where, expanded expression): its ALERTS matchers are checked last
     for definition, groups in modules:
         rendered_groups = []
+        _check_group_names(definition.path, groups, next(g for d, g in stated if d is definition))
         for group in groups:
             interval = group.interval or config.rule_interval
-            if not DURATION.fullmatch(interval):
-                raise BuildError(f"{definition.path}: group {group.name!r}: interval {interval!r} is not a duration")
+            problem = duration_problem(interval)
+            if problem is None and duration_seconds(interval) <= 0:
+                problem = f"{interval!r} must be longer than 0s (Prometheus evaluates the group every interval)"
+            if problem:
+                raise BuildError(f"{definition.path}: group {group.name!r}: interval {problem}")
             rendered_rules = []
             for rule in group.rules:
                 name = rule.name if isinstance(rule, Alert) else rule.record
@@ -141,6 +150,7 @@ def render_rules(root: Path, config: Config, catalog: Catalog,
                     raise BuildError(f"{where}: the name is already used in {seen[name]}; names must be unique")
                 seen[name] = definition.path
                 expr, result_info = checked_expression(rule.expr, selectors, out.catalog, where)
+                reading_alerts.append((where, expr))
                 if isinstance(rule, Recording):
                     if not _RECORD_NAME.fullmatch(rule.record):
                         raise BuildError(f"{where}: not a valid metric name")
@@ -154,6 +164,8 @@ def render_rules(root: Path, config: Config, catalog: Catalog,
                     out.recording_rules.append(RecordingRule(rule.record, expr, _ms(interval)))
                 elif isinstance(rule, Alert):
                     _check_alert(rule, where)
+                    out.alert_labels[rule.name] = frozenset(
+                        {*result_info.labels, *(name for name, _ in rule.labels), "severity", "alertname"})
                     sustain = None
                     if rule.sustain is not None:
                         sustain, _ = checked_expression(rule.sustain.expr, selectors, out.catalog,
@@ -190,6 +202,8 @@ def render_rules(root: Path, config: Config, catalog: Catalog,
                 rendered_groups.append({"name": group.name, "interval": interval, "rules": rendered_rules})
         header = f"# Rendered by `dashgen build` from {definition.path.as_posix()}; do not edit.\n"
         out.files[f"{RULES_DIR}/{definition.path.stem}.yaml"] = header + rule_yaml({"groups": rendered_groups})
+    for where, expr in reading_alerts:  # a hand-written ALERTS{alertname="..."} names an alert of the project
+        check_alertname_matchers(expr, out.alert_labels, where)
     _render_derived(out, config)
     if out.alerts or out.unavailable:
         out.files[DOCS_FILE] = _render_docs(out, config)
@@ -215,15 +229,19 @@ def _with_recordings(catalog: Catalog, modules: list, selectors: dict) -> Catalo
     """The catalog plus every recorded series, with the labels its expression keeps. A recording
     may read one defined after it (e.g. in a group of another interval); one whose expression
     does not check is left out here and reported where it is rendered."""
-    pending = [rule for _, groups in modules for group in groups for rule in group.rules
+    pending = [(definition, rule) for definition, groups in modules for group in groups for rule in group.rules
                if isinstance(rule, Recording)]
     while pending:
         left = []
-        for rule in pending:
+        for definition, rule in pending:
+            if rule.record in catalog:
+                where = f"{definition.path}: " if definition is not None else ""
+                raise BuildError(f"{where}recording rule {rule.record!r}: the series is already a metric of the "
+                                 f"catalog or recorded by another rule; names must be unique")
             try:
                 _, result_info = expression_info(rule.expr, selectors, catalog)
             except QueryError:  # its message (and "did you mean" hint) is not made
-                left.append(rule)
+                left.append((definition, rule))
                 continue
             catalog = catalog.with_metrics([Metric(
                 rule.record, MetricType.GAUGE, "none", rule.help, result_info.labels, Source.RECORDING_RULE)])
@@ -265,6 +283,24 @@ def generated_description(alert: Alert) -> str:
     return text
 
 
+def _check_group_names(path: Path, groups: list[RuleGroup], stated: list[RuleGroup]) -> None:
+    """Group names as Prometheus takes them: non-empty, each once in a file, the `<group>-hold`
+    groups the compiler adds (`groups`, besides the `stated` ones) included."""
+    stated_names = [group.name for group in stated]
+    seen: set[str] = set()
+    for group in groups:
+        if not isinstance(group.name, str) or not group.name.strip():
+            raise BuildError(f"{path}: a rule group has the empty name {group.name!r}; give each group a name")
+        if group.name in seen:
+            held = group.name.removesuffix("-hold")
+            if stated_names.count(group.name) < 2:
+                raise BuildError(f"{path}: group {group.name!r}: the compiler names the group that steps the held "
+                                 f"baselines of group {held!r} so; rename your group")
+            raise BuildError(f"{path}: group {group.name!r} is defined twice; Prometheus refuses two groups of "
+                             f"one name in a rule file")
+        seen.add(group.name)
+
+
 def _check_alert(alert: Alert, where: str) -> None:
     if not _ALERT_NAME.fullmatch(alert.name):
         raise BuildError(f"{where}: alert names are CamelCase (letters and digits, starting upper-case)")
@@ -279,15 +315,29 @@ def _check_alert(alert: Alert, where: str) -> None:
         if alert.condition is None:
             raise BuildError(f"{where}: for_=steps(N) counts the steps of a condition= (Alert.when); with a "
                              f"hand-written expr, give a duration")
-    elif not isinstance(alert.for_, str) or not DURATION.fullmatch(alert.for_):
-        raise BuildError(f"{where}: for_ = {alert.for_!r} is neither a Prometheus duration (e.g. 90s, 10m, 1h) "
-                         f"nor steps(N)")
-    if not DURATION.fullmatch(alert.keep_firing_for):
-        raise BuildError(f"{where}: keep_firing_for = {alert.keep_firing_for!r} is not a Prometheus duration")
+    for name, value in (("for_", alert.for_), ("keep_firing_for", alert.keep_firing_for)):
+        if name == "for_" and isinstance(value, Steps):
+            continue
+        problem = duration_problem(value)
+        if problem:
+            raise BuildError(f"{where}: {name} = {problem}")
     if alert.sustain is not None and not isinstance(alert.sustain, Sustain):
         raise BuildError(f"{where}: sustain must be a dashgen.model.Sustain")
+    if not isinstance(alert.labels, (tuple, list)) or not all(
+            isinstance(pair, (tuple, list)) and len(pair) == 2 and all(isinstance(x, str) for x in pair)
+            for pair in alert.labels):
+        raise BuildError(f"{where}: labels are a tuple of (name, value) string pairs, e.g. (('team', 'rl'),)")
     if "severity" in dict(alert.labels):
         raise BuildError(f"{where}: set severity with the severity field, not in labels")
+    for name, value in alert.labels:
+        problem = label_name_problem(name)
+        if problem:
+            raise BuildError(f"{where}: {problem}")
+    for field_name, text in (*((f"label {name}", value) for name, value in alert.labels),
+                             ("summary", alert.summary), ("description", alert.description)):
+        problem = template_problem(text)
+        if problem:
+            raise BuildError(f"{where}: {field_name}: not a valid Prometheus template: {problem}")
 
 
 def _alert_yaml(alert: Alert, expr: str, config: Config) -> dict:

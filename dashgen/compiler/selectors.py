@@ -12,7 +12,7 @@ from typing import Mapping
 import textwrap
 
 from dashgen.catalog import Catalog
-from dashgen.compiler.promql import QueryError, SeriesInfo, check_expression
+from dashgen.compiler.promql import QueryError, SeriesInfo, check_expression, label_value
 from dashgen.config import Config
 from dashgen.errors import BuildError
 from dashgen.gpu import gpu_source
@@ -21,8 +21,8 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def _scrape_job_selectors(config: Config) -> dict[str, str]:
-    return {"gpu": f'job="{gpu_source(config).job(config)}"', "node": f'job="{config.ray_job}"',
-            "rollout": f'job="{config.rollout_job}"'}
+    return {"gpu": f"job={label_value(gpu_source(config).job(config))}", "node": f"job={label_value(config.ray_job)}",
+            "rollout": f"job={label_value(config.rollout_job)}"}
 
 
 def dashboard_selectors(config: Config) -> dict[str, str]:
@@ -34,7 +34,7 @@ def dashboard_selectors(config: Config) -> dict[str, str]:
 
 def rule_selectors(config: Config) -> dict[str, str]:
     """`verl` is the exporter's scrape job; rules see every run at once."""
-    return {"verl": f'job="{config.verl_job}"', **_scrape_job_selectors(config)}
+    return {"verl": f"job={label_value(config.verl_job)}", **_scrape_job_selectors(config)}
 
 
 def checked_expression(text: str, selectors: Mapping[str, str], catalog: Catalog,

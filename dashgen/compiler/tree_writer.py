@@ -23,7 +23,7 @@ import os
 import shutil
 import signal
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from dashgen.errors import BuildError
 
@@ -78,8 +78,10 @@ def recover(out_dir: Path) -> str | None:
     return f"discarded an interrupted build's staging folder; {out_dir} was left as it was"
 
 
-def replace_tree(out_dir: Path, files: dict[str, str]) -> list[str]:
+def replace_tree(out_dir: Path, files: dict[str, str],
+                 check: Callable[[list[str]], None] | None = None) -> list[str]:
     """Make out_dir hold exactly `files` (path under out_dir -> text); returns the paths changed.
+    `check`, given the paths about to be written, may refuse them (raise) before anything changes.
 
     Call under `project_lock` after `recover`. On an error out_dir is left as it was.
     """
@@ -88,6 +90,8 @@ def replace_tree(out_dir: Path, files: dict[str, str]) -> list[str]:
     delete = sorted(existing - set(files))
     if not write and not delete:
         return []
+    if check is not None:
+        check(write)
     staging = out_dir.parent / STAGING
     try:
         _preflight(out_dir, write, delete)

@@ -83,14 +83,14 @@ def test_baselines_of_a_new_signal_are_recorded_with_the_alert(team):
     assert run("test", "--root", str(team), "team").exit_code == 0
 
 
-def test_a_wrong_threshold_fails_a_generated_test(team):
-    """A factor above 1 for a fall fires on a healthy, flat reward: the 'stays quiet' case fails."""
+def test_a_factor_against_its_direction_is_refused_where_it_is_written(team):
+    """A factor above 1 for a fall would fire on a healthy, flat reward (its generated 'stays quiet'
+    case used to be what caught it): the build refuses it, naming the alert (issues 29 and 30)."""
     add_team_alert(team, factor="1.5")
-    assert run("build", "--root", str(team)).exit_code == 0
-    result = run("test", "--root", str(team), "team")
+    result = run("build", "--root", str(team))
     assert result.exit_code == 1
-    # promtool names the failing case by its expression: the case's run is its experiment label.
-    assert "TeamRewardDrop-stays-quiet" in result.output
+    assert result.output.startswith("Error: alerts/team.py: alert 'TeamRewardDrop': condition: critic/score/mean: "
+                                    "below(1.5, times=...) holds whenever the signal is at its baseline"), result.output
 
 
 def test_a_ratio_threshold_out_of_range_fails_its_generated_test(project, tmp_path):

@@ -13,17 +13,19 @@ import json
 import re
 from dataclasses import field
 from pathlib import Path
+from typing import Mapping
 
 import yaml
 
 from dashgen.compiler.block_yaml import indented_yaml
 from dashgen.compiler.loader import DefinitionModule, call_definition
+from dashgen.compiler.promql import label_value
 from dashgen.compiler.references import check_alert_name
 from dashgen.compiler.rendering import runbook_anchor, templates
 from dashgen.compiler.targets.receivers import check_receiver
 from dashgen.config import Config
-from dashgen.errors import BuildError
-from dashgen.model import RUN_LABELS, Alert, Inhibition, Severity
+from dashgen.errors import BuildError, get_close_matches
+from dashgen.model import EXPORTER_LABELS, RUN_LABELS, Alert, Inhibition, Severity
 from dashgen.records import record
 from dashgen.sources.chosen import metric_source
 
@@ -47,9 +49,11 @@ class AlertingOutput:
     inhibitions: list[tuple[str, Inhibition]] = field(default_factory=list)  # (module path, inhibition)
 
 
-def render_alerting(alert_modules: list[DefinitionModule], config: Config, alerts: list[Alert]) -> AlertingOutput:
+def render_alerting(alert_modules: list[DefinitionModule], config: Config, alerts: list[Alert],
+                    alert_labels: Mapping[str, frozenset[str]]) -> AlertingOutput:
+    """`alert_labels`: the labels each alert's notifications carry (RulesOutput.alert_labels)."""
     names = {alert.name for alert in alerts}
-    inhibitions = collect_inhibitions(alert_modules, config, names)
+    inhibitions = collect_inhibitions(alert_modules, config, alert_labels)
     _check_config(config, names)
     out = AlertingOutput(inhibitions=inhibitions)
     header = ("# Rendered by `dashgen build` from dashgen/config.py and the inhibitions in alerts/*.py; do not edit.\n"
@@ -67,8 +71,9 @@ def render_alerting(alert_modules: list[DefinitionModule], config: Config, alert
 
 
 def collect_inhibitions(alert_modules: list[DefinitionModule], config: Config,
-                        alert_names: set[str]) -> list[tuple[str, Inhibition]]:
-    """Every module's `inhibitions(config)`, checked: each names known alerts, each source once."""
+                        alert_labels: Mapping[str, frozenset[str]]) -> list[tuple[str, Inhibition]]:
+    """Every module's `inhibitions(config)`, checked: each names known alerts, each source once, and
+    holds back only alerts of the source's own run (see _check_equal)."""
     found: list[tuple[str, Inhibition]] = []
     sources: dict[str, str] = {}
     for definition in alert_modules:
@@ -86,7 +91,7 @@ def collect_inhibitions(alert_modules: list[DefinitionModule], config: Config,
                                  f"state each source's inhibition once")
             sources[inhibition.source] = module
             for name in (inhibition.source, *inhibition.targets):
-                check_alert_name(name, alert_names, where)
+                check_alert_name(name, alert_labels, where)
             if not inhibition.targets or inhibition.source in inhibition.targets:
                 raise BuildError(f"{where}: targets must be other alerts, at least one")
             if not inhibition.equal or not all(_LABEL_NAME.fullmatch(label) for label in inhibition.equal):
@@ -94,8 +99,28 @@ def collect_inhibitions(alert_modules: list[DefinitionModule], config: Config,
                                  f"('project', 'experiment')")
             if not inhibition.why.strip():
                 raise BuildError(f"{where}: why is empty; say in one line why the source explains the targets")
+            _check_equal(inhibition, alert_labels, where)
             found.append((module, inhibition))
     return found
+
+
+def _check_equal(inhibition: Inhibition, alert_labels: Mapping[str, frozenset[str]], where: str) -> None:
+    """`equal` names a run (project and experiment, or the one exporter serving it: job and instance),
+    and only labels that the source and every target carry: Alertmanager counts a label missing on
+    both sides as equal, so a misspelt one would let one run's alert silence the targets of every run."""
+    if not (set(RUN_LABELS) <= set(inhibition.equal) or set(EXPORTER_LABELS) <= set(inhibition.equal)):
+        raise BuildError(f"{where}: equal={tuple(inhibition.equal)!r} does not name the run, so the source firing in "
+                         f"one run would silence {', '.join(inhibition.targets)} in every run; include "
+                         f"{' and '.join(RUN_LABELS)} (or {' and '.join(EXPORTER_LABELS)}, the run's one exporter)")
+    for name in (inhibition.source, *inhibition.targets):
+        missing = [label for label in inhibition.equal if label not in alert_labels[name]]
+        if missing:
+            known = sorted(alert_labels[name])
+            close = get_close_matches(missing[0], known, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise BuildError(f"{where}: equal label {missing[0]!r} is not a label of {name} ({hint}its labels: "
+                             f"{', '.join(known)}); Alertmanager counts a label missing on both sides as equal, so "
+                             f"this inhibition would reach across runs")
 
 
 def severity_routes(config: Config) -> list[tuple[Severity, str]]:
@@ -213,4 +238,4 @@ def _read_fixture(path: Path, shown: str) -> tuple[Path, list[dict]]:
 
 
 def _labels_text(labels: dict[str, str]) -> str:
-    return "{" + ", ".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}"
+    return "{" + ", ".join(f"{k}={label_value(v)}" for k, v in sorted(labels.items())) + "}"
