@@ -400,7 +400,7 @@ class Config:
     # --- VictoriaMetrics ---------------------------------------------------------------
     # Also render rendered/victoriametrics/rules/: the rule files as vmalert loads them from 1.79 on
     # (Debian bookworm's), which has no keep_firing_for: each held alert reads a recording of when it
-    # fired instead (README: Other rule engines). Build, check and lint run `vmalert -dryRun` on them.
+    # fired instead (docs/deploy-victoriametrics.md). Build, check and lint run `vmalert -dryRun` on them.
     # Off: nothing is rendered there, and rendered/rules/ (Prometheus') needs vmalert 1.92 or later.
     victoriametrics: bool = False
 

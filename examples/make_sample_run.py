@@ -1,5 +1,5 @@
-"""Regenerate examples/runs/gsm8k/ppo-qwen-7b.jsonl, the sample run of the README's backtest,
-backfill and preview examples: 100 one-minute steps of a PPO run whose KL, grad norm and
+"""Regenerate examples/runs/gsm8k/ppo-qwen-7b.jsonl, the sample run of the backtest,
+backfill and preview examples in docs/backtest-and-preview.md: 100 one-minute steps of a PPO run whose KL, grad norm and
 entropy break away at step 75 (dashgen/replay/synthetic_runs.py's "diverging" kind), validated every
 5 steps and checkpointed every 25.
 

@@ -377,8 +377,8 @@ prompt_clip_ratio = TimeSeries(
     width=4,
 )
 
-# The rollout engines carry the run's project and experiment from their targets file (see the
-# README, "Connect a verl run"), so `run_labels` keeps to the picked runs' engines.
+# The rollout engines carry the run's project and experiment from their targets file (see
+# docs/connect-a-run.md, "verl versions"), so `run_labels` keeps to the picked runs' engines.
 vllm_requests = TimeSeries(
     "vLLM requests",
     (Query("sum by (instance) (vllm:num_requests_running{rollout, run_labels})", "running {{instance}}"),

@@ -161,10 +161,11 @@ def test_dashgen_check_covers_the_kubernetes_files(project, tmp_path):
     assert result.exit_code == 1 and "rendered/kubernetes/monitors/ray.yaml: differs from its sources" in result.output
 
 
-def test_the_readme_example_config_renders_valid_objects():
+def test_the_docs_example_config_renders_valid_objects():
     import re
 
-    block = re.search(r"```yaml\n# dashgen.yaml\n(.*?)```", (REPO / "README.md").read_text(), re.S).group(1)
+    page = (REPO / "docs/deploy-kubernetes.md").read_text()
+    block = re.search(r"```yaml\n# dashgen.yaml\n(.*?)```", page, re.S).group(1)
     files = render_project(REPO, config_from(yaml.safe_load(block))).files
     objects = [yaml.safe_load(text) for rel, text in files.items() if rel.startswith("kubernetes/")]
     # A rule per rule file, a ConfigMap per dashboard, two monitors, the AlertmanagerConfig.
@@ -174,14 +175,13 @@ def test_the_readme_example_config_renders_valid_objects():
     assert all(schema_problems(obj) == [] for obj in objects)
 
 
-def test_the_readme_says_which_grafana_chart_values_make_the_folder_annotation_work(kubernetes_files):
-    """The sidecar reads the folder annotation only where the chart names it: the README's Helm
-    values name the annotation the ConfigMaps carry, and have Grafana build folders from it."""
+def test_the_docs_say_which_grafana_chart_values_make_the_folder_annotation_work(kubernetes_files):
+    """The sidecar reads the folder annotation only where the chart names it: docs/deploy-kubernetes.md's
+    Helm values name the annotation the ConfigMaps carry, and have Grafana build folders from it."""
     import re
 
-    readme = (REPO / "README.md").read_text()
-    section = readme[readme.index("\n## Kubernetes"):]
-    block = re.search(r"```yaml\n(grafana:\n.*?)```", section[:section.index("\n## ", 1)], re.S).group(1)
+    page = (REPO / "docs/deploy-kubernetes.md").read_text()
+    block = re.search(r"```yaml\n(grafana:\n.*?)```", page, re.S).group(1)
     dashboards = yaml.safe_load(block)["grafana"]["sidecar"]["dashboards"]
     config_map = yaml.safe_load(kubernetes_files["kubernetes/dashboards/verl-training.yaml"])
     assert list(config_map["metadata"]["annotations"]) == [dashboards["folderAnnotation"]]

@@ -1,4 +1,5 @@
-"""The README's backtest and backfill examples run as written, on the shipped sample run."""
+"""The docs' examples run as written: backtest and backfill on the shipped sample run, and the team's alert
+and panel of docs/add-an-alert.md and docs/add-a-panel.md."""
 
 import json
 import os
@@ -16,18 +17,18 @@ from conftest import REPO
 pytestmark = [pytest.mark.live, pytest.mark.heavy]
 
 COMMAND = re.compile(r"^(dashgen (?:backtest|backfill) examples/\S+.*?)(?:\s+#.*)?$", re.MULTILINE)
-EXAMPLES = COMMAND.findall((REPO / "README.md").read_text())
+EXAMPLES = COMMAND.findall((REPO / "docs" / "backtest-and-preview.md").read_text())
 
 
-def test_the_readme_shows_examples_on_the_sample_run():
+def test_the_docs_show_examples_on_the_sample_run():
     assert len(EXAMPLES) >= 5 and all("examples/runs/gsm8k/ppo-qwen-7b.jsonl" in e for e in EXAMPLES)
 
 
 @pytest.mark.parametrize("command", EXAMPLES)
-def test_readme_example_runs(project: Path, command: str):
+def test_docs_example_runs(project: Path, command: str):
     shutil.copytree(REPO / "examples", project / "examples")
     argv = shlex.split(command)
-    if "--tsdb" in argv:  # the README's folder, moved into the test's own temporary one
+    if "--tsdb" in argv:  # the docs' folder, moved into the test's own temporary one
         argv[argv.index("--tsdb") + 1] = str(project / "tsdb")
     dashgen = str(Path(sys.executable).with_name("dashgen"))
     result = subprocess.run([dashgen, *argv[1:]], cwd=project, capture_output=True, text=True, timeout=600,
@@ -41,27 +42,24 @@ def test_readme_example_runs(project: Path, command: str):
         assert re.search(r"VerlTrainingDivergence\s+critical\s+1\s", result.stdout), result.stdout
 
 
-def _code_block(heading: str, first_line: str) -> str:
-    """The README's code block under `heading` whose first line is `first_line`."""
-    readme = (REPO / "README.md").read_text()
-    section = readme[readme.index(f"\n## {heading}\n"):]
-    section = section[:section.index("\n## ", 1)]
-    blocks = re.findall(r"```(?:python|yaml)\n(.*?)```", section, re.DOTALL)
+def _code_block(page: str, first_line: str) -> str:
+    """The code block of docs/`page` whose first line is `first_line`."""
+    blocks = re.findall(r"```(?:python|yaml)\n(.*?)```", (REPO / "docs" / page).read_text(), re.DOTALL)
     return next(block for block in blocks if block.startswith(first_line))
 
 
-def test_the_readme_team_alert_and_panel_build_and_their_generated_tests_pass(tmp_path):
+def test_the_docs_team_alert_and_panel_build_and_their_generated_tests_pass(tmp_path):
     """'Add an alert' and 'Add a panel' as written, in a project made by `dashgen init`."""
     dashgen = str(Path(sys.executable).with_name("dashgen"))
     project = tmp_path / "team"
     subprocess.run([dashgen, "init", str(project)], check=True, capture_output=True)
-    (project / "alerts" / "team.py").write_text(_code_block("Add an alert", "# alerts/team.py"))
+    (project / "alerts" / "team.py").write_text(_code_block("add-an-alert.md", "# alerts/team.py"))
     panels = project / "panels" / "verl_training.py"
     text = panels.read_text()
     start, end = text.index("TEAM_ROWS: tuple[Row, ...] = ("), text.index("\n)\n", text.index("TEAM_ROWS")) + 3
-    panels.write_text(text[:start] + _code_block("Add a panel", "# panels/verl_training.py") + text[end:])
+    panels.write_text(text[:start] + _code_block("add-a-panel.md", "# panels/verl_training.py") + text[end:])
     with open(project / "dashgen.yaml", "a") as config:
-        config.write(_code_block("Add an alert", "team:"))
+        config.write(_code_block("add-an-alert.md", "team:"))
 
     def dashgen_run(*args):
         return subprocess.run([dashgen, *args, "--root", str(project)], capture_output=True, text=True, timeout=300)
