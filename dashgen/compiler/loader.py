@@ -71,7 +71,7 @@ def call_definition(definition: DefinitionModule, entry_point: str, *args):
     except BuildError:
         raise
     except DefinitionError as exc:
-        files = [arg.source for arg in args if isinstance(getattr(arg, "source", None), Path)]  # a Config's file
+        files = [arg.config_file for arg in args if isinstance(getattr(arg, "config_file", None), Path)]  # a Config's file
         read = f" (with the values {files[0]} sets)" if files else ""
         raise BuildError(f"{definition.path}: {exc}{read}\n{_user_frames(exc, Path(definition.module.__file__))}") \
             from None

@@ -138,7 +138,7 @@ GOOD_FIELDS = dict(name='"VerlBroken"', expr='"verl_actor_ppo_kl{verl} > 1"', se
     ({"severity": '"page"'}, "alert 'VerlBroken': severity 'page' is not one of critical, warning, info"),
     ({"severity": "None"}, "alert 'VerlBroken': severity None is not one of"),
     ({"summary": '"  "'}, "alert 'VerlBroken': summary is empty"),
-    ({"for_": '"five minutes"'}, "alert 'VerlBroken': for_ = 'five minutes' is neither a Prometheus duration"),
+    ({"for_": '"five minutes"'}, "alert 'VerlBroken': for_ = 'five minutes' is not a Prometheus duration"),
     ({"expr": '"increase(verl_critic_score_mean{verl}[30m]) < 0.01"'},
      "alert 'VerlBroken': increase() applied to gauge 'verl_critic_score_mean'"),
     ({"expr": '"verl_actor_ppo_kl{verl, gpu_index=\\"0\\"} > 1"'}, "has no label 'gpu_index'"),
