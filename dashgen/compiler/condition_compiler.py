@@ -7,8 +7,7 @@ from dataclasses import field, replace
 from typing import Callable
 
 from dashgen.catalog import Catalog, Metric, Source
-from dashgen.compiler.step_windows import (MAX_SAMPLES_OF_MEDIANS, STEP_BAND, banded, first_copied_band,
-                                           near_band_copy, rhythm_recordings)
+from dashgen.compiler.step_windows import MAX_SAMPLES_OF_MEDIANS, STEP_BAND, banded, near_band_copy, rhythm_recordings
 from dashgen.conditions import (AllOf, AnyOf, Baseline, Compare, Comparison, Condition, Shift, Signal, Steps,
                                 comparisons)
 from dashgen.config import duration_seconds, format_duration
@@ -145,15 +144,15 @@ class ConditionCompiler:
         """How often `series` has a sample: a recording's once an evaluation, a scraped one's once a scrape."""
         return self.defaults.rule_interval if ":" in series.split("{")[0] else self.defaults.scrape_interval
 
-    def _copied(self, series: str, name: str, reduce: Callable[[str, str], str]) -> tuple[Callable[[str], str], int]:
-        """How the slow bands read `series`: `reduce` of its near-band copy (recorded under `name`
-        on first use), and the first band that does."""
-        first_band = first_copied_band(self.defaults.rule_interval)
-        if series not in self._copies:
-            self._copies[series] = f"{name}:by_band"
-            self.recordings.rolling.append(near_band_copy(self._copies[series], series, first_band))
-        copy = self._copies[series]
-        return (lambda selected_range: reduce(copy, selected_range)), first_band
+    def _copied(self, series: str, name: str, reduce: Callable[[str, str], str]) -> tuple[Callable[[str], str], str]:
+        """How a coarse branch reads `series`: `reduce` of its near-band copy (recorded under
+        `name`, once, when a branch first reads it), and how often that copy is recorded."""
+        def read_copy(selected_range: str) -> str:
+            if series not in self._copies:
+                self._copies[series] = f"{name}:by_band"
+                self.recordings.rolling.append(near_band_copy(self._copies[series], series))
+            return reduce(self._copies[series], selected_range)
+        return read_copy, self.defaults.rule_interval
 
     def step_reduction(self, series: SignalSeries, reduction: str, window: Steps) -> str:
         """A recording of `series` reduced over the run's last `window.count` steps."""

@@ -15,13 +15,14 @@ lasts. Bands whose windows round to the same time share a branch.
 Until a run has logged two lines within `rhythm_window`, it has no rhythm and no step window
 reads anything for it: its rhythm is learnt from its own log first.
 
-Slow bands have long windows (200 steps of a 20-minute step are almost three days), and a
+Slower bands have long windows (200 steps of a 20-minute step are almost three days), and a
 branch that read them for every run would cost every cycle what only a few slow runs need. So a
-series a slow band reads is also recorded labelled with the bands near its run's rhythm
+series a step window reads is also recorded labelled with the bands near its run's rhythm
 (`near_band`: its own and the two beside it, so a run that moves to the next band finds its
-history there), and each slow branch selects only its own band's copy: a cycle reads the long
-windows of the slow runs alone. The copy is recorded once a rule evaluation, which is twice a
-step or more in those bands; faster bands, whose windows are short, read the series itself.
+history there), and a branch whose subquery samples no finer than a rule evaluation selects
+only its own band's copy (recorded once an evaluation, it holds the same samples): a cycle
+reads those windows for their own runs alone. Finer branches read the series itself, short
+ones as a plain range.
 """
 
 from __future__ import annotations
@@ -61,20 +62,13 @@ def band_of(seconds_per_step: float) -> int:
 NEAR_BAND = "near_band"
 
 
-def first_copied_band(rule_interval: str) -> int:
-    """The first band whose steps last two rule evaluations or more: from there on, a copy
-    recorded once an evaluation holds a sample of every half step, as the branch reads them."""
-    interval = duration_seconds(rule_interval)
-    return next((band for band in range(BANDS) if band_seconds(band) >= 2 * interval), BANDS)
-
-
-def near_band_copy(name: str, series: str, first_band: int) -> Recording:
+def near_band_copy(name: str, series: str) -> Recording:
     """`series` again, once under each band near its run's rhythm, labelled `near_band`."""
     terms = [f'label_replace({series} and on({ON_RUN}) ({STEP_BAND} >= {band - 1} <= {band + 1}), '
-             f'"{NEAR_BAND}", "{band}", "", "")' for band in range(first_band, BANDS)]
+             f'"{NEAR_BAND}", "{band}", "", "")' for band in range(BANDS)]
     return Recording(name, "\nor\n".join(terms),
                      f"{series.split('{')[0]} of the runs whose rhythm is in or beside band near_band: what the "
-                     f"slow bands' step windows read")
+                     f"coarser step windows read")
 
 
 def rhythm_recordings(window: str) -> tuple[Recording, Recording]:
@@ -113,7 +107,7 @@ def step_window_seconds(count: int, band: int, floor: float) -> float:
 
 
 def banded(count: int, expr_of_range: Callable[[str], str], floor: str, ending: int = 0,
-           max_samples: int = MAX_SAMPLES, copied: tuple[Callable[[str], str], int] | None = None,
+           max_samples: int = MAX_SAMPLES, copied: tuple[Callable[[str], str], str] | None = None,
            sampled_every: str = "15s") -> str:
     """`expr_of_range(range)` of each run, over the range its rhythm gives `count` steps: the
     range is `[window:resolution]`, followed by an offset when it ends `ending` steps ago.
@@ -122,26 +116,27 @@ def banded(count: int, expr_of_range: Callable[[str], str], floor: str, ending: 
     evaluated for every run, and a window of 60 slow steps would otherwise read days of 15 s
     scrapes for runs that are not even in its band. A window that holds no more of the series'
     own samples (one every `sampled_every`) than the subquery would read is a plain range: the
-    same samples, without a subquery's evaluation at every point."""
+    same samples, without a subquery's evaluation at every point. `copied`: how to read the
+    series' near-band copy, and how often that copy is recorded."""
     floor_seconds, every = duration_seconds(floor), duration_seconds(sampled_every)
-    expr_of_copy, first_copied = copied if copied else (None, BANDS)
-    branches: list[list] = []  # [first band, last band, range]
+    expr_of_copy, copy_every = copied if copied else (None, "0s")
+    branches: list[list] = []  # [first band, last band, range, reads the copy]
     for band in range(BANDS):
         seconds = step_window_seconds(count, band, floor_seconds)
         resolution = max(1.0, float(math.ceil(seconds / min(2 * count, max_samples))))
-        if seconds / every <= max_samples:
-            window = f"[{format_duration(seconds)}]"
-        else:
-            window = f"[{format_duration(seconds)}:{format_duration(resolution)}]"
+        plain = seconds / every <= max_samples
+        window = f"[{format_duration(seconds)}]" if plain else \
+            f"[{format_duration(seconds)}:{format_duration(resolution)}]"
         if ending:
             window += f" offset {format_duration(step_window_seconds(ending, band, floor_seconds))}"
-        if branches and branches[-1][2] == window and band < first_copied:
+        from_copy = bool(copied) and not plain and resolution >= duration_seconds(copy_every)
+        if branches and branches[-1][2] == window and not from_copy and not branches[-1][3]:
             branches[-1][1] = band
         else:
-            branches.append([band, band, window])
+            branches.append([band, band, window, from_copy])
     parts = []
-    for first, last, window in branches:
-        if first >= first_copied:
+    for first, last, window, from_copy in branches:
+        if from_copy:
             selector = "{" + f'{NEAR_BAND}="{first}"' + "}" + window
             parts.append(f"  ({expr_of_copy(selector)})\n"
                          f"  and on({ON_RUN}) ({STEP_BAND} {'>=' if first == BANDS - 1 else '=='} {first})")
@@ -158,4 +153,6 @@ def banded(count: int, expr_of_range: Callable[[str], str], floor: str, ending: 
             select = f"{STEP_BAND} >= {first} <= {last}"
         parts.append(f"  ({expr_of_range(window)})\n  and on({ON_RUN}) ({select})")
     union = "\nor\n".join(parts)
-    return f'label_replace(\n{union},\n"{NEAR_BAND}", "", "", "")' if copied else union
+    if any(from_copy for *_, from_copy in branches):
+        return f'label_replace(\n{union},\n"{NEAR_BAND}", "", "", "")'
+    return union
