@@ -23,9 +23,10 @@ Run from the repository root: .venv/bin/python bench/scale_1024.py [--before REF
      the step Grafana picks for a 1000 px wide panel;
    - the rule-cycle time per group (prometheus_rule_group_last_duration_seconds, median of
      six evaluations; groups are evaluated every 10 s here instead of 1m, to measure sooner),
-     and the samples a cycle reads (each rule's expression queried once with stats=all, its
+     and the samples a cycle reads (each rule's expression queried with stats=all, its
      totalQueryableSamples summed by group): a cost figure that does not move with the
-     machine's load, as the times do;
+     machine's load, as the times do; with each rule's own execution time (median of five
+     queries), summed and the costliest named;
    - the active (pending or firing) alerts by name, against the injected stragglers.
 Everything lives in a temporary directory, removed at the end, also on errors and Ctrl-C.
 """
@@ -431,15 +432,22 @@ def rule_cycle(server: PrometheusServer, evaluations: int = 6) -> dict[str, floa
     return {group: statistics.median(values) for group, values in sorted(samples.items())}
 
 
-def rule_samples(server: PrometheusServer, rule_files: dict[str, str], at: float) -> dict[str, int]:
-    """The samples each group's rules read in one evaluation at `at`, by group."""
+def rule_samples(server: PrometheusServer, rule_files: dict[str, str], at: float,
+                 repeats: int = 5) -> tuple[dict[str, int], list[tuple[float, str]]]:
+    """The samples each group's rules read in one evaluation at `at`, by group; and each rule's
+    execution time (the median of `repeats` queries at `at`), costliest first."""
     read: dict[str, int] = {}
+    timed: list[tuple[float, str]] = []
     for text in rule_files.values():
         for group in (yaml.safe_load(text) or {}).get("groups") or []:
             for rule in group["rules"]:
-                data, _ = api(server, "query", {"query": rule["expr"], "time": f"{at:.3f}", "stats": "all"})
+                seconds = []
+                for _ in range(repeats):
+                    data, _ = api(server, "query", {"query": rule["expr"], "time": f"{at:.3f}", "stats": "all"})
+                    seconds.append(data["stats"]["timings"]["execTotalTime"])
                 read[group["name"]] = read.get(group["name"], 0) + data["stats"]["samples"]["totalQueryableSamples"]
-    return dict(sorted(read.items()))
+                timed.append((statistics.median(seconds), rule.get("record") or rule.get("alert")))
+    return dict(sorted(read.items())), sorted(timed, reverse=True)
 
 
 def wait_for_live_data(server: PrometheusServer, timeout: float = 60) -> None:
@@ -545,7 +553,7 @@ def measure(variant: Variant, workdir: Path, runs: list[RecordedRun], start: flo
                       f"{time.monotonic() - began:.0f} s", file=sys.stderr)
             wait_for_live_data(server)
             cycle = rule_cycle(server)
-            samples_read = rule_samples(server, variant.rule_files(), time.time())
+            samples_read, rule_times = rule_samples(server, variant.rule_files(), time.time())
             alerts, straggler_nodes = active_alerts(server)
             now = time.time()
             expected = comparable_stragglers(now)
@@ -556,7 +564,7 @@ def measure(variant: Variant, workdir: Path, runs: list[RecordedRun], start: flo
     finally:
         live.shutdown()
         live.server_close()
-    return {"cycle": cycle, "samples_read": samples_read, "alerts": alerts, "straggler_nodes": straggler_nodes, "expected": expected, "day": day,
+    return {"cycle": cycle, "samples_read": samples_read, "rule_times": rule_times, "alerts": alerts, "straggler_nodes": straggler_nodes, "expected": expected, "day": day,
             "default": default, "default_range": default_range}
 
 
@@ -604,6 +612,8 @@ def report(results: dict[str, dict], samples: int, timings: dict[str, float]) ->
     row("rule cycle, samples read", [str(sum(results[n]["samples_read"].values())) for n in names])
     for group in groups:
         row(f"  {group} (samples)", [str(results[n]["samples_read"].get(group, 0)) for n in names])
+    row("rules queried one by one, summed (ms)",
+        [f"{sum(t for t, _ in results[n]['rule_times']) * 1000:.1f}" for n in names])
     alertnames = sorted({a for n in names for a in results[n]["alerts"]})
     row("active alerts (pending or firing)", [str(sum(results[n]["alerts"].values())) for n in names])
     for alertname in alertnames:
@@ -621,6 +631,9 @@ def report(results: dict[str, dict], samples: int, timings: dict[str, float]) ->
         print(f"costliest queries of the {HOURS} h refresh, {name}: " + "; ".join(
             f"{title} {seconds * 1000:.0f} ms {size / 1e6:.1f} MB" for seconds, size, title in
             results[name]["day"].costliest))
+    for name in names:
+        print(f"costliest rules, {name}: " + "; ".join(
+            f"{rule} {seconds * 1000:.1f} ms" for seconds, rule in results[name]["rule_times"][:8]))
     after = results["after"]
     met = (after["day"].seconds <= GOALS["refresh_seconds"] and after["day"].bytes / 1e6 <= GOALS["refresh_mb"]
            and sum(after["cycle"].values()) <= GOALS["rule_cycle_ms"]
