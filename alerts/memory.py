@@ -53,7 +53,7 @@ def rules(config: Config) -> RuleGroup:
     fraction, gap = tunables.memory_pressure_reserved_fraction, tunables.memory_pressure_gap_fraction
     near = tunables.memory_near_limit_fraction
     capacity, window = config.gpu_memory_bytes, tunables.memory_capacity_window
-    of_capacity = f"on(project, experiment) group_left()"
+    of_capacity = "on(project, experiment) group_left()"
     card = f"the card's memory (Ray's or DCGM's where scraped, else gpu_memory_bytes: {capacity / 2**30:g} GiB)"
     # A reservation above the card is a configuration error, not pressure (a healthy run on a
     # 141 GB card reserves 89 GB from its first step): it is possible only when the size comes

@@ -311,13 +311,13 @@ def _check_alert(alert: Alert, where: str) -> None:
         raise BuildError(f"{where}: summary is empty; say in one line what is wrong")
     if not alert.description.strip():
         raise BuildError(f"{where}: description is empty")
-    if isinstance(alert.for_, Steps):
-        if alert.condition is None:
-            raise BuildError(f"{where}: for_=steps(N) counts the steps of a condition= (Alert.when); with a "
-                             f"hand-written expr, give a duration")
-    for name, value in (("for_", alert.for_), ("keep_firing_for", alert.keep_firing_for)):
-        if name == "for_" and isinstance(value, Steps):
-            continue
+    durations = [("keep_firing_for", alert.keep_firing_for)]
+    if not isinstance(alert.for_, Steps):
+        durations.insert(0, ("for_", alert.for_))
+    elif alert.condition is None:
+        raise BuildError(f"{where}: for_=steps(N) counts the steps of a condition= (Alert.when); with a "
+                         f"hand-written expr, give a duration")
+    for name, value in durations:
         problem = duration_problem(value)
         if problem:
             raise BuildError(f"{where}: {name} = {problem}")

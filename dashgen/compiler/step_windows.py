@@ -112,9 +112,9 @@ def banded(count: int, expr_of_range: Callable[[str], str], floor: str, ending: 
     """`expr_of_range(range)` of each run, over the range its rhythm gives `count` steps: the
     range is `[window:resolution]`, followed by an offset when it ends `ending` steps ago.
 
-    The range is a subquery (`[window:resolution]`) of two samples a step: every branch is
-    evaluated for every run, and a window of 60 slow steps would otherwise read days of 15 s
-    scrapes for runs that are not even in its band. A window that holds no more of the series'
+    The range is a subquery (`[window:resolution]`) of two samples a step: a branch that reads
+    the series itself is evaluated for every run, and a window of 60 slow steps would otherwise
+    read days of 15 s scrapes for runs that are not even in its band. A window that holds no more of the series'
     own samples (one every `sampled_every`) than the subquery would read is a plain range: the
     same samples, without a subquery's evaluation at every point. `copied`: how to read the
     series' near-band copy, and how often that copy is recorded."""
@@ -136,11 +136,6 @@ def banded(count: int, expr_of_range: Callable[[str], str], floor: str, ending: 
             branches.append([band, band, window, from_copy])
     parts = []
     for first, last, window, from_copy in branches:
-        if from_copy:
-            selector = "{" + f'{NEAR_BAND}="{first}"' + "}" + window
-            parts.append(f"  ({expr_of_copy(selector)})\n"
-                         f"  and on({ON_RUN}) ({STEP_BAND} {'>=' if first == BANDS - 1 else '=='} {first})")
-            continue
         if first == 0 and last == BANDS - 1:
             select = STEP_BAND
         elif first == 0:
@@ -151,7 +146,8 @@ def banded(count: int, expr_of_range: Callable[[str], str], floor: str, ending: 
             select = f"{STEP_BAND} == {first}"
         else:
             select = f"{STEP_BAND} >= {first} <= {last}"
-        parts.append(f"  ({expr_of_range(window)})\n  and on({ON_RUN}) ({select})")
+        read = expr_of_copy("{" + f'{NEAR_BAND}="{first}"' + "}" + window) if from_copy else expr_of_range(window)
+        parts.append(f"  ({read})\n  and on({ON_RUN}) ({select})")
     union = "\nor\n".join(parts)
     if any(from_copy for *_, from_copy in branches):
         return f'label_replace(\n{union},\n"{NEAR_BAND}", "", "", "")'
