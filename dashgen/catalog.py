@@ -216,6 +216,11 @@ def _verl_metrics() -> Iterable[Metric]:
     yield Metric(NONFINITE_LOSS_STREAK_METRIC, MetricType.GAUGE, "short",
                  "Consecutive steps, up to the newest, that logged a NaN or infinite policy or value loss",
                  VERL_LABELS, Source.VERL)
+    # dashgen/sources/step_statistics.py: windows counted in steps, computed from the step log.
+    yield Metric("verl_step_statistic", MetricType.GAUGE, "none",
+                 "A statistic of a logged series over the run's last logged steps (series: the metric, statistic: "
+                 "e.g. median_30steps), as rendered/exporter/step-statistics.yaml lists them",
+                 VERL_LABELS | {"series", "statistic"}, Source.VERL)
     yield Metric(VALIDATION_FAMILIES["val-core"], MetricType.GAUGE, "none",
                  "verl's core validation results (val-core/<data_source>/<variable>/<metric>) of the latest test step",
                  VERL_LABELS | set(VALIDATION_LABELS), Source.VERL)

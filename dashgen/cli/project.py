@@ -206,6 +206,7 @@ def test(root: Path, config_path: Path | None, keep_generated: Path | None, modu
     try:
         rule_files = {rel: content for rel, content in rendered.files.items() if rel.startswith("rules/")}
         generated = write_generated_tests(folder, rule_files, alerts, rendered.catalog, config)
+        fixtures = _with_statistics(fixtures, rule_files, config, folder / "fixtures")
         if keep_generated is not None:
             try:
                 shutil.copytree(folder, keep_generated, dirs_exist_ok=True)
@@ -240,6 +241,29 @@ def test(root: Path, config_path: Path | None, keep_generated: Path | None, modu
     routes_passed, report = run_route_fixtures(root)
     _show(report, "")
     sys.exit(1 if failed or untested or unreachable or not routes_passed else 0)
+
+
+def _with_statistics(fixtures: list[Path], rule_files: dict[str, str], config, folder: Path) -> list[Path]:
+    """The fixtures, each that reads a logged series' step windows without giving the exporter's
+    statistics of it replaced by a copy in `folder` that has them (fixture_statistics.py)."""
+    import yaml
+
+    from dashgen.compiler.fixture_statistics import with_statistics
+    from dashgen.config import duration_seconds
+    from dashgen.sources.step_statistics import served_by
+
+    served = served_by(rule_files.values(), duration_seconds(config.step_window_floor))
+    out = []
+    for fixture in fixtures:
+        content = with_statistics(fixture, served, config.rule_interval)
+        if content is None:
+            out.append(fixture)
+            continue
+        folder.mkdir(exist_ok=True)
+        copy = folder / fixture.name
+        copy.write_text(yaml.safe_dump(content, sort_keys=False, width=1000))
+        out.append(copy)
+    return out
 
 
 def _writable_folder(option: str, folder: Path) -> None:

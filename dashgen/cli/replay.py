@@ -144,6 +144,7 @@ def backfill(run_path: Path, tsdb_dir: Path, start: str | None, scrape_interval:
     from dashgen.replay.backfill import create_blocks, read_run, run_labels, write_openmetrics
     from dashgen.replay.backtest import iso_time
     from dashgen.replay.work_dir import work_dir
+    from dashgen.sources.step_statistics import ServedStatistics, rendered_statistics
 
     config = replayed_config(load_config(config_path, root))
     timing = _timing(start, scrape_interval, default_step_time, run_end, hold, config)
@@ -153,7 +154,8 @@ def backfill(run_path: Path, tsdb_dir: Path, start: str | None, scrape_interval:
     _writable_folder(tsdb_dir, "--tsdb")
     find_binary("promtool")
     run = read_run(run_path, run_labels(run_path, config.verl_job, project, experiment, instance), timing,
-                   export_unknown=unknown_keys, catalog=project_catalog(root))
+                   export_unknown=unknown_keys, catalog=project_catalog(root),
+                   step_statistics=rendered_statistics(root) or ServedStatistics())
     try:  # before promtool's long work; a folder os.access calls writable may still refuse (/proc)
         tsdb_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

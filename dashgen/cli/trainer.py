@@ -116,7 +116,7 @@ def export(jsonl: str, listen: str | None, project: str | None, experiment: str 
     host, port = _listen_address(listen or f"127.0.0.1:{config.exporter_address.rpartition(':')[2]}")
     default_project, default_experiment = run_from_path(path)
     state = RunState(project or default_project, experiment or default_experiment, export_unknown=unknown_keys,
-                     total_steps=total_steps, catalog=project_catalog(root))
+                     total_steps=total_steps, catalog=project_catalog(root), step_statistics=_step_statistics(root))
     registry = CollectorRegistry(auto_describe=False)
     registry.register(state)
     ray_link = _ray_link(state.labels, ray_session, ray_temp_dir or Path(config.ray_temp_dir))
@@ -153,6 +153,19 @@ def export(jsonl: str, listen: str | None, project: str | None, experiment: str 
                 pass
         finally:
             follower.stop()
+
+
+def _step_statistics(root: Path):
+    """The statistics over steps the project's rules read, as its last build listed them."""
+    from dashgen.sources.step_statistics import STEP_STATISTICS_FILE, ServedStatistics, rendered_statistics
+
+    statistics = rendered_statistics(root)
+    if statistics is None:
+        click.echo(f"dashgen export: no {root / 'rendered' / STEP_STATISTICS_FILE}: serving no statistics over "
+                   f"steps, so the alerts that count in steps read nothing; run `dashgen build` in the project "
+                   f"(--root) first", err=True)
+        return ServedStatistics()
+    return statistics
 
 
 def _ray_link(labels: tuple[str, str], session: str | None, temp_dir: Path):

@@ -14,6 +14,7 @@ from dashgen.config import duration_seconds, format_duration
 from dashgen.errors import BuildError, get_close_matches
 from dashgen.model import ON_RUN, Recording, RuleGroup
 from dashgen.records import record
+from dashgen.sources.step_statistics import STEP_STATISTIC_LABELS, STEP_STATISTIC_METRIC, StepStatistic
 
 
 @record
@@ -109,9 +110,13 @@ class ConditionCompiler:
     baseline is recorded once per project (series names are global): in the group of the first
     alert that needs it; later alerts read that recording."""
 
-    def __init__(self, catalog: Catalog, defaults: BaselineDefaults):
+    def __init__(self, catalog: Catalog, defaults: BaselineDefaults, exporter_statistics: bool = False):
         self.catalog = catalog
         self.defaults = defaults
+        # The source computes step windows of the series it logs itself (the exporter): their
+        # recordings read its verl_step_statistic, and these are the statistics they read.
+        self.exporter_statistics = exporter_statistics
+        self.step_statistics: set[StepStatistic] = set()
         self.recordings = BaselineRecordings()
         self._rolling: dict[tuple[str, ...], str] = {}  # (stem, window, ending, min_history) -> recording name
         self._held: dict[tuple[str, bool], str] = {}  # (rolling name, fault raises) -> held name
@@ -154,9 +159,28 @@ class ConditionCompiler:
             return reduce(self._copies[series], selected_range)
         return read_copy, self.defaults.rule_interval
 
+    def _logged(self, series: SignalSeries) -> bool:
+        """Whether the source computes `series`' step windows from the step log (see
+        dashgen/sources/step_statistics.py): a series the exporter maps from a logged key."""
+        metric = series.metric
+        return (self.exporter_statistics and metric is not None and metric.source in (Source.VERL, Source.PROJECT)
+                and bool(metric.verl_keys) and ":" not in metric.name)
+
+    def _statistic(self, statistic: StepStatistic) -> str:
+        """The exporter's series of `statistic`, as the run's own series (its labels dropped)."""
+        self.step_statistics.add(statistic)
+        return (f"max without({', '.join(STEP_STATISTIC_LABELS)}) ({STEP_STATISTIC_METRIC}"
+                f"{{verl, series=\"{statistic.series}\", statistic=\"{statistic.name}\"}})")
+
     def step_reduction(self, series: SignalSeries, reduction: str, window: Steps) -> str:
         """A recording of `series` reduced over the run's last `window.count` steps."""
         key = (series.stem, reduction, window.count)
+        if key not in self._by_steps and self._logged(series):
+            name = self._by_steps[key] = f"{series.stem}:{reduction}_{window.count}steps"
+            self.recordings.rolling.append(Recording(
+                name, self._statistic(StepStatistic(series.metric.name, reduction, window.count)),
+                f"The {reduction} of {series.metric.name} over the run's last {window.count} logged steps "
+                f"(the exporter's)"))
         if key not in self._by_steps:
             self._rhythm()
             name = f"{series.stem}:{reduction}_{window.count}steps"
@@ -203,6 +227,13 @@ class ConditionCompiler:
             raise BuildError(f"baseline of {series.expr}: a baseline in steps gives its window and ending in steps "
                              f"(Baseline(steps(100), ending=steps(20))) and needs no min_history")
         key = (series.stem, str(window), str(ending), "")
+        if key not in self._rolling and self._logged(series):
+            name = self._rolling[key] = f"{series.stem}:baseline_median_{window.count}steps_ending{ending.count}"
+            statistic = StepStatistic(series.metric.name, "median", window.count, ending.count, half_logged=True)
+            self.recordings.rolling.append(Recording(
+                name, self._statistic(statistic),
+                f"Median of {series.metric.name} over the run's {window.count} logged steps ending {ending.count} "
+                f"steps ago, once half of that window is logged (the exporter's)"))
         if key not in self._rolling:
             name = f"{series.stem}:baseline_median_{window.count}steps_ending{ending.count}"
             self._rolling[key] = name
@@ -280,7 +311,6 @@ class ConditionCompiler:
         ended = ending.count if ending else 0
         key = (series.stem, window, over, ended, lowest)
         if key not in self._quietest:
-            median = self.step_reduction(series, "median", window)
             extreme, word = ("min", "floor") if lowest else ("max", "ceiling")
             name = f"{series.stem}:baseline_{word}_{over.count}steps" + (f"_ending{ended}" if ended else "")
             if name in self._quietest.values():
@@ -288,6 +318,14 @@ class ConditionCompiler:
             self._quietest[key] = name
             adjective = "Lowest" if lowest else "Highest"
             before = f", ending {ended} steps ago" if ended else ""
+            if self._logged(series):
+                statistic = StepStatistic(series.metric.name, extreme, over.count, ended, of_median=window.count)
+                self.recordings.rolling.append(Recording(
+                    name, self._statistic(statistic),
+                    f"{adjective} median of {series.metric.name} over {window.count} steps, of the run's last "
+                    f"{over.count} logged steps{before} (the exporter's)"))
+                return name
+            median = self.step_reduction(series, "median", window)
             reduce = _RANGE_REDUCTIONS[extreme]
             self.recordings.rolling.append(Recording(
                 name, banded(over.count, lambda r: reduce(median, r), self.defaults.step_window_floor,

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from typing import Iterable
 from dataclasses import field
 from pathlib import Path
 
@@ -47,6 +48,8 @@ from dashgen.config import Config, duration_seconds, format_duration
 from dashgen.errors import BuildError
 from dashgen.model import Alert
 from dashgen.records import record
+from dashgen.compiler.fixture_statistics import statistic_selector, statistics_per_sample
+from dashgen.sources.step_statistics import ServedStatistics, served_by
 
 GENERATED_SUFFIX = "-generated-test.yaml"
 _RATIO_UNITS = ("percentunit",)
@@ -139,31 +142,49 @@ BRANCH_RHYTHM = 60.0
 BRANCH_CASE = re.compile(r"only-branch-(\d+)-crosses")  # the name of a branch's case
 
 
-def alert_cases(alert: Alert, catalog: Catalog, config: Config) -> list[_Case]:
-    """The generated cases of one alert; at each of TEST_RHYTHMS for one that counts in steps."""
+def alert_cases(alert: Alert, catalog: Catalog, config: Config,
+                statistics: ServedStatistics = ServedStatistics()) -> list[_Case]:
+    """The generated cases of one alert; at each of TEST_RHYTHMS for one that counts in steps.
+    `statistics`: the exporter's statistics over steps the rules read, computed from each case's
+    series as the exporter would from the step log."""
     if not (counts_steps(alert.condition) or counts_steps(alert.keep_firing_while) or isinstance(alert.for_, Steps)):
         return _cases(alert, catalog, config, None, branches=True)
     cases = []
     for rhythm in TEST_RHYTHMS:
         for case in _cases(alert, catalog, config, rhythm, branches=rhythm == BRANCH_RHYTHM):
             case.name = f"{case.name}-at-{rhythm:g}s-per-step"
-            case.series.update(_rhythm_series(rhythm, config, max(count for _, count in case.series_length())))
+            step_of = _steps_at(rhythm, config, max(count for _, count in case.series_length()))
+            case.series.update(_statistic_series(case.series, statistics, step_of,
+                                                 duration_seconds(config.rule_interval)))
+            case.series.update({f"{GLOBAL_STEP}{{verl}}": _runs([float(s) for s in step_of]),
+                                f"{LAST_STEP_METRIC}{{verl}}": _runs([(s - 1) * rhythm for s in step_of])})
             cases.append(case)
     return cases
 
 
-def _rhythm_series(rhythm: float, config: Config, samples: int) -> dict[str, list[tuple[float, int]]]:
-    """What the exporter serves of a run at `rhythm` s/step, sampled every evaluation: its global
-    step and the time its newest step-log line arrived."""
+def _steps_at(rhythm: float, config: Config, samples: int) -> list[int]:
+    """The step a run at `rhythm` s/step has logged last at each evaluation (what the exporter
+    serves as its global step; the time its line arrived is (step - 1) * rhythm)."""
     interval = duration_seconds(config.rule_interval)
-    step_of = [int(i * interval // rhythm) + 1 for i in range(samples)]
-    return {f"{GLOBAL_STEP}{{verl}}": _runs([float(s) for s in step_of]),
-            f"{LAST_STEP_METRIC}{{verl}}": _runs([(s - 1) * rhythm for s in step_of])}
+    return [int(i * interval // rhythm) + 1 for i in range(samples)]
 
 
-def _runs(values: list[float]) -> list[tuple[float, int]]:
-    """Values as (value, repeats) segments."""
-    segments: list[tuple[float, int]] = []
+def _statistic_series(series: dict[str, list[tuple[float, int]]], statistics: ServedStatistics,
+                      step_of: list[int], interval: float) -> dict[str, list[tuple[float | None, int]]]:
+    """The exporter's statistics of the case's series, a sample an evaluation (fixture_statistics.py)."""
+    out: dict[str, list[tuple[float | None, int]]] = {}
+    for selector, segments in series.items():
+        name = selector.split("{", 1)[0]
+        values = [value for value, count in segments for _ in range(count)]
+        for stat, per_sample in statistics_per_sample(values, step_of[:len(values)], statistics, name,
+                                                      interval).items():
+            out[statistic_selector(stat, "verl")] = _runs(per_sample)
+    return out
+
+
+def _runs(values: list) -> list[tuple[float | None, int]]:
+    """Values as (value, repeats) segments; None: no sample."""
+    segments: list[tuple[float | None, int]] = []
     for value in values:
         if segments and segments[-1][0] == value:
             segments[-1] = (value, segments[-1][1] + 1)
@@ -360,9 +381,10 @@ def _steps(seconds: float, step: float) -> int:
     return int(-(-seconds // step))
 
 
-def _values(segments: list[tuple[float, int]]) -> str:
-    # promtool's 'a x n' is n + 1 samples of a.
-    return " ".join(f"{value:.6g}x{count - 1}" for value, count in segments)
+def _values(segments: list[tuple[float | None, int]]) -> str:
+    # promtool's 'a x n' is n + 1 samples of a; '_' is one evaluation without a sample.
+    return " ".join(" ".join(["_"] * count) if value is None else f"{value:.6g}x{count - 1}"
+                    for value, count in segments)
 
 
 def _run_selector(series: str, selectors: dict[str, str], experiment: str) -> str:
@@ -375,11 +397,12 @@ def _run_selector(series: str, selectors: dict[str, str], experiment: str) -> st
 
 
 def generated_test_file(rule_files: list[str], module_alerts: list[Alert], catalog: Catalog,
-                        config: Config, group_order: list[str] | None = None) -> str | None:
+                        config: Config, group_order: list[str] | None = None,
+                        statistics: ServedStatistics = ServedStatistics()) -> str | None:
     """A promtool test file for the vocabulary alerts of one module, over `rule_files` (its own and
     those it reads: an alert may read a baseline another module records); None if it has none.
     `group_order`: the rule groups in the order promtool evaluates them at one time (by default
-    in an order of its own choosing)."""
+    in an order of its own choosing). `statistics`: the exporter's statistics over steps they read."""
     selectors = rule_selectors(config)
     queries = SourceQueries(config)  # the series and labels in the metric source's names
     tests = []
@@ -387,7 +410,7 @@ def generated_test_file(rule_files: list[str], module_alerts: list[Alert], catal
         if alert.condition is None:
             continue
         try:
-            cases = [case for case in alert_cases(alert, catalog, config) if not case.unreachable]
+            cases = [case for case in alert_cases(alert, catalog, config, statistics) if not case.unreachable]
         except UntestableAlert:
             if alert.untested.strip():
                 continue
@@ -430,7 +453,9 @@ def write_generated_tests(folder: Path, rule_files: dict[str, str], alerts: list
     for stem, module_alerts in sorted(by_module.items()):
         read = files_read_by(f"{stem}.yaml", names)
         try:
-            text = generated_test_file(read, module_alerts, catalog, config, _source_first(read, names))
+            text = generated_test_file(read, module_alerts, catalog, config, _source_first(read, names),
+                                       served_by((names[name] for name in read),
+                                                 duration_seconds(config.step_window_floor)))
         except UntestableAlert as exc:
             raise BuildError(f"{modules[stem]}: {exc}") from None
         if text is not None:

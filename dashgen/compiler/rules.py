@@ -30,6 +30,8 @@ from dashgen.config import Config, duration_problem, duration_seconds
 from dashgen.errors import BuildError
 from dashgen.model import ON_RUN, Alert, Recording, RuleGroup, Severity, Sustain
 from dashgen.records import record
+from dashgen.sources.chosen import metric_source
+from dashgen.sources.step_statistics import STEP_STATISTICS_FILE, ServedStatistics, dump_statistics
 
 _ALERT_NAME = re.compile(r"[A-Z][A-Za-z0-9]*")
 _RECORD_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
@@ -87,6 +89,8 @@ class RulesOutput:
     losses: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # The labels each alert's notifications carry: its expression's, its own, severity and alertname.
     alert_labels: dict[str, frozenset[str]] = field(default_factory=dict)
+    # The statistics over steps the exporter computes for the rules (dashgen/sources/step_statistics.py).
+    step_statistics: ServedStatistics = ServedStatistics()
 
 
 def _ms(duration: str) -> int:
@@ -119,7 +123,7 @@ def render_rules(root: Path, config: Config, catalog: Catalog,
     defaults = BaselineDefaults(config.baseline_window, config.baseline_recent_window, config.baseline_hold_window,
                                 config.baseline_hold_step, config.rhythm_window, config.step_window_floor,
                                 config.rule_interval, config.scrape_interval)
-    compiler = ConditionCompiler(stated_catalog, defaults)
+    compiler = ConditionCompiler(stated_catalog, defaults, exporter_statistics=metric_source(config).is_catalog)
     modules = [(definition, [expanded for group in groups for expanded in expand_group(
         group, compiler, lambda rule, compiler, d=definition: _compiled_alert(rule, compiler, d))])
         for definition, groups in stated]
@@ -205,6 +209,10 @@ def render_rules(root: Path, config: Config, catalog: Catalog,
     for where, expr in reading_alerts:  # a hand-written ALERTS{alertname="..."} names an alert of the project
         check_alertname_matchers(expr, out.alert_labels, where)
     _render_derived(out, config)
+    if metric_source(config).is_catalog:  # the exporter reads the list, empty or not
+        out.step_statistics = ServedStatistics(tuple(sorted(compiler.step_statistics, key=lambda s: (s.series, s.name))),
+                                               duration_seconds(config.step_window_floor))
+        out.files[STEP_STATISTICS_FILE] = dump_statistics(out.step_statistics)
     if out.alerts or out.unavailable:
         out.files[DOCS_FILE] = _render_docs(out, config)
     return out

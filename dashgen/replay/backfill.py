@@ -43,9 +43,9 @@ from dashgen.records import record
 from dashgen.runtime.log_follower import MAX_LINE_BYTES, run_from_path
 from dashgen.sources import trl
 from dashgen.sources.trl import is_trainer_state
-from dashgen.sources.verl_log import LineError, StepMapper, ValidationSeries, parse_line
+from dashgen.sources.step_statistics import STEP_STATISTIC_METRIC, STEP_TIME_METRIC, ServedStatistics, StepStatistic
+from dashgen.sources.verl_log import LineError, StepMapper, ValidationSeries, is_training_line, parse_line
 
-STEP_TIME_METRIC = verl_metric_name("timing_s/step")[0]
 LAST_STEP_METRIC = "verl_exporter_last_step_timestamp_seconds"
 # promtool's block lengths: 2h times a power of 3 (the TSDB's compaction ranges).
 SMALLEST_BLOCK_HOURS = 2
@@ -96,6 +96,8 @@ class RecordedRun:
     # The validation results held at each step (the latest test step's, as the exporter serves
     # them); consecutive steps share one dict.
     validation: list[dict[ValidationSeries, float]] = field(default_factory=list)
+    # The step statistics the exporter serves after each step (none unless asked for).
+    statistics: list[dict[StepStatistic, float]] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -130,16 +132,19 @@ def run_labels(path: Path, job: str, project: str | None = None, experiment: str
 
 
 def read_run(path: Path, labels: dict[str, str], timing: Timing, export_unknown: bool = True,
-             keep: set[str] | None = None, now: float | None = None, catalog: Catalog = CATALOG) -> RecordedRun:
+             keep: set[str] | None = None, now: float | None = None, catalog: Catalog = CATALOG,
+             step_statistics: ServedStatistics = ServedStatistics()) -> RecordedRun:
     """Parse the step log and place its steps on the clock; BuildError if it holds no step.
 
     `keep` limits the values held to these metric names (a long run's other keys cost memory).
+    `step_statistics`: computed at each step as the exporter computes them.
     """
     if path.exists() and not path.is_file():  # a FIFO would block the read until someone writes to it
         raise BuildError(f"{path}: not a regular file; give verl's step log as written by its file logger")
     run = RecordedRun(path, labels, end_kind=timing.end)
     mapper = StepMapper(catalog, export_unknown=export_unknown)
     streak = NonFiniteStreak()
+    step_stats = step_statistics.tracker(timing.default_step_seconds)
     durations: list[float] = []
     steps_left_out: list[int] = []  # per line: steps the log left out before it (a log of every Nth step)
     lines = 0
@@ -159,6 +164,10 @@ def read_run(path: Path, labels: dict[str, str], timing: Timing, export_unknown:
                     run.parse_errors += 1
                     continue
                 shown = mapper.step_values(number, data, shown)
+                if step_stats.wanted:
+                    logged = shown if is_training_line(data) else {}
+                    step_stats.observe(number, logged, logged.get(STEP_TIME_METRIC))
+                    run.statistics.append(step_stats.values())
                 values = dict(shown)
                 values[NONFINITE_STREAK_METRIC] = float(streak.observe(data))
                 values[NONFINITE_LOSS_STREAK_METRIC] = float(streak.loss_steps)
@@ -303,7 +312,8 @@ EXPORTER_SAMPLES = frozenset({LAST_STEP_METRIC, "verl_exporter_steps_total", "ve
 
 def series_names(runs: list[RecordedRun]) -> set[str]:
     """Names of every series a backfill of the runs writes."""
-    return {name for run in runs for step in run.values for name in step} | EXPORTER_SAMPLES | {"up"}
+    served = {STEP_STATISTIC_METRIC} if any(step for run in runs for step in run.statistics) else set()
+    return {name for run in runs for step in run.values for name in step} | EXPORTER_SAMPLES | {"up"} | served
 
 
 @record
@@ -352,6 +362,8 @@ def write_openmetrics(runs: list[RecordedRun], out: TextIO, scrape_interval: flo
             out.write("".join(chunks))
             written += sum(len(stamps) for index, stamps in run_scrapes.by_step if per_step[index] is not None)
     written += _write_validation(runs, scrapes, out, only)
+    if only is None or STEP_STATISTIC_METRIC in only:
+        written += _write_statistics(runs, scrapes, out)
     if only is None or RUN_STATE_METRIC in only:
         out.write(f"# TYPE {RUN_STATE_METRIC} gauge\n")
         for run, run_scrapes in zip(runs, scrapes):
@@ -420,6 +432,26 @@ def _write_validation(runs: list[RecordedRun], scrapes: list[_Scrapes], out: Tex
                         if series in run.validation[index]]
                 out.write("".join(_repeated(prefix + openmetrics_value(value), stamps) for value, stamps in held))
                 written += sum(len(stamps) for _, stamps in held)
+    return written
+
+
+def _write_statistics(runs: list[RecordedRun], scrapes: list[_Scrapes], out: TextIO) -> int:
+    wanted = sorted({stat for run in runs for step in run.statistics for stat in step},
+                    key=lambda stat: (stat.series, stat.name))
+    if not wanted:
+        return 0
+    written = 0
+    out.write(f"# TYPE {STEP_STATISTIC_METRIC} gauge\n")
+    for stat in wanted:
+        for run, run_scrapes in zip(runs, scrapes):
+            if not run.statistics:
+                continue
+            prefix = STEP_STATISTIC_METRIC + label_text({**run.labels, "series": stat.series, "statistic": stat.name})
+            for index, stamps in run_scrapes.by_step:
+                value = run.statistics[index].get(stat)
+                if value is not None:
+                    out.write(_repeated(f"{prefix} {openmetrics_value(value)}", stamps))
+                    written += len(stamps)
     return written
 
 

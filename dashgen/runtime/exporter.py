@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -18,7 +18,8 @@ from dashgen.catalog import (CATALOG, NONFINITE_LOSS_STREAK_METRIC, NONFINITE_ST
                              VALIDATION_LABELS, Catalog)
 from dashgen.lifecycle import NonFiniteStreak, RunPhase
 from dashgen.runtime.log_tail import HistoryCounts, TailStart
-from dashgen.sources.verl_log import StepMapper, ValidationSeries
+from dashgen.sources.step_statistics import STEP_STATISTIC_LABELS, STEP_STATISTIC_METRIC, ServedStatistics, step_seconds
+from dashgen.sources.verl_log import StepMapper, ValidationSeries, is_training_line
 
 LABELS = ("project", "experiment")
 
@@ -27,7 +28,7 @@ class RunState:
     """The newest step of one run, as a prometheus_client collector."""
 
     def __init__(self, project: str, experiment: str, catalog: Catalog = CATALOG, export_unknown: bool = True,
-                 total_steps: int | None = None):
+                 total_steps: int | None = None, step_statistics: ServedStatistics = ServedStatistics()):
         self.labels = (project, experiment)
         self.catalog = catalog
         self._mapper = StepMapper(catalog, export_unknown)
@@ -50,6 +51,9 @@ class RunState:
         # Started at a long log's tail: the counters are not served until its lines are counted.
         self.history_pending = False
         self.version = 0  # changes whenever what collect() yields may have
+        # The rules' windows counted in steps (rendered/exporter/step-statistics.yaml): the one
+        # thing kept of past steps, as far back as those windows reach.
+        self._statistics = step_statistics.tracker()
 
     def record(self, step: int, data: dict) -> None:
         """Take one line's data: its values replace the previous step's (StepMapper.step_values)."""
@@ -57,6 +61,7 @@ class RunState:
             values = self._mapper.step_values(step, data, self._values)
             self.version += 1
             self._values = values
+            self._observe(step, values if is_training_line(data) else {})
             self.last_step_time = time.time()
             self._count(step, data)
 
@@ -71,6 +76,8 @@ class RunState:
         with self._lock:
             self.version += 1
             self._mapper.count(data)  # its keys not exported count as if it had been served
+            if self._statistics.wanted:
+                self._observe(step, self._mapper.map(data, counting=False) if is_training_line(data) else {})
             self._count(step, data)
 
     def resume(self, tail: TailStart) -> None:
@@ -89,6 +96,21 @@ class RunState:
                 self._reach(step)
             self._streak.steps, self._streak.loss_steps = tail.nonfinite_steps, tail.nonfinite_loss_steps
             self._validation = tail.validation
+
+    @property
+    def statistics_reach(self) -> int:
+        """How many steps back the step statistics read: what a tail start reads again for them."""
+        return self._statistics.reach
+
+    def take_recent(self, records: list[tuple[int, dict]]) -> None:
+        """The last steps' records before a tail start, oldest first: the step statistics' history."""
+        with self._lock:
+            self.version += 1
+            for step, data in records:
+                self._observe(step, self._mapper.map(data, counting=False) if is_training_line(data) else {})
+
+    def _observe(self, step: int, logged: dict[str, float]) -> None:
+        self._statistics.observe(step, logged, step_seconds(logged))
 
     def add_history(self, counts: HistoryCounts) -> None:
         """Count the lines a tail start skipped, as a whole read would have."""
@@ -148,6 +170,7 @@ class RunState:
             phase, exit_code, streak = self.phase, self.exit_code, self._streak.steps
             loss_streak = self._streak.loss_steps
             validation = self._validation
+            statistics = self._statistics.values()
             counters = () if self.history_pending else (
                 ("verl_exporter_steps", steps), ("verl_exporter_parse_errors", errors),
                 ("verl_exporter_dropped_lines", self.dropped_lines_total),
@@ -180,6 +203,12 @@ class RunState:
             family.add_metric(self.labels, value)
             yield family
         yield from validation_families(validation, self.labels, self._help)
+        if statistics:
+            family = GaugeMetricFamily(STEP_STATISTIC_METRIC, self._help[STEP_STATISTIC_METRIC],
+                                       labels=(*LABELS, *STEP_STATISTIC_LABELS))
+            for statistic, value in statistics.items():
+                family.add_metric((*self.labels, statistic.series, statistic.name), value)
+            yield family
 
 
 def validation_families(held: dict[ValidationSeries, float], run: tuple[str, str],
@@ -196,14 +225,14 @@ def validation_families(held: dict[ValidationSeries, float], run: tuple[str, str
 class VerlPrometheusLogger:
     """For people who build verl's Tracking themselves: `log(data, step)` like any backend.
 
-    >>> logger = VerlPrometheusLogger("gsm8k", "ppo-7b")
+    >>> logger = VerlPrometheusLogger("gsm8k", "ppo-7b", step_statistics=load_statistics(path))
     >>> logger.log({"actor/ppo_kl": 0.01}, step=1)
     Serve `logger.registry` with prometheus_client (e.g. start_http_server(9464, registry=...)).
     """
 
     def __init__(self, project: str, experiment: str, registry: CollectorRegistry | None = None,
-                 export_unknown: bool = True):
-        self.state = RunState(project, experiment, export_unknown=export_unknown)
+                 export_unknown: bool = True, step_statistics: ServedStatistics = ServedStatistics()):
+        self.state = RunState(project, experiment, export_unknown=export_unknown, step_statistics=step_statistics)
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=False)
         self.registry.register(self.state)
 

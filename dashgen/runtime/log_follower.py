@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from dashgen.runtime.exporter import RunState
-from dashgen.runtime.log_tail import HistoryCounter, HistoryCounts, last_line_end, read_tail
+from dashgen.runtime.log_tail import HistoryCounter, HistoryCounts, last_line_end, read_tail, recent_records
 from dashgen.runtime.log_watch import LogChanges
 from dashgen.sources.verl_log import LineError, is_training_line, parse_line
 
@@ -184,6 +184,7 @@ class LogFollower:
         fd = self._file.fileno()
         offset = last_line_end(fd, size)
         self.state.resume(read_tail(fd, offset, self.max_line_bytes, self.state.catalog))
+        self.state.take_recent(recent_records(fd, offset, self.state.statistics_reach, self.max_line_bytes))
         self._previous_step = self.state.last_step
         self._head = os.pread(fd, min(HEAD_BYTES, offset), 0)
         self._offset = offset

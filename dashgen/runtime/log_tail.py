@@ -98,6 +98,25 @@ def last_marker_at(fd: int, end: int, markers: tuple[bytes, ...]) -> int | None:
     return None
 
 
+def recent_records(fd: int, offset: int, steps_back: int, max_line_bytes: int) -> list[tuple[int, dict]]:
+    """The step records of the last `steps_back` steps before `offset`, oldest first; not past a
+    restart (a step that goes back), whose earlier lines are another attempt's."""
+    records: list[tuple[int, dict]] = []
+    if steps_back <= 0:
+        return records
+    for _, line in lines_backwards(fd, offset, max_line_bytes):
+        if line is None or not line.strip():
+            continue
+        try:
+            step, data = parse_line(line)
+        except LineError:
+            continue
+        if records and (step > records[-1][0] or step <= records[0][0] - steps_back):
+            break
+        records.append((step, data))
+    return records[::-1]
+
+
 @record(frozen=False)
 class TailStart:
     """The state a whole read of the log's first `offset` bytes leaves, but for counts over every line."""

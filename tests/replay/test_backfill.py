@@ -7,11 +7,12 @@ from pathlib import Path
 import pytest
 from dashgen.replay.synthetic_runs import step_data, write_run
 
-from conftest import run
+from conftest import REPO, run
 from dashgen.replay.backfill import Timing, read_run, run_labels
 from dashgen.replay.backtest import serve_tsdb
 from dashgen.runtime.exporter import RunState
 from dashgen.runtime.log_follower import LogFollower
+from dashgen.sources.step_statistics import rendered_statistics
 
 START = 1_700_000_000  # a fixed, past anchor: results do not depend on the clock
 
@@ -34,7 +35,8 @@ def test_backfilled_series_match_the_exporter(tmp_path: Path):
     assert result.exit_code == 0, result.output
     assert "skipped 1 unparseable line(s)" in result.output
 
-    state = RunState("gsm8k", "ppo-7b")
+    # Both compute the statistics over steps the project's rules read, from its last build.
+    state = RunState("gsm8k", "ppo-7b", step_statistics=rendered_statistics(REPO))
     LogFollower(log, state).poll()  # what `dashgen export` serves once it has read the whole log
     exporter = {}
     for family in state.collect():
@@ -54,11 +56,13 @@ def test_backfilled_series_match_the_exporter(tmp_path: Path):
     # The same series (name and labels, the scrape's job and instance aside) with the same values.
     by_series = {(name, tuple(sorted(set(key) - target))): value for (name, key), value in backfilled.items()}
     assert set(by_series) == set(exporter)
+    assert ("verl_step_statistic", (("experiment", "ppo-7b"), ("project", "gsm8k"), ("series", "verl_actor_entropy"),
+                                    ("statistic", "median_3steps"))) in exporter
     for (name, key), value in exporter.items():
         if name == "verl_exporter_last_step_timestamp_seconds":
             continue  # the exporter's wall clock; the backfill's reconstructed time is checked above
         got = by_series[(name, key)]
-        assert (math.isnan(got) and math.isnan(value)) or got == value, name
+        assert (math.isnan(got) and math.isnan(value)) or got == value, (name, key)
     assert by_series[("verl_run_state", (("experiment", "ppo-7b"), ("project", "gsm8k"), ("state", "running")))] == 1
     assert math.isnan(backfilled[("verl_actor_ppo_kl", labels)])
     assert [s["value"][1] for s in up] == ["1"]

@@ -29,6 +29,7 @@ from dashgen.replay.backtest.blocks import BlockParts
 from dashgen.replay.backtest.evaluation import evaluate_alert
 from dashgen.replay.backtest.recordings import Window, queried_series
 from dashgen.replay.simulate import Fault, RunSpec, write_run
+from dashgen.sources.step_statistics import served_by
 
 from conftest import REPO
 
@@ -54,8 +55,9 @@ def _reference_backtest(paths: list[Path], timings: dict[Path, Timing]) -> list[
     compiled = render_rules(REPO, Config(), catalog)
     recordings, alerts = compiled.recording_rules, compiled.alert_rules
     selected = set().union(*(metrics_in(rule.expr) for rule in [*recordings, *alerts]))
-    runs = [read_run(path, run_labels(path, Config().verl_job), timings[path], keep=selected, catalog=catalog)
-            for path in paths]
+    wanted = served_by((rule.expr for rule in [*recordings, *alerts]), 60.0)
+    runs = [read_run(path, run_labels(path, Config().verl_job), timings[path], keep=selected, catalog=catalog,
+                     step_statistics=wanted) for path in paths]
     span = max(run.end for run in runs) - min(run.times[0] for run in runs)
     with tempfile.TemporaryDirectory(prefix="dashgen-reference-") as tmp:
         workdir = Path(tmp)

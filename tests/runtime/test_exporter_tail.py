@@ -14,9 +14,13 @@ import dashgen.runtime.log_follower
 from dashgen.runtime.log_follower import LogFollower
 import dashgen.runtime.log_tail
 from dashgen.runtime.log_tail import lines_backwards, read_tail
+from dashgen.sources.step_statistics import rendered_statistics
 from dashgen.sources.verl_log import MAX_VALIDATION_SERIES
 
+from conftest import REPO
+
 MAX_LINE_BYTES = 4096
+STATISTICS = rendered_statistics(REPO)
 
 
 def record(step: int, **data) -> bytes:
@@ -98,8 +102,9 @@ class Pair:
     """Two exporters of one log: one started at its tail, one that read it whole."""
 
     def __init__(self, path, total_steps: int | None = None, max_line_bytes: int = MAX_LINE_BYTES):
-        self.tail_state = RunState("proj", "exp", total_steps=total_steps)
-        self.whole_state = RunState("proj", "exp", total_steps=total_steps)
+        # With the project's statistics over steps: a tail start reads back as far as they reach.
+        self.tail_state = RunState("proj", "exp", total_steps=total_steps, step_statistics=STATISTICS)
+        self.whole_state = RunState("proj", "exp", total_steps=total_steps, step_statistics=STATISTICS)
         self.tail = LogFollower(path, self.tail_state, say=lambda _: None, max_line_bytes=max_line_bytes)
         self.whole = LogFollower(path, self.whole_state, say=lambda _: None, max_line_bytes=max_line_bytes,
                                  start_at_tail=False)

@@ -25,7 +25,7 @@ from typing import Callable
 
 from dashgen.compiler.promql import metrics_in
 from dashgen.compiler.rules import AlertRule, RecordingRule
-from dashgen.config import Config
+from dashgen.config import Config, duration_seconds
 from dashgen.promtool import find_binary
 from dashgen.replay.backfill import (RecordedRun, Timing, check_unique_runs, read_run, run_labels, series_names,
                                      write_openmetrics)
@@ -36,6 +36,7 @@ from dashgen.replay.backtest.rule_files import read_rule_files
 from dashgen.replay.backtest.server import SERVER_ARGS, query_pool, serve_tsdb
 from dashgen.replay.prometheus_server import PrometheusServer
 from dashgen.replay.work_dir import work_dir
+from dashgen.sources.step_statistics import served_by
 
 __all__ = ["SERVER_ARGS", "backtest", "evaluate_rules", "recorded_openmetrics", "serve_tsdb"]
 
@@ -59,8 +60,9 @@ def backtest(paths: list[Path], root: Path, config: Config, timing: Timing,
         compiled = render_rules(root, config, catalog)
         recordings, alerts = compiled.recording_rules, compiled.alert_rules
     selected = set().union(*(metrics_in(rule.expr) for rule in [*recordings, *alerts]))
+    wanted = served_by((rule.expr for rule in [*recordings, *alerts]), duration_seconds(config.step_window_floor))
     runs = [read_run(path, run_labels(path, config.verl_job), (timings or {}).get(path, timing), keep=selected,
-                     catalog=catalog)
+                     catalog=catalog, step_statistics=wanted)
             for path in paths]
     check_unique_runs(runs)
     for run in runs:

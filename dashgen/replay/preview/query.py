@@ -20,9 +20,10 @@ from typing import Any, Iterator
 from dashgen.catalog import Catalog, Source
 from dashgen.compiler.dashboards import iter_panels
 from dashgen.compiler.promql import metrics_in, substitute_variables
-from dashgen.config import Config
+from dashgen.config import Config, duration_seconds
 from dashgen.promtool import find_binary
 from dashgen.records import record
+from dashgen.sources.step_statistics import served_by
 from dashgen.replay.backfill import RecordedRun, Timing, create_blocks, read_run, run_labels, write_openmetrics
 from dashgen.compiler.rules import AlertRule, RecordingRule
 from dashgen.replay.backtest.alert_series import alerts_openmetrics
@@ -73,7 +74,8 @@ def backfilled(path: Path, config: Config, catalog: Catalog, timing: Timing, rec
     results and the `ALERTS` series of the alerts that fired are in the TSDB beside the run's."""
     find_binary("promtool")
     find_binary("prometheus")
-    run = read_run(path, run_labels(path, config.verl_job), timing, catalog=catalog)
+    wanted = served_by((rule.expr for rule in [*recordings, *alerts]), duration_seconds(config.step_window_floor))
+    run = read_run(path, run_labels(path, config.verl_job), timing, catalog=catalog, step_statistics=wanted)
     start, end = run.times[0] - timing.scrape_interval, run.served_until
     step = max(timing.scrape_interval, round((end - start) / POINTS_PER_PANEL / timing.scrape_interval)
                * timing.scrape_interval)

@@ -1,0 +1,298 @@
+"""Statistics over a run's last N logged steps, computed from the step log itself.
+
+A window counted in steps (`steps(20)`) has no exact PromQL form: a range is a duration, and a
+run's steps last from 1.5 s to 20 minutes. Compiled in PromQL, it is one branch per band of
+rhythms (dashgen/compiler/step_windows.py), each evaluated for every run at every cycle. The
+exporter reads every step's values as they are logged, so it computes the statistic exactly, by
+step number, and serves it as one gauge: `verl_step_statistic{series, statistic}`. The build
+lists the statistics its rules read in rendered/exporter/step-statistics.yaml; `dashgen export`
+and the backfill of `dashgen backtest` compute the same list with this module, so a backtest sees
+what a live run would.
+
+A statistic reads the values a series logged at steps S-E-N < step <= S-E, S being the run's
+newest logged step, N the window and E its ending. A key missing from a line is no value, and a
+step window holding no value has no statistic. A run whose step goes back (restarted, or resumed
+from a checkpoint) starts its windows again: an exporter started at the log's tail reads back
+to that point only, and serves what a whole read would.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from collections import deque
+from pathlib import Path
+from typing import Iterable
+
+import yaml
+
+from dashgen.catalog import verl_metric_name
+from dashgen.errors import BuildError
+from dashgen.records import record
+
+STEP_STATISTIC_METRIC = "verl_step_statistic"
+STEP_TIME_METRIC = verl_metric_name("timing_s/step")[0]  # the log's own clock
+STEP_STATISTIC_LABELS = ("series", "statistic")
+# Where the build writes the list, under its output directory.
+STEP_STATISTICS_FILE = "exporter/step-statistics.yaml"
+REDUCTIONS = ("median", "max", "min")
+
+
+@record
+class StepStatistic:
+    """One statistic of one series over the run's last `steps` steps, ending `ending` steps ago.
+
+    `of_median`: reduce the series' median over that many steps (taken at each logged step)
+    rather than its values: the quietest or peak level of a smoothed signal. `half_logged`: exists
+    only once the series has a value from at least half the window before its end (a baseline is
+    not the median of a young run's first few steps)."""
+
+    series: str
+    reduction: str
+    steps: int
+    ending: int = 0
+    of_median: int = 0
+    half_logged: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "ending", "of_median"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"step statistic of {self.series}: {name} {value!r} is not a whole number of steps")
+        if self.reduction not in REDUCTIONS:
+            raise ValueError(f"step statistic of {self.series}: reduction {self.reduction!r} is not one of "
+                             f"{', '.join(REDUCTIONS)}")
+        if self.steps < 1 or self.ending < 0 or self.of_median < 0:
+            raise ValueError(f"step statistic of {self.series}: steps must be at least 1, ending and of_median "
+                             f"at least 0")
+
+    @property
+    def name(self) -> str:
+        """The `statistic` label: what it is, e.g. median_30steps_ending10 or min_60steps_of_median_5steps."""
+        name = f"{self.reduction}_{self.steps}steps"
+        if self.ending:
+            name += f"_ending{self.ending}"
+        if self.of_median:
+            name += f"_of_median_{self.of_median}steps"
+        if self.half_logged:
+            name += "_half_logged"
+        return name
+
+    @property
+    def reach(self) -> int:
+        """How many steps back the newest step it reads values from."""
+        return self.ending + self.steps + self.of_median
+
+
+def _median(values: Iterable[float]) -> float:
+    return statistics.median(values)
+
+
+_REDUCE = {"median": _median, "max": max, "min": min}
+
+
+# How many steps of history beyond its windows a series keeps for the floor (see StepStatistics):
+# a run faster than this many steps per floor has its floor cut to them.
+FLOOR_STEPS = 256
+# The time the log's clock gives a line without timing_s/step, per step (as the backfill's default).
+UNTIMED_STEP_SECONDS = 60.0
+
+
+class _History:
+    """(step, clock, value) of one series, oldest first, kept `reach` steps back."""
+
+    def __init__(self, reach: int):
+        self.reach = reach
+        self.points: deque[tuple[int, float, float]] = deque()
+        self.first_step: int | None = None  # the first step it has a value from (since a restart)
+
+    def add(self, step: int, clock: float, value: float) -> None:
+        if self.points and self.points[-1][0] == step:
+            self.points.pop()  # the same step logged again: its newest value
+        self.points.append((step, clock, value))
+        if self.first_step is None:
+            self.first_step = step
+
+    def clear(self) -> None:
+        self.points.clear()
+        self.first_step = None
+
+    def prune(self, newest: int) -> None:
+        while self.points and self.points[0][0] <= newest - self.reach:
+            self.points.popleft()
+
+    def window(self, steps: int, end_step: int, end_clock: float, floor: float) -> list[float]:
+        """Values up to the end (step and clock), of the last `steps` steps or `floor` seconds."""
+        return [value for step, clock, value in self.points
+                if step <= end_step and clock <= end_clock and (step > end_step - steps or clock > end_clock - floor)]
+
+
+class StepStatistics:
+    """A run's step statistics, fed one logged line at a time.
+
+    The rules read the statistics once an evaluation, and a fast run logs dozens of steps
+    between two: a window or ending of a few steps would hold none of the steps the evaluation
+    before saw. So, as step windows in PromQL, they are never shorter than `floor_seconds` of the
+    log's own clock (the sum of timing_s/step over the steps logged; UNTIMED_STEP_SECONDS for a
+    step without it): a window holds the last N steps or the last floor seconds, and an ending
+    is N steps and at least the floor ago."""
+
+    def __init__(self, wanted: Iterable[StepStatistic], floor_seconds: float = 0.0,
+                 untimed_step_seconds: float = UNTIMED_STEP_SECONDS):
+        self.wanted = sorted(set(wanted), key=lambda s: (s.series, s.name))
+        self.floor = floor_seconds
+        self.untimed_step_seconds = untimed_step_seconds
+        reach: dict[str, int] = {}
+        median_reach: dict[tuple[str, int], int] = {}
+        for stat in self.wanted:
+            reach[stat.series] = max(reach.get(stat.series, 0), stat.reach + FLOOR_STEPS)
+            if stat.of_median:
+                key = (stat.series, stat.of_median)
+                median_reach[key] = max(median_reach.get(key, 0), stat.steps + stat.ending + FLOOR_STEPS)
+        self.reach = max(reach.values(), default=0)  # how far back a tail start reads the log
+        self._values = {series: _History(steps) for series, steps in reach.items()}
+        self._medians = {key: _History(steps) for key, steps in median_reach.items()}
+        self.newest: int | None = None
+        self.clock = 0.0
+
+    def observe(self, step: int, logged: dict[str, float], seconds_per_step: float | None = None) -> None:
+        """A line of the log: its step, the values it logged itself (none for a line that logs no
+        training value: only the step moves), and its timing_s/step if it has one."""
+        restarted = self.newest is not None and step < self.newest
+        if restarted:  # its steps are counted anew
+            for history in (*self._values.values(), *self._medians.values()):
+                history.clear()
+        timed = seconds_per_step is not None and math.isfinite(seconds_per_step) and seconds_per_step > 0
+        advanced = 1 if self.newest is None or restarted else max(step - self.newest, 0)
+        self.clock += (seconds_per_step if timed else self.untimed_step_seconds) * advanced
+        self.newest = step
+        for series, history in self._values.items():
+            value = logged.get(series)
+            if value is not None and not math.isnan(value):
+                history.add(step, self.clock, value)
+            history.prune(step)
+        for (series, count), history in self._medians.items():
+            window = self._values[series].window(count, step, self.clock, self.floor)
+            if window:
+                history.add(step, self.clock, _median(window))
+            history.prune(step)
+
+    def values(self) -> dict[StepStatistic, float]:
+        """Each wanted statistic that has a value now."""
+        out: dict[StepStatistic, float] = {}
+        if self.newest is None:
+            return out
+        for stat in self.wanted:
+            history = self._medians[(stat.series, stat.of_median)] if stat.of_median else self._values[stat.series]
+            end_step = self.newest - stat.ending
+            end_clock = self.clock - (self.floor if stat.ending else 0.0)
+            if stat.half_logged:
+                first = self._values[stat.series].first_step
+                if first is None or first > end_step - stat.steps // 2:
+                    continue
+            window = history.window(stat.steps, end_step, end_clock, self.floor)
+            if window:
+                out[stat] = float(_REDUCE[stat.reduction](window))
+        return out
+
+
+_NAME = re.compile(r"(median|max|min)_(\d+)steps(?:_ending(\d+))?(?:_of_median_(\d+)steps)?(_half_logged)?")
+_SELECTED = re.compile(STEP_STATISTIC_METRIC + r"\{([^}]*)\}")
+
+
+def parse_name(series: str, name: str) -> StepStatistic | None:
+    """The statistic a `statistic` label names (StepStatistic.name read back); None if none does."""
+    match = _NAME.fullmatch(name)
+    if match is None:
+        return None
+    reduction, steps, ending, of_median, half = match.groups()
+    return StepStatistic(series, reduction, int(steps), int(ending or 0), int(of_median or 0), bool(half))
+
+
+@record
+class ServedStatistics:
+    """The statistics over steps the rules read, and the floor of their windows (the config's
+    step_window_floor): what the exporter serves and a backfill writes."""
+
+    statistics: tuple[StepStatistic, ...] = ()
+    floor_seconds: float = 0.0
+
+    def tracker(self, untimed_step_seconds: float = UNTIMED_STEP_SECONDS) -> StepStatistics:
+        return StepStatistics(self.statistics, self.floor_seconds, untimed_step_seconds)
+
+
+def step_seconds(logged: dict[str, float]) -> float | None:
+    """A line's timing_s/step, as the exporter names it; None if it logged none."""
+    return logged.get(STEP_TIME_METRIC)
+
+
+def statistics_in(expressions: Iterable[str]) -> set[StepStatistic]:
+    """The statistics rule expressions select (`verl_step_statistic{series="...", statistic="..."}`):
+    what a backfill of a run must compute for them."""
+    found = set()
+    for expr in expressions:
+        for matchers in _SELECTED.findall(expr):
+            labels = dict(re.findall(r'(\w+)\s*=\s*"([^"]*)"', matchers))
+            if "series" in labels and "statistic" in labels:
+                statistic = parse_name(labels["series"], labels["statistic"])
+                if statistic is not None:
+                    found.add(statistic)
+    return found
+
+
+def served_by(expressions: Iterable[str], floor_seconds: float) -> ServedStatistics:
+    """What rules of these expressions read, with the floor of the config they were built with."""
+    return ServedStatistics(tuple(sorted(statistics_in(expressions), key=lambda s: (s.series, s.name))),
+                            floor_seconds)
+
+
+def dump_statistics(served: ServedStatistics) -> str:
+    """The rendered list, as YAML the exporter reads back."""
+    entries = []
+    for stat in served.statistics:
+        entry = {"series": stat.series, "reduction": stat.reduction, "steps": stat.steps}
+        if stat.ending:
+            entry["ending"] = stat.ending
+        if stat.of_median:
+            entry["of_median"] = stat.of_median
+        if stat.half_logged:
+            entry["half_logged"] = True
+        entries.append(entry)
+    header = ("# Rendered by `dashgen build`; do not edit. The statistics over a run's last steps that the rules\n"
+              "# read as verl_step_statistic: `dashgen export` and `dashgen backtest` compute them from the step log.\n"
+              "# floor_seconds: no window or ending is shorter than this much of the log's own clock.\n")
+    return header + yaml.safe_dump({"floor_seconds": served.floor_seconds, "statistics": entries}, sort_keys=False)
+
+
+_FIELDS = {"series", "reduction", "steps", "ending", "of_median", "half_logged"}
+
+
+def load_statistics(path: Path) -> ServedStatistics:
+    """The statistics listed in a rendered file; BuildError naming the file and entry if it is malformed."""
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise BuildError(f"{path}: cannot read the step statistics: {exc}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("statistics"), list):
+        raise BuildError(f"{path}: expected a mapping with a list under 'statistics' (as `dashgen build` writes it)")
+    floor = data.get("floor_seconds", 0.0)
+    if isinstance(floor, bool) or not isinstance(floor, (int, float)) or not 0 <= floor < math.inf:
+        raise BuildError(f"{path}: floor_seconds {floor!r}: expected a number of seconds, 0 or more")
+    out = []
+    for index, entry in enumerate(data["statistics"], start=1):
+        if not isinstance(entry, dict) or set(entry) - _FIELDS or not {"series", "reduction", "steps"} <= set(entry):
+            raise BuildError(f"{path}: statistics entry {index}: expected series, reduction, steps and optionally "
+                             f"ending, of_median, half_logged")
+        try:
+            out.append(StepStatistic(**entry))
+        except (TypeError, ValueError) as exc:
+            raise BuildError(f"{path}: statistics entry {index}: {exc}") from None
+    return ServedStatistics(tuple(out), float(floor))
+
+
+def rendered_statistics(root: Path) -> ServedStatistics | None:
+    """The statistics the project's last build listed (rendered/exporter/step-statistics.yaml);
+    None if it has no such file (not built, or built for another source)."""
+    path = root / "rendered" / STEP_STATISTICS_FILE
+    return load_statistics(path) if path.is_file() else None

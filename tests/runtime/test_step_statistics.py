@@ -1,0 +1,113 @@
+"""Statistics over a run's last logged steps, as the exporter and the backfill compute them."""
+
+from pathlib import Path
+
+import pytest
+
+from dashgen.errors import BuildError
+from dashgen.runtime.exporter import RunState
+from dashgen.sources.step_statistics import (ServedStatistics, StepStatistic, StepStatistics, dump_statistics,
+                                             load_statistics, parse_name, statistics_in)
+
+from conftest import REPO
+
+KL = "verl_actor_kl_loss"
+
+
+def fed(wanted: list[StepStatistic], lines: list[tuple[int, dict]]) -> dict[str, float]:
+    statistics = StepStatistics(wanted)
+    for step, logged in lines:
+        statistics.observe(step, logged)
+    return {stat.name: value for stat, value in statistics.values().items()}
+
+
+def test_a_window_counts_steps_not_lines_and_a_missing_key_is_no_value():
+    median = StepStatistic(KL, "median", 30)
+    # Logged every 20 steps (TRL's logging_steps); step 50 is a line without the key.
+    lines = [(20, {KL: 1.0}), (40, {KL: 2.0}), (50, {}), (60, {KL: 9.0})]
+    assert fed([median], lines) == {"median_30steps": 5.5}  # steps 40 and 60: 31..60
+    assert fed([median], lines[:3]) == {"median_30steps": 2.0}  # steps 21..50: step 40's value only
+    assert fed([median], [(20, {KL: 1.0}), (100, {})]) == {}  # nothing logged within the last 30 steps
+
+
+def test_a_baseline_exists_once_half_its_window_is_logged():
+    baseline = StepStatistic(KL, "median", 10, ending=4, half_logged=True)
+    lines = [(step, {KL: float(step)}) for step in range(1, 9)]
+    assert fed([baseline], lines) == {}  # window ends at step 4: it needs a value from step -1 or before
+    lines += [(step, {KL: float(step)}) for step in range(9, 16)]
+    assert fed([baseline], lines) == {"median_10steps_ending4_half_logged": 6.5}  # steps 2..11
+
+
+def test_the_peak_of_a_median_reads_the_median_at_each_step():
+    peak = StepStatistic(KL, "max", 5, of_median=3)
+    values = [1.0, 1.0, 100.0, 1.0, 1.0, 1.0, 1.0, 1.0]  # one spike: no median of 3 steps reaches it
+    lines = [(step, {KL: value}) for step, value in enumerate(values, start=1)]
+    assert fed([peak], lines) == {"max_5steps_of_median_3steps": 1.0}
+    assert fed([StepStatistic(KL, "max", 5)], lines) == {"max_5steps": 1.0}  # the spike is 6 steps old
+    assert fed([StepStatistic(KL, "max", 6)], lines) == {"max_6steps": 100.0}
+
+
+def test_no_window_or_ending_is_shorter_than_the_floor_of_the_logs_own_clock():
+    """At 2 s a step, 30 steps pass between two evaluations: a peak ending 10 steps ago would
+    already hold a fault the evaluation before did not see."""
+    peak = StepStatistic(KL, "max", 20, ending=10)
+    statistics = StepStatistics([peak, StepStatistic(KL, "median", 3)], floor_seconds=60.0)
+    for step in range(1, 101):
+        statistics.observe(step, {KL: 1.0 if step <= 70 else 50.0}, 2.0)
+    values = {stat.name: value for stat, value in statistics.values().items()}
+    # Ending 30 steps back (60 s), the peak holds steps up to 70 only; the median reads the last 60 s.
+    assert values == {"max_20steps_ending10": 1.0, "median_3steps": 50.0}
+    statistics.observe(101, {KL: 50.0}, 2.0)  # step 71 is now 60 s old: the ending moves with the clock
+    assert statistics.values()[peak] == 50.0
+    untimed = StepStatistics([peak], floor_seconds=60.0)  # 60 s a step without timing_s/step: steps rule
+    for step in range(1, 101):
+        untimed.observe(step, {KL: 1.0 if step <= 90 else 50.0})
+    assert untimed.values()[peak] == 1.0
+
+
+def test_a_restart_starts_the_windows_again_and_nan_is_no_value():
+    median = StepStatistic(KL, "median", 10)
+    lines = [(1, {KL: 5.0}), (2, {KL: 5.0}), (3, {KL: float("nan")}), (2, {KL: 1.0})]
+    assert fed([median], lines) == {"median_10steps": 1.0}
+    assert fed([median], lines[:3]) == {"median_10steps": 5.0}
+
+
+def test_names_read_back_and_the_rendered_list_round_trips(tmp_path: Path):
+    wanted = [StepStatistic(KL, "min", 200, ending=10, of_median=10), StepStatistic(KL, "median", 100, 30, 0, True)]
+    for stat in wanted:
+        assert parse_name(stat.series, stat.name) == stat
+    path = tmp_path / "step-statistics.yaml"
+    path.write_text(dump_statistics(ServedStatistics(tuple(wanted), 60.0)))
+    assert load_statistics(path) == ServedStatistics(tuple(wanted), 60.0)
+    assert statistics_in([f'max without(series, statistic) (verl_step_statistic{{job="verl", series="{KL}", '
+                          f'statistic="{wanted[0].name}"}})']) == {wanted[0]}
+
+
+def test_the_rendered_list_is_the_one_the_rules_read():
+    rules = "\n".join(path.read_text() for path in sorted((REPO / "rendered" / "rules").glob("*.yaml")))
+    listed = set(load_statistics(REPO / "rendered" / "exporter" / "step-statistics.yaml").statistics)
+    assert listed and statistics_in([rules]) == listed
+
+
+@pytest.mark.parametrize("content, problem", [
+    ("statistics: [{series: x, reduction: mean, steps: 3}]", "entry 1: .*reduction 'mean'"),
+    ("statistics: [{series: x, reduction: max}]", "entry 1: expected series, reduction, steps"),
+    ("statistics: [{series: x, reduction: max, steps: 0}]", "entry 1: .*steps must be at least 1"),
+    ("[1, 2]", "expected a mapping with a list under 'statistics'"),
+])
+def test_a_malformed_list_is_refused_naming_the_file_and_entry(tmp_path: Path, content: str, problem: str):
+    path = tmp_path / "step-statistics.yaml"
+    path.write_text(content)
+    with pytest.raises(BuildError, match=f"{path}: (statistics )?{problem}"):
+        load_statistics(path)
+
+
+def test_the_exporter_serves_each_statistic_as_a_series_of_the_run():
+    state = RunState("p", "e", step_statistics=ServedStatistics((StepStatistic(KL, "median", 3),)))
+    for step, kl in ((1, 0.1), (2, 0.3), (3, 0.2)):
+        state.record(step, {"actor/kl_loss": kl})
+    state.record(4, {"val-core/openai/gsm8k/reward/mean@1": 0.5})  # a validation line moves the step only
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value for family in state.collect() for s in family.samples
+               if s.name == "verl_step_statistic"}
+    assert samples == {("verl_step_statistic", (("experiment", "e"), ("project", "p"), ("series", KL),
+                                                ("statistic", "median_3steps"))): 0.25}
