@@ -26,8 +26,10 @@ class RewardsConfig(AreaConfig, area="rewards"):
     # (signed rewards, +-1) shrinks to nothing. Set it to a few times the step-to-step noise of
     # critic/score/mean.
     reward_cliff_min_drop: NonNegative = 0.2
-    # How long the fall must hold before VerlRewardCliff warns.
-    reward_cliff_for: Duration = "2m"
+    # How long the fall must hold before VerlRewardCliff pages: one evaluation after the first. A
+    # run of 2 s a step logs 30 steps an evaluation, and its baseline, ending 30 steps back, takes
+    # the fall in from the fourth evaluation on: a longer `for` would never be reached there.
+    reward_cliff_for: Duration = "1m"
     # The reward is read as its median over this many steps: a reward scored on one prompt per
     # step jumps between 0 and its maximum from step to step, and a median of minutes is a median
     # of 3 steps on a run of one step a minute.
