@@ -9,7 +9,8 @@ Run from the repository root: .venv/bin/python bench/scale_1024.py [--before REF
    3 h), and eight single-node runs; with four GPUs that start to lag in the last hours (on a
    16-node run, in the shared session and on a single node) and one that lagged for 30 min and
    recovered; plus the 15 runs' verl step logs (dashgen.replay.simulate), exported as
-   `dashgen export` would, with each run's `verl_run_ray_session_info`. The data ends 10 min
+   `dashgen export` would, with each run's `verl_run_ray_session_info` and the step windows the rules
+   read (verl_step_statistic). The data ends 10 min
    before now and is backfilled with promtool; from then on a loopback endpoint serves the
    same GPUs and runs live, so rules read the head block, as in a running Prometheus.
 2. Fills the recording rules of both rule sets over the 24 h (query_range at each group's
@@ -62,6 +63,7 @@ from dashgen.replay.backfill import RecordedRun, Timing, create_blocks, label_te
 from dashgen.replay.backtest import SERVER_ARGS, load_rules, recorded_openmetrics, recording_levels, serve_tsdb
 from dashgen.replay.prometheus_server import PrometheusServer, free_port
 from dashgen.replay.simulate import RunSpec, write_run
+from dashgen.sources.step_statistics import STEP_STATISTIC_METRIC, served_by
 
 REPO = Path(__file__).resolve().parent.parent
 DASHBOARD = "dashboards/verl-training.json"
@@ -77,6 +79,7 @@ HOURS = 24
 SCRAPE_SECONDS = 15
 STEP_SECONDS = 60.0
 PANEL_WIDTH_PX = 1000
+STEP_WINDOW_FLOOR_SECONDS = 60.0  # the config's step_window_floor
 SCRAPE_INTERVAL_FLOOR = 15.0  # the data source's timeInterval: Grafana's smallest step
 EVALUATION_SECONDS = 10
 LIVE_GAP_SECONDS = 600
@@ -239,6 +242,8 @@ def live_exposition(runs: list[RecordedRun], start: float) -> str:
     for index, run in enumerate(runs):
         labels = label_text(run.labels)
         lines += [f"{name}{labels} {value!r}" for name, value in run.values[-1].items() if math.isfinite(value)]
+        lines += [f"{STEP_STATISTIC_METRIC}{label_text({**run.labels, 'series': stat.series, 'statistic': stat.name})} "
+                  f"{value!r}" for stat, value in (run.statistics[-1] if run.statistics else {}).items()]
         lines += [f"verl_exporter_last_step_timestamp_seconds{labels} {now}",
                   f"verl_exporter_steps_total{labels} {len(run.steps)}",
                   f"verl_exporter_parse_errors_total{labels} 0",
@@ -516,14 +521,18 @@ def build_data(workdir: Path, variants: list[Variant], end: float) -> tuple[list
     runs_dir = workdir / "runs" / "scale"
     logs = [write_run(RunSpec(f"run-{index}", int(HOURS * 3600 / STEP_SECONDS) - 30, seed=index,
                               step_seconds=STEP_SECONDS), runs_dir / f"run-{index}.jsonl") for index in range(RUNS)]
+    expressions = []
     for variant in variants:  # the verl series any rule or panel reads
         recordings, alerts = load_rules(variant.rule_files())
         for rule in [*recordings, *alerts]:
             variants_metrics |= metrics_in(rule.expr)
+            expressions.append(rule.expr)
         for _, expr in panel_targets(variant.dashboard):
             variants_metrics |= metrics_in(substitute_grafana_variables(expr))
+    # The step windows the exporter computes for any variant's rules (verl_step_statistic).
+    served = served_by(expressions, STEP_WINDOW_FLOOR_SECONDS)
     runs = [read_run(log, run_labels(log, "verl"), Timing(end="hung", hold_seconds=0), keep=variants_metrics,
-                     now=end) for log in logs]
+                     now=end, step_statistics=served) for log in logs]
     scraped = workdir / "scraped.om"
     with open(scraped, "w") as out:
         samples = write_cluster(out, times, start, workdir / "memory.om")

@@ -272,12 +272,19 @@ class Config:
     warning_keep_firing_for: Duration = "15m"
 
     # --- Windows counted in steps ------------------------------------------------------
-    # A window of steps(N) is N times the run's seconds per step, measured over this window
-    # from the step-log lines it holds (their times and step numbers: a log of every Nth
+    # On: the exporter computes the step windows of the series it maps from the step log,
+    # exactly, by step number (verl_step_statistic; rendered/exporter/step-statistics.yaml
+    # lists them). Off, and for a source without a step log (rl_insight): they compile to
+    # PromQL, one branch per band of rhythms, within 41% of N steps, at a rule cycle about
+    # twice as costly (bench/scale_1024.py).
+    exporter_step_windows: bool = True
+    # In PromQL, a window of steps(N) is N times the run's seconds per step, measured over this
+    # window from the step-log lines it holds (their times and step numbers: a log of every Nth
     # step and one without timing_s/step are measured alike).
     rhythm_window: Interval = "6h"
-    # The shortest time a step window compiles to: Prometheus holds one sample per scrape, so a
-    # window of fewer scrapes than this holds too few samples to take a median of.
+    # The shortest time a step window spans: in PromQL, a window of fewer scrapes holds too few
+    # samples to take a median of; computed by the exporter, a run of 2 s a step logs 30 steps
+    # between two evaluations, which a window or ending of 10 steps would not reach back past.
     step_window_floor: Interval = "1m"
 
     # --- Docs ----------------------------------------------------------------------

@@ -123,7 +123,8 @@ def render_rules(root: Path, config: Config, catalog: Catalog,
     defaults = BaselineDefaults(config.baseline_window, config.baseline_recent_window, config.baseline_hold_window,
                                 config.baseline_hold_step, config.rhythm_window, config.step_window_floor,
                                 config.rule_interval, config.scrape_interval)
-    compiler = ConditionCompiler(stated_catalog, defaults, exporter_statistics=metric_source(config).is_catalog)
+    exporter_windows = config.exporter_step_windows and metric_source(config).is_catalog
+    compiler = ConditionCompiler(stated_catalog, defaults, exporter_statistics=exporter_windows)
     modules = [(definition, [expanded for group in groups for expanded in expand_group(
         group, compiler, lambda rule, compiler, d=definition: _compiled_alert(rule, compiler, d))])
         for definition, groups in stated]

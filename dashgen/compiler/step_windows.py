@@ -1,5 +1,10 @@
 """Windows counted in steps (`dashgen.conditions.steps`), compiled to the time the run's own rhythm gives.
 
+This is the fallback: a series the exporter maps from the step log has its step windows computed
+there, exactly (dashgen/sources/step_statistics.py). What is left compiles here: a window over a
+recorded series, `for_=steps(N)`, and every step window of a source without a step log
+(RL-Insight).
+
 A PromQL range is a literal duration, and runs last from 1.5 s to 20 minutes a step: a 5-minute
 median is 200 steps of one run and less than one step of another. So the run's rhythm is
 recorded, its seconds per training step measured from the times and step numbers of its

@@ -5,7 +5,10 @@ import pytest
 import yaml
 
 from conftest import REPO
+from dashgen.compiler.rules import render_rules
 from dashgen.compiler.step_windows import band_of
+from dashgen.config import Config
+from dashgen.project_metrics import project_catalog
 from dashgen.promtool import run_promtool
 
 pytestmark = pytest.mark.heavy
@@ -39,6 +42,16 @@ def band_at(index: int, timestamps: list[float], steps: list[float]) -> int | No
     return band_of((max(window_t) - min(window_t)) / (max(window_s) - min(window_s)))
 
 
+def promql_step_window_rules(folder) -> list[str]:
+    """The project's rule files with its step windows compiled to PromQL (exporter_step_windows off)."""
+    rendered = render_rules(REPO, Config(exporter_step_windows=False), project_catalog(REPO))
+    paths = []
+    for name in ("stability.yaml", "rewards.yaml"):
+        (folder / name).write_text(rendered.files[f"rules/{name}"])
+        paths.append(str(folder / name))
+    return paths
+
+
 def test_a_slow_run_moving_to_the_next_band_keeps_its_step_windows_history(tmp_path):
     slow_from = 12 * 3600
     timestamps, steps, _ = slow_run(slow_from, slow_from, 20)
@@ -55,7 +68,7 @@ def test_a_slow_run_moving_to_the_next_band_keeps_its_step_windows_history(tmp_p
         return " ".join(f"{v:g}" for v in series)
 
     fixture = {
-        "rule_files": [str(REPO / "rendered" / "rules" / name) for name in ("stability.yaml", "rewards.yaml")],
+        "rule_files": promql_step_window_rules(tmp_path),
         "evaluation_interval": "5m",
         "tests": [{
             "interval": "5m",

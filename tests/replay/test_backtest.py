@@ -192,7 +192,7 @@ def test_queries_are_split_at_gaps_and_at_the_point_limit(monkeypatch):
 
 @pytest.mark.parametrize("kind, alertname, for_steps", [
     # One step a minute: `for` in steps is the area's `for` in minutes; the cliff's reward is also a
-    # median of its last 20 steps, which moves once half of them have fallen.
+    # median of its last 30 steps (the exporter's, exact), which moves once half of them have fallen.
     ("reward_cliff", "VerlRewardCliff",
      duration_seconds(RewardsConfig().reward_cliff_for) / 60 + RewardsConfig().reward_cliff_smoothing_steps / 2),
     ("truncation", "VerlResponseTruncation", duration_seconds(RolloutConfig().truncation_for) / 60),
@@ -202,8 +202,9 @@ def test_a_reward_cliff_and_truncation_fire_after_their_for_and_nothing_critical
     report = _backtest_json(str(runs[kind]))
     firing = _firing(report, alertname, kind)
     assert firing, report
-    # A window of steps holds between 0.7 and 1.4 times its steps (dashgen/compiler/step_windows.py).
-    early = 0.3 * RewardsConfig().reward_cliff_smoothing_steps / 2 if kind == "reward_cliff" else 0
-    assert DIVERGES_AT + for_steps - 1 - early <= firing[0]["start_step"] <= DIVERGES_AT + for_steps + 3
+    # The simulated reward still rises before its cliff (about 0.25 to 0.32 over the baseline's 100
+    # steps): a fall of 0.25 clears the baseline's 0.2 floor a few steps after the median has fallen.
+    late = 6 if kind == "reward_cliff" else 3
+    assert DIVERGES_AT + for_steps - 1 <= firing[0]["start_step"] <= DIVERGES_AT + for_steps + late
     critical = {a["alertname"] for a in report["alerts"] if a["severity"] == "critical" and a["firing"]}
     assert critical <= {alertname}
