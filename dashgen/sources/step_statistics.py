@@ -18,20 +18,22 @@ to that point only, and serves what a whole read would.
 
 from __future__ import annotations
 
+import bisect
+import hashlib
 import math
 import re
 import statistics
-from collections import deque
 from pathlib import Path
 from typing import Iterable
 
 import yaml
 
-from dashgen.catalog import verl_metric_name
+from dashgen.catalog import STEP_STATISTIC_METRIC, verl_metric_name
+from dashgen.conditions import MAX_STEPS
 from dashgen.errors import BuildError
 from dashgen.records import record
 
-STEP_STATISTIC_METRIC = "verl_step_statistic"
+
 STEP_TIME_METRIC = verl_metric_name("timing_s/step")[0]  # the log's own clock
 STEP_STATISTIC_LABELS = ("series", "statistic")
 # Where the build writes the list, under its output directory.
@@ -63,9 +65,9 @@ class StepStatistic:
         if self.reduction not in REDUCTIONS:
             raise ValueError(f"step statistic of {self.series}: reduction {self.reduction!r} is not one of "
                              f"{', '.join(REDUCTIONS)}")
-        if self.steps < 1 or self.ending < 0 or self.of_median < 0:
-            raise ValueError(f"step statistic of {self.series}: steps must be at least 1, ending and of_median "
-                             f"at least 0")
+        if not (1 <= self.steps <= MAX_STEPS and 0 <= self.ending <= MAX_STEPS and 0 <= self.of_median <= MAX_STEPS):
+            raise ValueError(f"step statistic of {self.series}: steps must be from 1 to {MAX_STEPS:,}, ending and "
+                             f"of_median from 0 to {MAX_STEPS:,}")
 
     @property
     def name(self) -> str:
@@ -100,32 +102,45 @@ UNTIMED_STEP_SECONDS = 60.0
 
 
 class _History:
-    """(step, clock, value) of one series, oldest first, kept `reach` steps back."""
+    """(step, clock, value) of one series, oldest first, kept `reach` steps back. Steps and clocks
+    both grow along it (a restart clears it), so a window is two bisections."""
 
     def __init__(self, reach: int):
         self.reach = reach
-        self.points: deque[tuple[int, float, float]] = deque()
+        self.steps: list[int] = []
+        self.clocks: list[float] = []
+        self.values: list[float] = []
         self.first_step: int | None = None  # the first step it has a value from (since a restart)
+        self.horizon: int | None = None  # the newest step it has forgotten (reach steps back)
 
     def add(self, step: int, clock: float, value: float) -> None:
-        if self.points and self.points[-1][0] == step:
-            self.points.pop()  # the same step logged again: its newest value
-        self.points.append((step, clock, value))
+        if self.steps and self.steps[-1] == step:  # the same step logged again: its newest value
+            self.clocks[-1], self.values[-1] = clock, value
+            return
+        self.steps.append(step)
+        self.clocks.append(clock)
+        self.values.append(value)
         if self.first_step is None:
             self.first_step = step
 
     def clear(self) -> None:
-        self.points.clear()
-        self.first_step = None
+        self.steps, self.clocks, self.values = [], [], []
+        self.first_step = self.horizon = None
 
     def prune(self, newest: int) -> None:
-        while self.points and self.points[0][0] <= newest - self.reach:
-            self.points.popleft()
+        self.horizon = newest - self.reach
+        cut = bisect.bisect_right(self.steps, self.horizon)
+        if cut > len(self.steps) // 2 and cut > 64:  # drop the front in batches: lists shift on a cut
+            del self.steps[:cut], self.clocks[:cut], self.values[:cut]
 
     def window(self, steps: int, end_step: int, end_clock: float, floor: float) -> list[float]:
         """Values up to the end (step and clock), of the last `steps` steps or `floor` seconds."""
-        return [value for step, clock, value in self.points
-                if step <= end_step and clock <= end_clock and (step > end_step - steps or clock > end_clock - floor)]
+        high = min(bisect.bisect_right(self.steps, end_step), bisect.bisect_right(self.clocks, end_clock))
+        low = min(bisect.bisect_right(self.steps, end_step - steps),
+                  bisect.bisect_right(self.clocks, end_clock - floor))
+        if self.horizon is not None:  # what is past the reach counts for nothing, dropped yet or not
+            low = max(low, bisect.bisect_right(self.steps, self.horizon))
+        return self.values[low:high]
 
 
 class StepStatistics:
@@ -221,6 +236,16 @@ class ServedStatistics:
     def tracker(self, untimed_step_seconds: float = UNTIMED_STEP_SECONDS) -> StepStatistics:
         return StepStatistics(self.statistics, self.floor_seconds, untimed_step_seconds)
 
+    @property
+    def digest(self) -> str:
+        """A short fingerprint of what is computed: the statistics and the floor ("none" for none:
+        rules that read no step windows are served by any exporter)."""
+        if not self.statistics:
+            return "none"
+        names = sorted(f"{stat.series}/{stat.name}" for stat in self.statistics)
+        text = "\n".join([f"floor {self.floor_seconds:g}", *names])
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
+
 
 def step_seconds(logged: dict[str, float]) -> float | None:
     """A line's timing_s/step, as the exporter names it; None if it logged none."""
@@ -265,6 +290,7 @@ def dump_statistics(served: ServedStatistics) -> str:
     return header + yaml.safe_dump({"floor_seconds": served.floor_seconds, "statistics": entries}, sort_keys=False)
 
 
+MAX_STATISTICS = 1_000
 _FIELDS = {"series", "reduction", "steps", "ending", "of_median", "half_logged"}
 
 
@@ -279,6 +305,9 @@ def load_statistics(path: Path) -> ServedStatistics:
     floor = data.get("floor_seconds", 0.0)
     if isinstance(floor, bool) or not isinstance(floor, (int, float)) or not 0 <= floor < math.inf:
         raise BuildError(f"{path}: floor_seconds {floor!r}: expected a number of seconds, 0 or more")
+    if len(data["statistics"]) > MAX_STATISTICS:
+        raise BuildError(f"{path}: {len(data['statistics']):,} statistics; at most {MAX_STATISTICS:,} (each is "
+                         f"computed at every step of every run the exporter follows)")
     out = []
     for index, entry in enumerate(data["statistics"], start=1):
         if not isinstance(entry, dict) or set(entry) - _FIELDS or not {"series", "reduction", "steps"} <= set(entry):

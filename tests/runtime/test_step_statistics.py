@@ -92,7 +92,10 @@ def test_the_rendered_list_is_the_one_the_rules_read():
 @pytest.mark.parametrize("content, problem", [
     ("statistics: [{series: x, reduction: mean, steps: 3}]", "entry 1: .*reduction 'mean'"),
     ("statistics: [{series: x, reduction: max}]", "entry 1: expected series, reduction, steps"),
-    ("statistics: [{series: x, reduction: max, steps: 0}]", "entry 1: .*steps must be at least 1"),
+    ("statistics: [{series: x, reduction: max, steps: 0}]", "entry 1: .*steps must be from 1 to 10,000"),
+    ("statistics: [{series: x, reduction: max, steps: 3, ending: 1000000000}]", "entry 1: .*from 0 to 10,000"),
+    ("statistics: [{series: x, reduction: max, steps: true}]", "entry 1: .*steps True is not a whole number"),
+    ("statistics: [" + ", ".join(["{series: x, reduction: max, steps: 3}"] * 1001) + "]", "1,001 statistics; at most"),
     ("[1, 2]", "expected a mapping with a list under 'statistics'"),
 ])
 def test_a_malformed_list_is_refused_naming_the_file_and_entry(tmp_path: Path, content: str, problem: str):
