@@ -6,7 +6,7 @@ dashgen/lifecycle.py) is silent by design: it is neither stalled nor absent.
 
 from dataclasses import dataclass
 
-from dashgen.catalog import LAST_STEP_METRIC, RUN_STATE_METRIC
+from dashgen.catalog import LAST_STEP_METRIC, RUN_STATE_METRIC, STEP_WINDOWS_INFO_METRIC
 from dashgen.conditions import RUN_NAME
 from dashgen.config import (AreaConfig, Config, ConfigError, Duration, Factor, Interval, duration_seconds,
                             format_duration)
@@ -51,6 +51,9 @@ class ProgressConfig(AreaConfig, area="progress"):
     # stays firing this long after a crashed run's exporter exits (unless the run restarts),
     # and VerlMetricsAbsent fires for a vanished exporter whose run was still running.
     run_end_memory: Interval = "24h"
+    # VerlStepWindowsNotServed: how long a run's exporter must serve other step windows than the
+    # rules read (a rolling deploy updates the rules and the exporters one after the other).
+    step_windows_not_served_for: Duration = "15m"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -151,7 +154,30 @@ def rules(config: Config) -> RuleGroup:
             "Resume from the last checkpoint once the cause is fixed (trainer.resume_mode=auto).",
         ),
     )
-    return RuleGroup("verl-progress", (line_gap, sampled_state, stalled, absent, crashed))
+    not_served = Alert(
+        name="VerlStepWindowsNotServed",
+        severity=Severity.WARNING,
+        # `{step_windows}`: the digest of the step windows these rules read, filled in by the build.
+        expr=f"{LAST_STEP}\nunless on({ON_RUN})\n{STEP_WINDOWS_INFO_METRIC}{{verl, step_windows}}",
+        for_=tunables.step_windows_not_served_for,
+        summary="The run's exporter does not compute the step windows these rules read: the alerts that count "
+                "in steps are blind for it.",
+        description=(f"Run {RUN_NAME}: its exporter serves the step windows of another build of the rules, or "
+                     f"none (verl_exporter_step_windows_info has another digest, or is absent)."),
+        meaning="The exporter computes the statistics over the run's last steps that the rules read "
+                "(rendered/exporter/step-statistics.yaml, as it read it when it started). It was started outside "
+                "the project folder, before `dashgen build` changed the list, or it is a library logger given no "
+                "list. VerlEntropyCollapse, VerlRewardCliff and the other alerts that count in steps read "
+                "nothing for this run until it serves the list these rules were built with.",
+        next_steps=(
+            "Run `dashgen build` and deploy its rendered/ to Prometheus and to the exporter's host together.",
+            "Restart `dashgen export` from the project folder (or with --root): a restart loses nothing, it "
+            "reads back the steps the windows need from the log.",
+            "With VerlPrometheusLogger, pass step_statistics=load_statistics(path) of the same build.",
+        ),
+        untested="its fixture needs the digest of the build: tests/compiler/test_step_windows_served.py writes it",
+    )
+    return RuleGroup("verl-progress", (line_gap, sampled_state, stalled, absent, crashed, not_served))
 
 
 def inhibitions(config: Config) -> tuple[Inhibition, ...]:

@@ -63,7 +63,8 @@ from dashgen.replay.backfill import RecordedRun, Timing, create_blocks, label_te
 from dashgen.replay.backtest import SERVER_ARGS, load_rules, recorded_openmetrics, recording_levels, serve_tsdb
 from dashgen.replay.prometheus_server import PrometheusServer, free_port
 from dashgen.replay.simulate import RunSpec, write_run
-from dashgen.sources.step_statistics import STEP_STATISTIC_METRIC, served_by
+from dashgen.catalog import STEP_STATISTIC_METRIC, STEP_WINDOWS_INFO_METRIC
+from dashgen.sources.step_statistics import served_by
 
 REPO = Path(__file__).resolve().parent.parent
 DASHBOARD = "dashboards/verl-training.json"
@@ -244,6 +245,7 @@ def live_exposition(runs: list[RecordedRun], start: float) -> str:
         lines += [f"{name}{labels} {value!r}" for name, value in run.values[-1].items() if math.isfinite(value)]
         lines += [f"{STEP_STATISTIC_METRIC}{label_text({**run.labels, 'series': stat.series, 'statistic': stat.name})} "
                   f"{value!r}" for stat, value in (run.statistics[-1] if run.statistics else {}).items()]
+        lines.append(f"{STEP_WINDOWS_INFO_METRIC}{label_text({**run.labels, 'digest': run.step_windows_digest})} 1")
         lines += [f"verl_exporter_last_step_timestamp_seconds{labels} {now}",
                   f"verl_exporter_steps_total{labels} {len(run.steps)}",
                   f"verl_exporter_parse_errors_total{labels} 0",

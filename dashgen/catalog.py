@@ -53,6 +53,10 @@ NONFINITE_STREAK_METRIC = "verl_nonfinite_streak_steps"
 # The loss alone, as a number: VictoriaMetrics drops NaN samples, so `loss != loss` can never fire there.
 NONFINITE_LOSS_STREAK_METRIC = "verl_nonfinite_loss_streak_steps"
 LAST_STEP_METRIC = "verl_exporter_last_step_timestamp_seconds"
+# dashgen/sources/step_statistics.py: the step windows the exporter computes from the step log,
+# and the digest of which it computes.
+STEP_STATISTIC_METRIC = "verl_step_statistic"
+STEP_WINDOWS_INFO_METRIC = "verl_exporter_step_windows_info"
 STEPS_METRIC = "verl_exporter_steps_total"
 PARSE_ERRORS_METRIC = "verl_exporter_parse_errors_total"
 DROPPED_LINES_METRIC = "verl_exporter_dropped_lines_total"
@@ -217,7 +221,11 @@ def _verl_metrics() -> Iterable[Metric]:
                  "Consecutive steps, up to the newest, that logged a NaN or infinite policy or value loss",
                  VERL_LABELS, Source.VERL)
     # dashgen/sources/step_statistics.py: windows counted in steps, computed from the step log.
-    yield Metric("verl_step_statistic", MetricType.GAUGE, "none",
+    yield Metric(STEP_WINDOWS_INFO_METRIC, MetricType.GAUGE, "none",
+                 "Always 1; digest: the fingerprint of the step windows the exporter computes "
+                 "(rendered/exporter/step-statistics.yaml as it read it)",
+                 VERL_LABELS | {"digest"}, Source.VERL)
+    yield Metric(STEP_STATISTIC_METRIC, MetricType.GAUGE, "none",
                  "A statistic of a logged series over the run's last logged steps (series: the metric, statistic: "
                  "e.g. median_30steps), as rendered/exporter/step-statistics.yaml lists them",
                  VERL_LABELS | {"series", "statistic"}, Source.VERL)

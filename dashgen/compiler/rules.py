@@ -128,6 +128,11 @@ def render_rules(root: Path, config: Config, catalog: Catalog,
     modules = [(definition, [expanded for group in groups for expanded in expand_group(
         group, compiler, lambda rule, compiler, d=definition: _compiled_alert(rule, compiler, d))])
         for definition, groups in stated]
+    # Every condition compiled: the step windows the rules read are known, and so their digest
+    # (`{step_windows}` in a query, which the exporter serves on verl_exporter_step_windows_info).
+    served = ServedStatistics(tuple(sorted(compiler.step_statistics, key=lambda s: (s.series, s.name))),
+                              duration_seconds(config.step_window_floor))
+    selectors = {**selectors, "step_windows": f"digest={label_value(served.digest)}"}
     # Only what the first pass could not add: the compiled baselines, and hand-written recordings
     # that read them.
     missing = [rule for _, groups in modules for group in groups for rule in group.rules
@@ -211,9 +216,8 @@ def render_rules(root: Path, config: Config, catalog: Catalog,
         check_alertname_matchers(expr, out.alert_labels, where)
     _render_derived(out, config)
     if metric_source(config).is_catalog:  # the exporter reads the list, empty or not
-        out.step_statistics = ServedStatistics(tuple(sorted(compiler.step_statistics, key=lambda s: (s.series, s.name))),
-                                               duration_seconds(config.step_window_floor))
-        out.files[STEP_STATISTICS_FILE] = dump_statistics(out.step_statistics)
+        out.step_statistics = served
+        out.files[STEP_STATISTICS_FILE] = dump_statistics(served)
     if out.alerts or out.unavailable:
         out.files[DOCS_FILE] = _render_docs(out, config)
     return out

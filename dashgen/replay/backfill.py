@@ -35,7 +35,8 @@ from pathlib import Path
 from typing import Iterable, Iterator, TextIO
 
 from dashgen.catalog import (CATALOG, NONFINITE_LOSS_STREAK_METRIC, NONFINITE_STREAK_METRIC, RUN_STATE_METRIC,
-                             VALIDATION_FAMILIES, VALIDATION_LABELS, Catalog, verl_metric_name)
+                             STEP_STATISTIC_METRIC, STEP_WINDOWS_INFO_METRIC, VALIDATION_FAMILIES, VALIDATION_LABELS,
+                             Catalog)
 from dashgen.errors import BuildError
 from dashgen.lifecycle import NonFiniteStreak, RunPhase
 from dashgen.promtool import run_promtool
@@ -43,7 +44,7 @@ from dashgen.records import record
 from dashgen.runtime.log_follower import MAX_LINE_BYTES, run_from_path
 from dashgen.sources import trl
 from dashgen.sources.trl import is_trainer_state
-from dashgen.sources.step_statistics import STEP_STATISTIC_METRIC, STEP_TIME_METRIC, ServedStatistics, StepStatistic
+from dashgen.sources.step_statistics import STEP_TIME_METRIC, ServedStatistics, StepStatistic
 from dashgen.sources.verl_log import LineError, StepMapper, ValidationSeries, is_training_line, parse_line
 
 LAST_STEP_METRIC = "verl_exporter_last_step_timestamp_seconds"
@@ -96,8 +97,10 @@ class RecordedRun:
     # The validation results held at each step (the latest test step's, as the exporter serves
     # them); consecutive steps share one dict.
     validation: list[dict[ValidationSeries, float]] = field(default_factory=list)
-    # The step statistics the exporter serves after each step (none unless asked for).
+    # The step statistics the exporter serves after each step (none unless asked for), and the
+    # digest of those it computes.
     statistics: list[dict[StepStatistic, float]] = field(default_factory=list)
+    step_windows_digest: str = ServedStatistics().digest
 
     @property
     def name(self) -> str:
@@ -141,7 +144,7 @@ def read_run(path: Path, labels: dict[str, str], timing: Timing, export_unknown:
     """
     if path.exists() and not path.is_file():  # a FIFO would block the read until someone writes to it
         raise BuildError(f"{path}: not a regular file; give verl's step log as written by its file logger")
-    run = RecordedRun(path, labels, end_kind=timing.end)
+    run = RecordedRun(path, labels, end_kind=timing.end, step_windows_digest=step_statistics.digest)
     mapper = StepMapper(catalog, export_unknown=export_unknown)
     streak = NonFiniteStreak()
     step_stats = step_statistics.tracker(timing.default_step_seconds)
@@ -307,7 +310,8 @@ def label_text(labels: dict[str, str]) -> str:
 
 DROPPED_COUNTERS = ("verl_exporter_dropped_lines", "verl_exporter_dropped_keys", "verl_exporter_key_collisions")
 EXPORTER_SAMPLES = frozenset({LAST_STEP_METRIC, "verl_exporter_steps_total", "verl_exporter_parse_errors_total",
-                              RUN_STATE_METRIC, "verl_run_exit_code", *(f"{name}_total" for name in DROPPED_COUNTERS)})
+                              RUN_STATE_METRIC, "verl_run_exit_code", STEP_WINDOWS_INFO_METRIC,
+                              *(f"{name}_total" for name in DROPPED_COUNTERS)})
 
 
 def series_names(runs: list[RecordedRun]) -> set[str]:
@@ -364,6 +368,12 @@ def write_openmetrics(runs: list[RecordedRun], out: TextIO, scrape_interval: flo
     written += _write_validation(runs, scrapes, out, only)
     if only is None or STEP_STATISTIC_METRIC in only:
         written += _write_statistics(runs, scrapes, out)
+    if only is None or STEP_WINDOWS_INFO_METRIC in only:
+        out.write(f"# TYPE {STEP_WINDOWS_INFO_METRIC} gauge\n")
+        for run, run_scrapes in zip(runs, scrapes):
+            labels = label_text({**run.labels, "digest": run.step_windows_digest})
+            out.write(_repeated(f"{STEP_WINDOWS_INFO_METRIC}{labels} 1", run_scrapes.stamps))
+            written += len(run_scrapes.stamps)
     if only is None or RUN_STATE_METRIC in only:
         out.write(f"# TYPE {RUN_STATE_METRIC} gauge\n")
         for run, run_scrapes in zip(runs, scrapes):

@@ -14,11 +14,12 @@ from typing import Iterable, Iterator
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from dashgen.catalog import (CATALOG, NONFINITE_LOSS_STREAK_METRIC, NONFINITE_STREAK_METRIC, RUN_STATE_METRIC, VALIDATION_FAMILIES,
-                             VALIDATION_LABELS, Catalog)
+from dashgen.catalog import (CATALOG, NONFINITE_LOSS_STREAK_METRIC, NONFINITE_STREAK_METRIC, RUN_STATE_METRIC,
+                             STEP_STATISTIC_METRIC, STEP_WINDOWS_INFO_METRIC, VALIDATION_FAMILIES, VALIDATION_LABELS,
+                             Catalog)
 from dashgen.lifecycle import NonFiniteStreak, RunPhase
 from dashgen.runtime.log_tail import HistoryCounts, TailStart
-from dashgen.sources.step_statistics import STEP_STATISTIC_LABELS, STEP_STATISTIC_METRIC, ServedStatistics, step_seconds
+from dashgen.sources.step_statistics import STEP_STATISTIC_LABELS, ServedStatistics, step_seconds
 from dashgen.sources.verl_log import StepMapper, ValidationSeries, is_training_line
 
 LABELS = ("project", "experiment")
@@ -54,6 +55,7 @@ class RunState:
         # The rules' windows counted in steps (rendered/exporter/step-statistics.yaml): the one
         # thing kept of past steps, as far back as those windows reach.
         self._statistics = step_statistics.tracker()
+        self._statistics_digest = step_statistics.digest
 
     def record(self, step: int, data: dict) -> None:
         """Take one line's data: its values replace the previous step's (StepMapper.step_values)."""
@@ -203,6 +205,10 @@ class RunState:
             family.add_metric(self.labels, value)
             yield family
         yield from validation_families(validation, self.labels, self._help)
+        family = GaugeMetricFamily(STEP_WINDOWS_INFO_METRIC, self._help[STEP_WINDOWS_INFO_METRIC],
+                                   labels=(*LABELS, "digest"))
+        family.add_metric((*self.labels, self._statistics_digest), 1.0)
+        yield family
         if statistics:
             family = GaugeMetricFamily(STEP_STATISTIC_METRIC, self._help[STEP_STATISTIC_METRIC],
                                        labels=(*LABELS, *STEP_STATISTIC_LABELS))

@@ -128,6 +128,8 @@ RL_INSIGHT = _RLInsight(
         "VerlRunCrashed": _NO_STATE,
         "VerlMetricsAbsent": "RL-Insight's hub belongs to the Ray job and goes away when the run ends, however it "
                              "ends; a hub that stops answering cannot be told from a run that finished",
+        "VerlStepWindowsNotServed": "no exporter computes step windows here: they compile to PromQL, from the "
+                                    "run's rhythm",
     },
     caveat="RL-Insight's gauges hold the newest logged value, read once a scrape: a step shorter than the "
            "scrape interval is never seen, and no series says when a step was logged.",

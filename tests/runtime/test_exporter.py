@@ -208,6 +208,25 @@ def test_export_serves_the_newest_step_and_follows_appends(tmp_path):
 
 
 @pytest.mark.live
+def test_export_serves_the_step_windows_the_projects_rules_read(tmp_path):
+    path = tmp_path / "proj" / "exp.jsonl"
+    path.parent.mkdir()
+    path.write_text("".join(line(step, actor__entropy=entropy) for step, entropy in ((1, 0.5), (2, 0.7), (3, 0.9))))
+    exporter = start_exporter(path)  # from this repository: its rendered/exporter/step-statistics.yaml
+    try:
+        assert ('verl_step_statistic{experiment="exp",project="proj",series="verl_actor_entropy",'
+                'statistic="median_3steps"} 0.7') in exporter.scrape()
+    finally:
+        stop_process(exporter.process)
+    unbuilt = start_exporter(path, "--root", str(tmp_path))  # a project never built: said, and none served
+    try:
+        assert "verl_step_statistic" not in unbuilt.scrape()
+    finally:
+        stop_process(unbuilt.process)
+    assert "serving no statistics over steps" in unbuilt.process.stderr.read()
+
+
+@pytest.mark.live
 def test_export_on_a_port_in_use_fails_with_a_clear_message(tmp_path):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
