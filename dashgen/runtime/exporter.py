@@ -2,14 +2,16 @@
 
 `dashgen export` feeds it from verl's JSONL step log (log_follower.py) and serves it
 (metrics_server.py); `VerlPrometheusLogger.log(data, step)` feeds it from code that drives verl's
-tracking itself. Only the newest step's values are held, so memory stays flat however long the run.
+tracking itself. Only the newest step's values are held, and of the steps before, the values the
+step windows read (dashgen/sources/step_statistics.py, a few hundred steps of a few series), so
+memory stays flat however long the run.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from typing import Iterable, Iterator
+from typing import Iterator
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -231,7 +233,9 @@ def validation_families(held: dict[ValidationSeries, float], run: tuple[str, str
 class VerlPrometheusLogger:
     """For people who build verl's Tracking themselves: `log(data, step)` like any backend.
 
-    >>> logger = VerlPrometheusLogger("gsm8k", "ppo-7b", step_statistics=load_statistics(path))
+    >>> from dashgen.sources.step_statistics import load_statistics
+    >>> logger = VerlPrometheusLogger("gsm8k", "ppo-7b",
+    ...     step_statistics=load_statistics(Path("rendered/exporter/step-statistics.yaml")))
     >>> logger.log({"actor/ppo_kl": 0.01}, step=1)
     Serve `logger.registry` with prometheus_client (e.g. start_http_server(9464, registry=...)).
     """

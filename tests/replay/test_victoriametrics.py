@@ -21,6 +21,7 @@ from dashgen.config import Config, config_from
 from dashgen.replay.backfill import Timing, read_run, run_labels
 from dashgen.replay.backtest.engine import backtest
 from dashgen.replay.victoriametrics import VictoriaMetricsServer, firing_starts, prometheus_text, replay
+from dashgen.sources.step_statistics import rendered_statistics
 
 from conftest import REPO, run
 
@@ -30,6 +31,8 @@ needs_victoria_metrics = pytest.mark.skipif(
 # Two days ago, at midnight: inside retention, not in the future.
 START = float((int(time.time()) // 86400 - 2) * 86400)
 VICTORIA_METRICS = config_from({"victoriametrics": True})
+# The step windows the exporter serves for this repository's rules, as `dashgen backfill` writes them.
+STATISTICS = rendered_statistics(REPO)
 
 
 def vmalert_rule_files(folder: Path) -> list[Path]:
@@ -194,7 +197,7 @@ def test_the_divergence_fires_once_on_victoria_metrics_where_prometheus_fires_it
     vmalert replays one group after the other, so after a second pass it fires where Prometheus does,
     once, from the onset to the run's end, as Prometheus' backtest does."""
     timing = Timing(start=START)
-    recorded = read_run(SAMPLE_RUN, run_labels(SAMPLE_RUN, "verl"), timing)
+    recorded = read_run(SAMPLE_RUN, run_labels(SAMPLE_RUN, "verl"), timing, step_statistics=STATISTICS)
     [(start, end)] = prometheus_firing(timing)["VerlTrainingDivergence"]
     stability, = [p for p in vmalert_rule_files(tmp_path) if p.stem == "stability"]
     rules = rules_read_by("VerlTrainingDivergence", [stability], tmp_path)
@@ -217,7 +220,7 @@ def test_the_hold_keeps_an_alert_firing_as_long_as_keep_firing_for_does_on_prome
     """VerlKLSpike (for 10m, keep_firing_for 15m) on the sample run: Prometheus holds it 15 minutes
     after the median KL falls back; the vmalert files hold it as long, in one replay pass."""
     timing = Timing(start=START)
-    recorded = read_run(SAMPLE_RUN, run_labels(SAMPLE_RUN, "verl"), timing)
+    recorded = read_run(SAMPLE_RUN, run_labels(SAMPLE_RUN, "verl"), timing, step_statistics=STATISTICS)
     [(start, end)] = prometheus_firing(timing)["VerlKLSpike"]
     stability, = [p for p in vmalert_rule_files(tmp_path) if p.stem == "stability"]
     rules = rules_read_by("VerlKLSpike", [stability], tmp_path)
@@ -235,7 +238,7 @@ def test_the_hold_keeps_an_alert_firing_as_long_as_keep_firing_for_does_on_prome
 @needs_victoria_metrics
 def test_a_replay_through_victoria_metrics_starts_the_alerts_prometheus_backtest_starts(tmp_path: Path):
     timing = Timing(start=START)
-    recorded = read_run(SAMPLE_RUN, run_labels(SAMPLE_RUN, "verl"), timing)
+    recorded = read_run(SAMPLE_RUN, run_labels(SAMPLE_RUN, "verl"), timing, step_statistics=STATISTICS)
     expected = prometheus_firing(timing)
     assert set(expected) >= {"VerlTrainingDivergence"}, expected
     # GPU rules read Ray's series, which the step log does not hold: nothing to replay there.
@@ -264,7 +267,7 @@ def test_a_nan_loss_pages_on_victoria_metrics_which_drops_the_nan_samples(tmp_pa
              for n in range(1, 31)]
     log.write_text("".join(json.dumps(step) + "\n" for step in steps))
     timing = Timing(start=START, default_step_seconds=60.0)
-    recorded = read_run(log, run_labels(log, "verl"), timing)
+    recorded = read_run(log, run_labels(log, "verl"), timing, step_statistics=STATISTICS)
     expected = {outcome.alertname: outcome.firing[0].start
                 for result in backtest([log], REPO, Config(), timing) for outcome in result.alerts if outcome.firing}
     with VictoriaMetricsServer(tmp_path / "victoria-metrics") as server:
