@@ -157,11 +157,11 @@ def export(jsonl: str, listen: str | None, project: str | None, experiment: str 
 
 def _step_statistics(root: Path):
     """The statistics over steps the project's rules read, as its last build listed them."""
-    from dashgen.sources.step_statistics import STEP_STATISTICS_FILE, ServedStatistics, rendered_statistics
+    from dashgen.sources.step_statistics import ServedStatistics, rendered_statistics, statistics_path
 
     statistics = rendered_statistics(root)
     if statistics is None:
-        click.echo(f"dashgen export: no {root / 'rendered' / STEP_STATISTICS_FILE}: serving no statistics over "
+        click.echo(f"dashgen export: no {statistics_path(root)}: serving no statistics over "
                    f"steps, so the alerts that count in steps read nothing; run `dashgen build` in the project "
                    f"(--root) first", err=True)
         return ServedStatistics()

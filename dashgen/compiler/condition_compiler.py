@@ -175,24 +175,24 @@ class ConditionCompiler:
     def step_reduction(self, series: SignalSeries, reduction: str, window: Steps) -> str:
         """A recording of `series` reduced over the run's last `window.count` steps."""
         key = (series.stem, reduction, window.count)
-        if key not in self._by_steps and self._logged(series):
-            name = self._by_steps[key] = f"{series.stem}:{reduction}_{window.count}steps"
+        if key in self._by_steps:
+            return self._by_steps[key]
+        name = self._by_steps[key] = f"{series.stem}:{reduction}_{window.count}steps"
+        if self._logged(series):
             self.recordings.rolling.append(Recording(
                 name, self._statistic(StepStatistic(series.metric.name, reduction, window.count)),
                 f"The {reduction} of {series.metric.name} over the run's last {window.count} logged steps "
                 f"(the exporter's)"))
-        if key not in self._by_steps:
-            self._rhythm()
-            name = f"{series.stem}:{reduction}_{window.count}steps"
-            self._by_steps[key] = name
-            reduce = _RANGE_REDUCTIONS[reduction]
-            copied = self._copied(series.expr, series.stem, reduce)
-            self.recordings.rolling.append(Recording(
-                name, banded(window.count, lambda r: reduce(series.expr, r), self.defaults.step_window_floor,
-                             copied=copied, sampled_every=self._sampled_every(series.expr)),
-                f"The {'median' if reduction == 'median' else reduction} of {series.expr.split('{')[0]} over the "
-                f"run's last {window.count} steps"))
-        return self._by_steps[key]
+            return name
+        self._rhythm()
+        reduce = _RANGE_REDUCTIONS[reduction]
+        copied = self._copied(series.expr, series.stem, reduce)
+        self.recordings.rolling.append(Recording(
+            name, banded(window.count, lambda r: reduce(series.expr, r), self.defaults.step_window_floor,
+                         copied=copied, sampled_every=self._sampled_every(series.expr)),
+            f"The {'median' if reduction == 'median' else reduction} of {series.expr.split('{')[0]} over the "
+            f"run's last {window.count} steps"))
+        return name
 
     def rolling_baseline(self, series: SignalSeries, baseline: Baseline) -> str:
         if isinstance(baseline.window, Steps) or isinstance(baseline.ending, Steps):
@@ -227,32 +227,32 @@ class ConditionCompiler:
             raise BuildError(f"baseline of {series.expr}: a baseline in steps gives its window and ending in steps "
                              f"(Baseline(steps(100), ending=steps(20))) and needs no min_history")
         key = (series.stem, str(window), str(ending), "")
-        if key not in self._rolling and self._logged(series):
-            name = self._rolling[key] = f"{series.stem}:baseline_median_{window.count}steps_ending{ending.count}"
+        if key in self._rolling:
+            return self._rolling[key]
+        name = self._rolling[key] = f"{series.stem}:baseline_median_{window.count}steps_ending{ending.count}"
+        if self._logged(series):
             statistic = StepStatistic(series.metric.name, "median", window.count, ending.count, half_logged=True)
             self.recordings.rolling.append(Recording(
                 name, self._statistic(statistic),
                 f"Median of {series.metric.name} over the run's {window.count} logged steps ending {ending.count} "
                 f"steps ago, once half of that window is logged (the exporter's)"))
-        if key not in self._rolling:
-            name = f"{series.stem}:baseline_median_{window.count}steps_ending{ending.count}"
-            self._rolling[key] = name
-            self._rhythm()
-            floor = self.defaults.step_window_floor
-            median = banded(window.count, lambda r: _RANGE_REDUCTIONS["median"](series.expr, r), floor,
-                            ending=ending.count, sampled_every=self._sampled_every(series.expr),
-                            copied=self._copied(series.expr, series.stem, _RANGE_REDUCTIONS["median"]))
-            # Once the run has logged half the window: a median of a young run's first few steps
-            # is no level to compare a fault with.
-            present = _RANGE_REDUCTIONS["present"]
-            history = banded(1, lambda r: present(series.expr, r), floor, ending=ending.count + window.count // 2,
-                             copied=self._copied(series.expr, series.stem, present),
-                             sampled_every=self._sampled_every(series.expr))
-            self.recordings.rolling.append(Recording(
-                name, f"(\n{median}\n)\nand on({ON_RUN})\n(\n{history}\n)",
-                f"Median of {series.expr.split('{')[0]} over the run's {window.count} steps ending {ending.count} "
-                f"steps ago, once half of that window is logged"))
-        return self._rolling[key]
+            return name
+        self._rhythm()
+        floor = self.defaults.step_window_floor
+        median = banded(window.count, lambda r: _RANGE_REDUCTIONS["median"](series.expr, r), floor,
+                        ending=ending.count, sampled_every=self._sampled_every(series.expr),
+                        copied=self._copied(series.expr, series.stem, _RANGE_REDUCTIONS["median"]))
+        # Once the run has logged half the window: a median of a young run's first few steps
+        # is no level to compare a fault with.
+        present = _RANGE_REDUCTIONS["present"]
+        history = banded(1, lambda r: present(series.expr, r), floor, ending=ending.count + window.count // 2,
+                         copied=self._copied(series.expr, series.stem, present),
+                         sampled_every=self._sampled_every(series.expr))
+        self.recordings.rolling.append(Recording(
+            name, f"(\n{median}\n)\nand on({ON_RUN})\n(\n{history}\n)",
+            f"Median of {series.expr.split('{')[0]} over the run's {window.count} steps ending {ending.count} "
+            f"steps ago, once half of that window is logged"))
+        return name
 
     def quietest_baseline(self, series: SignalSeries, baseline: Baseline, fault_raises: bool, where: str) -> str:
         """The lowest (a fault raises the signal) or highest median over `window` of the last `over`:

@@ -17,6 +17,7 @@ from pathlib import Path
 import yaml
 
 from dashgen.compiler.promql import label_value
+from dashgen.config import duration_seconds
 from dashgen.errors import BuildError
 from dashgen.sources.step_statistics import STEP_STATISTIC_METRIC, ServedStatistics
 
@@ -97,8 +98,6 @@ def _matchers(labels: dict[str, str]) -> str:
 def with_statistics(fixture: Path, served: ServedStatistics, interval: str) -> dict | None:
     """The fixture's content, each test group given the statistics of its logged series that it
     does not give itself, and its rule files as absolute paths; None if it needs none."""
-    from dashgen.config import duration_seconds
-
     try:
         content = yaml.safe_load(fixture.read_text())
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:

@@ -123,8 +123,9 @@ def render_rules(root: Path, config: Config, catalog: Catalog,
     defaults = BaselineDefaults(config.baseline_window, config.baseline_recent_window, config.baseline_hold_window,
                                 config.baseline_hold_step, config.rhythm_window, config.step_window_floor,
                                 config.rule_interval, config.scrape_interval)
-    exporter_windows = config.exporter_step_windows and metric_source(config).is_catalog
-    compiler = ConditionCompiler(stated_catalog, defaults, exporter_statistics=exporter_windows)
+    exporter_source = metric_source(config).is_catalog
+    compiler = ConditionCompiler(stated_catalog, defaults,
+                                 exporter_statistics=exporter_source and config.exporter_step_windows)
     modules = [(definition, [expanded for group in groups for expanded in expand_group(
         group, compiler, lambda rule, compiler, d=definition: _compiled_alert(rule, compiler, d))])
         for definition, groups in stated]
@@ -215,7 +216,7 @@ def render_rules(root: Path, config: Config, catalog: Catalog,
     for where, expr in reading_alerts:  # a hand-written ALERTS{alertname="..."} names an alert of the project
         check_alertname_matchers(expr, out.alert_labels, where)
     _render_derived(out, config)
-    if metric_source(config).is_catalog:  # the exporter reads the list, empty or not
+    if exporter_source:  # the exporter reads the list, empty or not
         out.step_statistics = served
         out.files[STEP_STATISTICS_FILE] = dump_statistics(served)
     if out.alerts or out.unavailable:

@@ -320,8 +320,13 @@ def load_statistics(path: Path) -> ServedStatistics:
     return ServedStatistics(tuple(out), float(floor))
 
 
+def statistics_path(root: Path) -> Path:
+    """Where a project's build lists its step windows (dashgen/compiler/build.py's rendered/)."""
+    return root / "rendered" / STEP_STATISTICS_FILE
+
+
 def rendered_statistics(root: Path) -> ServedStatistics | None:
-    """The statistics the project's last build listed (rendered/exporter/step-statistics.yaml);
-    None if it has no such file (not built, or built for another source)."""
-    path = root / "rendered" / STEP_STATISTICS_FILE
+    """The statistics the project's last build listed; None if it has no such file (not built,
+    or built for another source)."""
+    path = statistics_path(root)
     return load_statistics(path) if path.is_file() else None
