@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from dashgen.conditions import RUN_NAME, VALUE, Baseline, Signal, any_of, steps
+from dashgen.conditions import RUN_NAME, VALUE, Baseline, Signal, all_of, any_of, steps
 from dashgen.config import AreaConfig, Config, Duration, Factor, Fraction, Interval, NonNegative, StepCount
 from dashgen.model import Alert, Recording, RuleGroup, Severity
 
@@ -26,6 +26,11 @@ class RewardsConfig(AreaConfig, area="rewards"):
     # (signed rewards, +-1) shrinks to nothing. Set it to a few times the step-to-step noise of
     # critic/score/mean.
     reward_cliff_min_drop: NonNegative = 0.2
+    # ... and by more than this many standard errors of the fall, read from the reward's own
+    # step-to-step noise over the baseline's steps: with one prompt a step, a reward that jumps
+    # across its range between consecutive steps moves its 30-step median by chance (issue 35).
+    # 5 standard errors is about 1.3x the step-to-step spread for the 30 and 100 steps compared.
+    reward_cliff_noise_z: NonNegative = 5.0
     # How long the fall must hold before VerlRewardCliff pages: one evaluation after the first. A
     # run of 2 s a step logs 30 steps an evaluation, and its baseline, ending 30 steps back, takes
     # the fall in from the fourth evaluation on: a longer `for` would never be reached there.
@@ -45,15 +50,21 @@ class RewardsConfig(AreaConfig, area="rewards"):
     reward_stagnation_for: Duration = "15m"
     # Once firing, it stays firing while the gain is below this multiple of min_gain.
     reward_stagnation_sustain_factor: Factor = 2.0
-    # VerlNoLearningSignal: grad norm exactly 0 (within this) at every step of no_signal_window:
-    # every group's rewards were equal, so there is no advantage to learn from. The policy loss
-    # says nothing here: GRPO with group-normalised advantages logs a loss of 0 (or 1e-10) on
-    # every step while its gradient is healthy.
+    # VerlNoLearningSignal, any of three, each in logged steps. Healthy small-batch GRPO has a grad
+    # norm of exactly 0 on 30-60% of its steps (a step whose groups' rewards are all equal gives no
+    # advantage), and a verl console log prints a healthy 0.0004 as 0.000: a zero gradient alone
+    # is no fault. A grad norm this close to 0 counts as 0.
     no_signal_tolerance: NonNegative = 1e-9
-    # The window every step of which must have that grad norm.
-    no_signal_window: Interval = "20m"
-    # ... or, where the log has it (TRL's frac_reward_zero_std), the median share of prompt groups
-    # whose rewards are all equal, over no_signal_steps, at least this: next to no advantage is left.
+    # (1) A grad norm of 0 on each of the last no_signal_broken_steps although every one of them
+    # had groups whose rewards differ (score std above the tolerance, where the log has it): the
+    # update itself is broken, judged from the first line.
+    no_signal_broken_steps: StepCount = 3
+    # (2) A grad norm of 0 on every one of the last no_signal_dead_steps (judged once half of them
+    # are logged) and a reward that has not changed between them (its step-to-step spread 0): a
+    # dead policy.
+    no_signal_dead_steps: StepCount = 20
+    # (3) Where the log has it (TRL's frac_reward_zero_std), the median share of prompt groups
+    # whose rewards are all equal, over no_signal_steps, above this: next to no advantage is left.
     no_signal_zero_std_fraction: Fraction = 0.9
     # The steps the share of equal-reward groups is a median of.
     no_signal_steps: StepCount = 5
@@ -77,14 +88,16 @@ def rules(config: Config) -> list[RuleGroup]:
     cliff = Alert(
         name="VerlRewardCliff",
         severity=Severity.CRITICAL,
-        condition=score.falls_by(drop, of=Baseline(base, ending=recent), at_least=floor),
+        condition=score.falls_by(drop, of=Baseline(base, ending=recent), at_least=floor,
+                                 beyond_noise=tunables.reward_cliff_noise_z),
         for_=tunables.reward_cliff_for,
         keep_firing_while=score.falls_by(drop * sustain_fraction, of=Baseline.held(),
                                          at_least=floor * sustain_fraction),
         summary="Reward fell far below its level of the run's recent steps and stays there.",
         description=(f"Run {RUN_NAME}: the median of critic/score/mean over its last {smoothing} is "
                      f"{VALUE}, more than {drop:.0%} of its magnitude (and at least {floor:g}) below its median of "
-                     f"the {base} before the last {recent}."),
+                     f"the {base} before the last {recent}, and more than {tunables.reward_cliff_noise_z:g} standard "
+                     f"errors of its own step-to-step noise."),
         meaning="A sudden, sustained reward drop: the policy has unlearned something (often after a "
                 "divergent update), the reward function or its data changed, or the critic went wrong.",
         next_steps=(
@@ -123,20 +136,26 @@ def rules(config: Config) -> list[RuleGroup]:
             "Decide whether to stop the run and save the GPUs.",
         ),
     )
-    tolerance, quiet = tunables.no_signal_tolerance, tunables.no_signal_window
+    tolerance = tunables.no_signal_tolerance
+    broken, dead = steps(tunables.no_signal_broken_steps), steps(tunables.no_signal_dead_steps)
     zero_std, zero_std_steps = tunables.no_signal_zero_std_fraction, steps(tunables.no_signal_steps)
+    grad_norm = Signal("actor/grad_norm")
     no_signal = Alert.when(
         "VerlNoLearningSignal",
-        any_of(Signal("actor/grad_norm").max_over(quiet).below(tolerance),
-               Signal("frac_reward_zero_std").median_over(zero_std_steps).above(zero_std)),
+        any_of(all_of(grad_norm.max_over(broken).below(tolerance),
+                      Signal("critic/score/std").min_over(broken).above(tolerance)),
+               all_of(grad_norm.max_over(dead).after_half_window().below(tolerance),
+                      Signal("critic/score/mean").spread_over(dead).below(tolerance)),
+               Signal("frac_reward_zero_std").median_over(zero_std_steps).after_half_window().above(zero_std)),
         severity=Severity.WARNING,
         for_=tunables.no_signal_for,
         keep_firing_for=config.warning_keep_firing_for,
         summary="The policy gets no learning signal: grad norm has been 0, or nearly every group's rewards equal, "
                 "for many steps.",
-        description=(f"Run {RUN_NAME}: for {quiet}, every step's actor grad norm was 0 (within {tolerance:g}), or the "
-                     f"median share of prompt groups with equal rewards over the last {zero_std_steps} was above "
-                     f"{zero_std:.0%}."),
+        description=(f"Run {RUN_NAME}: the actor grad norm was 0 on each of the last {broken} although their "
+                     f"groups' rewards differed, or on each of the last {dead} with a reward that never changed, "
+                     f"or the median share of prompt groups with equal rewards over the last {zero_std_steps} was "
+                     f"above {zero_std:.0%}."),
         meaning="In GRPO, a group whose responses all get the same reward has zero advantage; when every group "
                 "does (all right, all wrong, or a reward that no longer varies, e.g. after a length collapse), "
                 "the gradient vanishes and the GPUs train nothing. The policy loss is no sign of it: GRPO's "

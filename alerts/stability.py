@@ -11,6 +11,7 @@ from dashgen.model import ON_RUN, Alert, Inhibition, RuleGroup, Severity
 STREAK = f"{NONFINITE_STREAK_METRIC}{{verl}}"
 KL, GRAD_NORM, ENTROPY = Signal("actor/ppo_kl"), Signal("actor/grad_norm"), Signal("actor/entropy")
 KL_REF = Signal("actor/kl_loss")  # KL to the reference policy, where KL is a loss term (GRPO, TRL)
+REWARD = Signal("critic/score/mean")
 
 
 @dataclass(frozen=True)
@@ -54,27 +55,70 @@ class StabilityConfig(AreaConfig, area="stability"):
     # level to hold a fault against for a day).
     divergence_hold_min_history: Interval = "30m"
     # VerlEntropyCollapse: entropy (median of the last entropy_median_steps) below this fraction
-    # of its highest such median within the last entropy_rate_steps: a fall fast for the run's
-    # rhythm. Healthy runs fall a lot: 40x over a few hundred steps, and verl's DeepSeek-7B GRPO
-    # baseline 7x within its first 55 (bench/realruns/); a collapse falls 10x within dozens.
+    # of its highest such median within the last entropy_rate_steps, while the reward has not
+    # risen. Entropy alone cannot tell a collapse from a policy becoming sure of what works: a
+    # healthy run's entropy falls 10x within 50 steps while its reward rises from 0.28 to 0.78
+    # (bench/realruns/cs336sz_grpo_onpolicy_200_healthy), and 40x over a few hundred once the
+    # reward has plateaued. The same fall with the reward flat or falling is a collapse.
     entropy_collapse_fraction: Fraction = 0.1
     # How long the collapse must hold before VerlEntropyCollapse fires.
     entropy_collapse_for: Duration = "1m"
-    # The steps each median of entropy is taken over (also for VerlEntropyExplosion's peak).
+    # The steps each median of entropy is taken over (also for VerlEntropyExplosion's level).
     entropy_median_steps: StepCount = 10
     # The steps within which entropy's fall from its highest median is judged.
     entropy_rate_steps: StepCount = 60
+    # A slower collapse (an e-fold every 50 steps) counts only with the reward falling: below this
+    # fraction of the highest median within the last entropy_slow_rate_steps.
+    entropy_slow_collapse_fraction: Fraction = 0.2
+    # The steps within which the slower collapse is judged.
+    entropy_slow_rate_steps: StepCount = 150
+    # The reward "has risen" when its median of the last entropy_reward_steps is above its lowest
+    # such median within the last entropy_rate_steps (the span of the entropy fall) by this fraction
+    # of its magnitude and beyond entropy_reward_noise_z standard errors of its own noise; for the
+    # slower collapse it "has fallen" when that median is below its median of the
+    # entropy_slow_reward_steps ending entropy_slow_reward_steps ago by as much.
+    entropy_reward_change_fraction: Fraction = 0.05
+    # The steps the reward's current median is taken over.
+    entropy_reward_steps: StepCount = 10
+    # The steps of the earlier reward median a slower collapse compares with, and how long ago they end.
+    entropy_slow_reward_steps: StepCount = 50
+    # Standard errors of the reward's own noise a rise or fall must exceed.
+    entropy_reward_noise_z: NonNegative = 3.0
     # VerlEntropyExplosion: entropy (median of the last entropy_explosion_steps) above this multiple
-    # of its peak: the highest entropy_median_steps median within the entropy_explosion_over_steps
-    # before the last entropy_median_steps. The policy turning to noise (responses running to the
-    # length cap), not a return to its level after a dip.
+    # of its level before the rise (the lowest entropy_median_steps median within the last
+    # entropy_explosion_over_steps), by at least entropy_explosion_min_rise nats, and beyond
+    # entropy_explosion_noise_z standard errors of its own step-to-step noise. Against the level
+    # before the change, not a trailing peak: entropy doubling every 12 steps keeps a recent peak
+    # within 3x, but leaves its level before the rise far behind.
     entropy_explosion_factor: Factor = 3.0
     # The steps entropy's current median is taken over.
     entropy_explosion_steps: StepCount = 3
-    # The steps the peak is taken from.
+    # The steps the level before the rise is taken from.
     entropy_explosion_over_steps: StepCount = 200
-    # Fires at the first evaluation that sees it: at 2 s a step the peak catches up within a minute.
+    # The least rise, in nats: a converged policy's entropy moves between 0.02 and 0.12 (6x).
+    entropy_explosion_min_rise: NonNegative = 0.5
+    # A run whose per-step entropy swings from 0.001 to 1.0 (completions of 40 tokens) rises 3x by chance.
+    entropy_explosion_noise_z: NonNegative = 5.0
+    # Fires at the first evaluation that sees it: at 2 s a step the level catches up within a minute.
     entropy_explosion_for: Duration = "0s"
+    # VerlGradNormExplosion: grad norm (median of the last grad_norm_explosion_steps) above this
+    # multiple of its level before the rise (the lowest grad_norm_level_steps median within the
+    # last grad_norm_explosion_over_steps), by at least grad_norm_explosion_min_rise and beyond
+    # grad_norm_explosion_noise_z standard errors of its noise. A lone explosion (grad norm at most
+    # 4.6 for 20 steps, then 34, 80, 292) with KL and entropy still normal: a warning, since the
+    # clip absorbs some and validation may still rise for a while; VerlTrainingDivergence pages
+    # when the three break away together.
+    grad_norm_explosion_factor: Factor = 10.0
+    # The steps grad norm's current median is taken over.
+    grad_norm_explosion_steps: StepCount = 3
+    # The steps each median of its level is taken over.
+    grad_norm_level_steps: StepCount = 10
+    # The steps its level (the lowest such median) is taken from.
+    grad_norm_explosion_over_steps: StepCount = 100
+    # The least rise, in grad norm's units: healthy PPO runs move between 0.2 and 70.
+    grad_norm_explosion_min_rise: NonNegative = 10.0
+    # Standard errors of its step-to-step noise the rise must exceed.
+    grad_norm_explosion_noise_z: NonNegative = 5.0
     # VerlReferenceKLBlowUp: KL to the reference policy (actor/kl_loss; TRL's kl), its median of
     # the last reference_kl_steps, rising by this multiple of its quietest such median within the
     # last reference_kl_over_steps, and by at least reference_kl_min_rise. It rises smoothly by
@@ -155,21 +199,37 @@ def rules(config: Config) -> list[RuleGroup]:
     entropy_median = steps(tunables.entropy_median_steps)
     recent_steps = steps(tunables.entropy_rate_steps)
     entropy_level = Baseline.quietest(entropy_median, over=recent_steps)
+    reward_now = REWARD.median_over(steps(tunables.entropy_reward_steps))
+    reward_change = {"fraction": tunables.entropy_reward_change_fraction, "beyond_noise": tunables.entropy_reward_noise_z}
+    slow_steps = steps(tunables.entropy_slow_rate_steps)
+    slow_reward = steps(tunables.entropy_slow_reward_steps)
     entropy_collapse = Alert.when(
         "VerlEntropyCollapse",
-        ENTROPY.median_over(entropy_median).below(tunables.entropy_collapse_fraction, times=entropy_level),
+        any_of(all_of(ENTROPY.median_over(entropy_median).below(tunables.entropy_collapse_fraction,
+                                                                times=entropy_level),
+                      reward_now.does_not_rise_by(of=Baseline.quietest(steps(tunables.entropy_reward_steps),
+                                                                       over=recent_steps), **reward_change)),
+               all_of(ENTROPY.median_over(entropy_median).below(
+                          tunables.entropy_slow_collapse_fraction,
+                          times=Baseline.quietest(entropy_median, over=slow_steps)),
+                      reward_now.falls_by(of=Baseline(slow_reward, ending=slow_reward), **reward_change))),
         for_=tunables.entropy_collapse_for,
         keep_firing_for=config.warning_keep_firing_for,
         severity=Severity.WARNING,
-        summary="Policy entropy fell fast for the run's rhythm: the model is collapsing onto a few answers.",
+        summary="Policy entropy fell fast while the reward did not rise: the model is collapsing onto a few answers.",
         description=(f"Run {RUN_NAME}: the median of actor/entropy over its last {entropy_median} is {VALUE}, below "
                      f"{tunables.entropy_collapse_fraction:.0%} of its highest such median within the last "
-                     f"{recent_steps}."),
+                     f"{recent_steps} while the reward has not risen above its lowest {reward_now.window} median "
+                     f"within them, or below {tunables.entropy_slow_collapse_fraction:.0%} of it within the last "
+                     f"{slow_steps} while the reward fell below its median of the {slow_reward} ending {slow_reward} "
+                     f"ago (each change by {tunables.entropy_reward_change_fraction:.0%} of the reward's magnitude and "
+                     f"beyond {tunables.entropy_reward_noise_z:g} standard errors of its noise)."),
         meaning="Mode collapse: the policy samples nearly deterministically, so exploration stops and reward "
                 "usually plateaus. Entropy levels differ by model and task by orders of magnitude, and a healthy "
-                "GRPO run's entropy falls 40x over a few hundred steps, so the alert reads the rate of the fall "
-                "in the run's own steps, not a level: an e-fold within a few dozen steps is a collapse, a slow "
-                "decline is learning. It works from the run's first steps.",
+                "run's entropy falls 10x within 50 steps while it learns, so the alert reads the fall in the "
+                "run's own steps and asks the reward too: entropy falling while the reward rises is a policy "
+                "becoming sure of what works (convergence), the same fall with the reward flat or falling is a "
+                "collapse. The slower collapse is judged once the reward has 75 logged steps.",
         next_steps=(
             "Look at sample responses of recent steps: are they identical or repetitive?",
             "Raise the entropy bonus (entropy_coeff) or lower the KL penalty; consider a higher rollout "
@@ -179,16 +239,17 @@ def rules(config: Config) -> list[RuleGroup]:
     explosion_steps, explosion_over = steps(tunables.entropy_explosion_steps), steps(tunables.entropy_explosion_over_steps)
     entropy_explosion = Alert.when(
         "VerlEntropyExplosion",
-        ENTROPY.median_over(explosion_steps).above(
-            tunables.entropy_explosion_factor,
-            times=Baseline.peak(entropy_median, over=explosion_over, ending=entropy_median)),
+        ENTROPY.median_over(explosion_steps).rises_by(
+            tunables.entropy_explosion_factor - 1, of=Baseline.quietest(entropy_median, over=explosion_over),
+            at_least=tunables.entropy_explosion_min_rise, beyond_noise=tunables.entropy_explosion_noise_z),
         for_=tunables.entropy_explosion_for,
         keep_firing_for=config.warning_keep_firing_for,
         severity=Severity.WARNING,
-        summary="Policy entropy rose several-fold within a few steps: the policy is turning to noise.",
+        summary="Policy entropy rose several-fold above its level before the rise: the policy is turning to noise.",
         description=(f"Run {RUN_NAME}: the median of actor/entropy over its last {explosion_steps} is {VALUE}, above "
-                     f"{tunables.entropy_explosion_factor:g}x its highest {entropy_median} median within the "
-                     f"{explosion_over} before."),
+                     f"{tunables.entropy_explosion_factor:g}x its lowest {entropy_median} median within the last "
+                     f"{explosion_over}, by at least {tunables.entropy_explosion_min_rise:g} nats and beyond "
+                     f"{tunables.entropy_explosion_noise_z:g} standard errors of its step-to-step noise."),
         meaning="The opposite failure of a collapse: the policy's token distribution flattens, responses fill "
                 "with noise and run to the length cap, and the reward falls. Usually an update that left the "
                 "trust region (learning rate, stale rollouts, a numerics problem between the rollout engine "
@@ -197,6 +258,31 @@ def rules(config: Config) -> list[RuleGroup]:
             "Check the response length and its clip ratio, and read a few recent responses.",
             "Compare the rollout engine's and the trainer's log-probs (a mismatch after a version change), "
             "lower the learning rate, and resume from the checkpoint before the rise.",
+        ),
+    )
+    grad_steps, grad_over = steps(tunables.grad_norm_explosion_steps), steps(tunables.grad_norm_explosion_over_steps)
+    grad_level = Baseline.quietest(steps(tunables.grad_norm_level_steps), over=grad_over)
+    grad_norm_explosion = Alert.when(
+        "VerlGradNormExplosion",
+        GRAD_NORM.median_over(grad_steps).rises_by(
+            tunables.grad_norm_explosion_factor - 1, of=grad_level, at_least=tunables.grad_norm_explosion_min_rise,
+            beyond_noise=tunables.grad_norm_explosion_noise_z),
+        keep_firing_for=config.warning_keep_firing_for,
+        severity=Severity.WARNING,
+        summary="The gradient norm exploded far above its own level: the update is becoming unstable.",
+        description=(f"Run {RUN_NAME}: the median of actor/grad_norm over its last {grad_steps} is {VALUE}, above "
+                     f"{tunables.grad_norm_explosion_factor:g}x its lowest {grad_level.window} median within the last "
+                     f"{grad_over}, by at least {tunables.grad_norm_explosion_min_rise:g} and beyond "
+                     f"{tunables.grad_norm_explosion_noise_z:g} standard errors of its noise."),
+        meaning="Gradients an order of magnitude above the run's own quiet level, for several steps: the loss "
+                "surface has turned steep (an off-policy batch, a learning rate too high for this phase, "
+                "unclipped ratios, a numerics problem). The clip keeps each update bounded, and validation may "
+                "still rise for a while, so it warns; KL and entropy breaking away with it page "
+                "(VerlTrainingDivergence).",
+        next_steps=(
+            "Compare with PPO KL, the clip fraction and entropy on the Training stability row.",
+            "Lower the learning rate or tighten the clip ratio; resume from the checkpoint before the rise "
+            "if the reward follows it down.",
         ),
     )
     kl_ref_steps = steps(tunables.reference_kl_steps)
@@ -285,8 +371,8 @@ def rules(config: Config) -> list[RuleGroup]:
             "Lower the learning rate, check bf16/fp16 settings, and look for degenerate (empty) responses.",
         ),
     )
-    return [RuleGroup("verl-stability", (divergence, kl_spike, entropy_collapse, entropy_explosion, reference_kl,
-                                         nan, nonfinite_step, nonfinite_steps))]
+    return [RuleGroup("verl-stability", (divergence, kl_spike, entropy_collapse, entropy_explosion, grad_norm_explosion,
+                                         reference_kl, nan, nonfinite_step, nonfinite_steps))]
 
 
 def inhibitions(config: Config) -> tuple[Inhibition, ...]:

@@ -147,6 +147,9 @@ _VERL_KEYS: list[tuple[tuple[str, ...], str, str]] = [
     (("frac_reward_zero_std",), "percentunit",
      "Share of prompt groups whose rewards are all equal (TRL's GRPO): they give no advantage to learn from"),
     # Critic (absent on critic-free GRPO runs) and data metrics
+    (("critic/score/std",), "none",
+     "Spread of the score within prompt groups (TRL's reward_std, the mean of each group's standard deviation): "
+     "0 when every group's rewards are equal"),
     (("critic/vf_loss",), "none", "Critic value-function loss"),
     (("critic/vf_clipfrac",), "percentunit", "Fraction of value predictions clipped"),
     (("critic/vpred_mean",), "none", "Mean value prediction"),

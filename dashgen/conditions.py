@@ -133,11 +133,22 @@ class Signal:
     and min catch one within the window)."""
 
     ref: str
-    reduction: str = ""  # "", "median", "max" or "min"
+    reduction: str = ""  # "", "median", "max", "min" or "spread"
     window: Window = ""
+    half_logged: bool = False  # see after_half_window
 
     def median_over(self, window: Window) -> "Signal":
         return replace(self, reduction="median", window=window)
+
+    def spread_over(self, window: Window) -> "Signal":
+        """The signal's noise over the window: the median change between consecutive logged steps
+        (dashgen/sources/step_statistics.py), once three values are logged."""
+        return replace(self, reduction="spread", window=window)
+
+    def after_half_window(self) -> "Signal":
+        """A reduction over steps that exists only once the series has been logged over half its
+        window: a max of 20 steps is not judged on a run's first three."""
+        return replace(self, half_logged=True)
 
     def max_over(self, window: Window) -> "Signal":
         return replace(self, reduction="max", window=window)
@@ -153,17 +164,29 @@ class Signal:
         """Less than `value`, or than `value` times a baseline."""
         return Compare(self, "<", value, times)
 
-    def falls_by(self, fraction: float, of: Baseline, at_least: float = 0.0) -> "Shift":
+    def falls_by(self, fraction: float, of: Baseline, at_least: float = 0.0, beyond_noise: float = 0.0) -> "Shift":
         """Below the baseline by `fraction` of its magnitude, and by at least `at_least` in the
-        signal's own units (a fraction of a baseline near 0, as signed rewards have, is nothing)."""
-        return Shift(self, "<", fraction, of, at_least)
+        signal's own units (a fraction of a baseline near 0, as signed rewards have, is nothing).
 
-    def rises_by(self, fraction: float, of: Baseline, at_least: float = 0.0) -> "Shift":
-        """Above the baseline by `fraction` of its magnitude, and by at least `at_least`."""
-        return Shift(self, ">", fraction, of, at_least)
+        `beyond_noise`: and by more than this many standard errors of the change, read from the
+        signal's own noise (see Shift.beyond_noise): a fall that small-batch noise could make
+        by chance does not count."""
+        return Shift(self, "<", fraction, of, at_least, beyond_noise)
+
+    def rises_by(self, fraction: float, of: Baseline, at_least: float = 0.0, beyond_noise: float = 0.0) -> "Shift":
+        """Above the baseline by `fraction` of its magnitude, and by at least `at_least` (and
+        `beyond_noise`, as falls_by)."""
+        return Shift(self, ">", fraction, of, at_least, beyond_noise)
+
+    def does_not_rise_by(self, fraction: float, of: Baseline, at_least: float = 0.0,
+                         beyond_noise: float = 0.0) -> "Shift":
+        """The negation of rises_by with the same arguments: the signal has not risen that far
+        above the baseline (a reward that is not improving)."""
+        return Shift(self, ">", fraction, of, at_least, beyond_noise, negated=True)
 
     def describe(self) -> str:
-        what = {"median": "the median", "max": "the highest value", "min": "the lowest value"}.get(self.reduction)
+        what = {"median": "the median", "max": "the highest value", "min": "the lowest value",
+                "spread": "the step-to-step spread"}.get(self.reduction)
         return f"{what} of {self.ref} over {self.window}" if what else self.ref
 
 
@@ -190,22 +213,36 @@ class Compare:
 
 @record
 class Shift:
-    """A signal that falls or rises by a fraction of its baseline."""
+    """A signal that falls or rises by a fraction of its baseline.
+
+    `beyond_noise` (z, 0 for none) asks the change to be large against the signal's own noise
+    too: more than z standard errors of the difference between the signal's median over n steps
+    and the baseline's median over m steps, 1.25 s sqrt(1/n + 1/m), where s is the signal's
+    step-to-step spread over the baseline's steps (dashgen/sources/step_statistics.py). Until
+    that spread exists (three logged values), the shift does not hold: too little history is
+    judged by nothing but the absolute bounds. It needs the signal's median over steps(n) and a
+    baseline counted in steps.
+
+    `negated`: the shift has not happened (does_not_rise_by)."""
 
     signal: Signal
     op: str  # "<": falls by; ">": rises by
     fraction: float
     baseline: Baseline
     at_least: float = 0.0
+    beyond_noise: float = 0.0
+    negated: bool = False
 
     @property
     def raises(self) -> bool:
         return self.op == ">"
 
     def describe(self) -> str:
-        word = "fell" if self.op == "<" else "rose"
+        word = ("fell", "fall") if self.op == "<" else ("rose", "rise")
         floor = f" (and by at least {self.at_least:g})" if self.at_least else ""
-        return f"{self.signal.describe()} {word} by more than {self.fraction:.0%} of {self.baseline.describe()}{floor}"
+        noise = f", beyond {self.beyond_noise:g} standard errors of its own noise" if self.beyond_noise else ""
+        change = f"by more than {self.fraction:.0%} of {self.baseline.describe()}{floor}{noise}"
+        return f"{self.signal.describe()} {'did not ' + word[1] if self.negated else word[0]} {change}"
 
 
 @record
@@ -322,7 +359,9 @@ def _comparison_problem(c: Comparison) -> str | None:
         return f"{ref}: falls_by and rises_by compare with a Baseline(...) (of=)"
     word = "falls_by" if c.op == "<" else "rises_by"
     return (_number_problem(f"{ref}: the fraction of {word}()", c.fraction, positive=True)
-            or _number_problem(f"{ref}: at_least of {word}()", c.at_least, non_negative=True))
+            or _number_problem(f"{ref}: at_least of {word}()", c.at_least, non_negative=True)
+            or _number_problem(f"{ref}: beyond_noise of {word}()", c.beyond_noise, non_negative=True)
+            or (None if isinstance(c.negated, bool) else f"{ref}: negated is {c.negated!r}, not True or False"))
 
 
 def _number_problem(what: str, value: object, positive: bool = False, non_negative: bool = False) -> str | None:

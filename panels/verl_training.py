@@ -28,6 +28,8 @@ TOKENS_PER_SECOND = "suffix: tokens/s"
 LEFT_OUT = (
     LeftOut("perf/time_per_step", "the same wall time as timing_s/step, which the step-time panels show"),
     LeftOut("frac_reward_zero_std", "TRL's key, which verl does not log; VerlNoLearningSignal reads it"),
+    LeftOut("critic/score/std", "TRL's reward_std, which verl does not log; VerlNoLearningSignal and "
+                                "VerlRewardNeverPays read it"),
 )
 
 # The run picker every verl dashboard shares: `{run}` reads these three. They list the runs that

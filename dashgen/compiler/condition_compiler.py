@@ -3,6 +3,7 @@ the conditions compare with: rolling medians, held baselines and the groups that
 
 from __future__ import annotations
 
+import math
 from dataclasses import field, replace
 from typing import Callable
 
@@ -98,11 +99,12 @@ def smoothed(series: str, window: str) -> str:
 
 
 _REDUCTIONS = {"median": smoothed, "max": lambda s, w: f"max_over_time({s}[{w}])",
-               "min": lambda s, w: f"min_over_time({s}[{w}])"}
+               "min": lambda s, w: f"min_over_time({s}[{w}])", "spread": lambda s, w: f"stddev_over_time({s}[{w}])"}
 # The same over a range written whole (`[1h:1m]`, `[1h:1m] offset 10m`): step windows.
 _RANGE_REDUCTIONS = {"median": lambda s, r: f"quantile_over_time(0.5, {s}{r})",
                      "max": lambda s, r: f"max_over_time({s}{r})", "min": lambda s, r: f"min_over_time({s}{r})",
-                     "present": lambda s, r: f"present_over_time({s}{r})"}
+                     "present": lambda s, r: f"present_over_time({s}{r})",
+                     "spread": lambda s, r: f"stddev_over_time({s}{r})"}
 
 
 class ConditionCompiler:
@@ -122,7 +124,7 @@ class ConditionCompiler:
         self._held: dict[tuple[str, bool], str] = {}  # (rolling name, fault raises) -> held name
         self._medians: set[tuple[str, str]] = set()  # (stem, window) of the rolling medians recorded
         self._quietest: dict[tuple, str] = {}  # (stem, window, over, min_history, fault raises) -> name
-        self._by_steps: dict[tuple[str, str, int], str] = {}  # (stem, reduction, steps) -> recording name
+        self._by_steps: dict[tuple, str] = {}  # (stem, reduction, steps[, ending]) -> recording name
         self._copies: dict[str, str] = {}  # series -> the recording of its near-band copies
         self._rhythm_recorded = False
 
@@ -131,9 +133,12 @@ class ConditionCompiler:
         if not signal.reduction:
             return series.expr, series
         if signal.reduction not in _REDUCTIONS or not signal.window:
-            raise BuildError(f"{where}: signal {signal.ref!r}: reduce with median_over, max_over or min_over(window)")
+            raise BuildError(f"{where}: signal {signal.ref!r}: reduce with median_over, max_over, min_over or "
+                             f"spread_over(window)")
         if isinstance(signal.window, Steps):
-            return self.step_reduction(series, signal.reduction, signal.window), series
+            return self.step_reduction(series, signal.reduction, signal.window, signal.half_logged), series
+        if signal.half_logged:
+            raise BuildError(f"{where}: signal {signal.ref!r}: after_half_window() applies to a window in steps")
         if not isinstance(signal.window, str):
             raise BuildError(f"{where}: signal {signal.ref!r}: a window is a duration ('5m') or steps(N), "
                              f"not {signal.window!r}")
@@ -172,27 +177,39 @@ class ConditionCompiler:
         return (f"max without({', '.join(STEP_STATISTIC_LABELS)}) ({STEP_STATISTIC_METRIC}"
                 f"{{verl, series=\"{statistic.series}\", statistic=\"{statistic.name}\"}})")
 
-    def step_reduction(self, series: SignalSeries, reduction: str, window: Steps) -> str:
-        """A recording of `series` reduced over the run's last `window.count` steps."""
-        key = (series.stem, reduction, window.count)
+    def step_reduction(self, series: SignalSeries, reduction: str, window: Steps, half_logged: bool = False) -> str:
+        """A recording of `series` reduced over the run's last `window.count` steps (`half_logged`:
+        once the series has been logged over half of them)."""
+        key = (series.stem, reduction, window.count, half_logged)
         if key in self._by_steps:
             return self._by_steps[key]
-        name = self._by_steps[key] = f"{series.stem}:{reduction}_{window.count}steps"
+        name = f"{series.stem}:{reduction}_{window.count}steps" + ("_half_logged" if half_logged else "")
+        self._by_steps[key] = name
+        since = ", once half of them are logged" if half_logged else ""
         if self._logged(series):
             self.recordings.rolling.append(Recording(
-                name, self._statistic(StepStatistic(series.metric.name, reduction, window.count)),
-                f"The {reduction} of {series.metric.name} over the run's last {window.count} logged steps "
+                name, self._statistic(StepStatistic(series.metric.name, reduction, window.count,
+                                                    half_logged=half_logged)),
+                f"The {reduction} of {series.metric.name} over the run's last {window.count} logged steps{since} "
                 f"(the exporter's)"))
             return name
         self._rhythm()
         reduce = _RANGE_REDUCTIONS[reduction]
         copied = self._copied(series.expr, series.stem, reduce)
+        floor, every = self.defaults.step_window_floor, self._sampled_every(series.expr)
+        expr = banded(window.count, lambda r: reduce(series.expr, r), floor, copied=copied, sampled_every=every)
+        if half_logged:
+            expr = f"(\n{expr}\n)\nand on({ON_RUN})\n(\n{self._logged_since(series, window.count // 2)}\n)"
         self.recordings.rolling.append(Recording(
-            name, banded(window.count, lambda r: reduce(series.expr, r), self.defaults.step_window_floor,
-                         copied=copied, sampled_every=self._sampled_every(series.expr)),
-            f"The {'median' if reduction == 'median' else reduction} of {series.expr.split('{')[0]} over the "
-            f"run's last {window.count} steps"))
+            name, expr, f"The {reduction} of {series.expr.split('{')[0]} over the run's last {window.count} steps{since}"))
         return name
+
+    def _logged_since(self, series: SignalSeries, steps_back: int) -> str:
+        """Present where `series` has a sample from `steps_back` steps ago (a step window in PromQL)."""
+        present = _RANGE_REDUCTIONS["present"]
+        return banded(1, lambda r: present(series.expr, r), self.defaults.step_window_floor, ending=steps_back,
+                      copied=self._copied(series.expr, series.stem, present),
+                      sampled_every=self._sampled_every(series.expr))
 
     def rolling_baseline(self, series: SignalSeries, baseline: Baseline) -> str:
         if isinstance(baseline.window, Steps) or isinstance(baseline.ending, Steps):
@@ -244,10 +261,7 @@ class ConditionCompiler:
                         copied=self._copied(series.expr, series.stem, _RANGE_REDUCTIONS["median"]))
         # Once the run has logged half the window: a median of a young run's first few steps
         # is no level to compare a fault with.
-        present = _RANGE_REDUCTIONS["present"]
-        history = banded(1, lambda r: present(series.expr, r), floor, ending=ending.count + window.count // 2,
-                         copied=self._copied(series.expr, series.stem, present),
-                         sampled_every=self._sampled_every(series.expr))
+        history = self._logged_since(series, ending.count + window.count // 2)
         self.recordings.rolling.append(Recording(
             name, f"(\n{median}\n)\nand on({ON_RUN})\n(\n{history}\n)",
             f"Median of {series.expr.split('{')[0]} over the run's {window.count} steps ending {ending.count} "
@@ -393,8 +407,58 @@ class ConditionCompiler:
         if isinstance(condition, Compare):
             return f"{expr} {condition.op} {promql_number(condition.value)} * {reference}"
         sign = "-" if condition.op == "<" else "+"
-        return (f"{expr} {condition.op} ({reference} {sign} clamp_min({promql_number(condition.fraction)} * "
-                f"abs({reference}), {promql_number(condition.at_least)}))")
+        # A negated shift holds where the shift does not: at or short of either margin.
+        op = {"<": ">=", ">": "<="}[condition.op] if condition.negated else condition.op
+        margins = [f"clamp_min({promql_number(condition.fraction)} * abs({reference}), "
+                   f"{promql_number(condition.at_least)})"]
+        if condition.beyond_noise:
+            margins.append(self.noise_margin(condition, series, where))
+        parts = [f"{expr} {op} ({reference} {sign} {margin})" for margin in margins]
+        if len(parts) == 1:
+            return parts[0]
+        joiner = "\nor\n" if condition.negated else f"\nand on({ON_RUN})\n"
+        return joiner.join(f"({part})" for part in parts)
+
+    def noise_margin(self, shift: Shift, series: SignalSeries, where: str) -> str:
+        """z standard errors of the difference between the signal's median over n steps and its
+        baseline's median over m steps: z * 1.25 * sqrt(1/n + 1/m) times the signal's step-to-step
+        spread over the baseline's steps (see Shift.beyond_noise)."""
+        signal, baseline = shift.signal, shift.baseline
+        if signal.reduction != "median" or not isinstance(signal.window, Steps):
+            raise BuildError(f"{where}: {signal.ref}: beyond_noise compares medians: give the signal as "
+                             f"median_over(steps(N))")
+        if baseline.is_held or not isinstance(baseline.window, Steps):
+            raise BuildError(f"{where}: {signal.ref}: beyond_noise needs a baseline counted in steps "
+                             f"(Baseline(steps(100), ending=steps(30)) or Baseline.quietest(steps(10), over=steps(200)))")
+        span = baseline.over if baseline.is_quietest else baseline.window
+        ending = baseline.ending.count if isinstance(baseline.ending, Steps) else 0
+        # 1.2533 (sqrt(pi/2)): a median's standard error over a mean's, for normal noise.
+        factor = shift.beyond_noise * 1.2533 * math.sqrt(1 / signal.window.count + 1 / baseline.window.count)
+        return f"{promql_number(round(factor, 4))} * {self.step_spread(series, span.count, ending)}"
+
+    def step_spread(self, series: SignalSeries, count: int, ending: int) -> str:
+        """A recording of `series`' step-to-step spread over the run's `count` steps ending `ending`
+        steps ago: the exporter's, or (a source without a step log) the standard deviation over the
+        time those steps take, which a trend inflates: a noise read too high, never too low."""
+        key = (series.stem, "spread ending", count, ending)
+        if key in self._by_steps:
+            return self._by_steps[key]
+        name = self._by_steps[key] = f"{series.stem}:spread_{count}steps" + (f"_ending{ending}" if ending else "")
+        before = f" ending {ending} steps ago" if ending else ""
+        if self._logged(series):
+            self.recordings.rolling.append(Recording(
+                name, self._statistic(StepStatistic(series.metric.name, "spread", count, ending)),
+                f"Median step-to-step change of {series.metric.name} over the run's {count} logged steps{before} "
+                f"(the exporter's): its noise"))
+            return name
+        self._rhythm()
+        reduce = _RANGE_REDUCTIONS["spread"]
+        self.recordings.rolling.append(Recording(
+            name, banded(count, lambda r: reduce(series.expr, r), self.defaults.step_window_floor, ending=ending,
+                         copied=self._copied(series.expr, series.stem, reduce),
+                         sampled_every=self._sampled_every(series.expr)),
+            f"Standard deviation of {series.expr.split('{')[0]} over the run's {count} steps{before}: its noise"))
+        return name
 
     def _baseline_series(self, condition: Comparison, series: SignalSeries, where: str,
                          onset: Condition | None) -> str:

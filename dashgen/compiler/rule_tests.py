@@ -43,7 +43,7 @@ from dashgen.compiler.promql import label_value
 from dashgen.compiler.rules import SOURCE_RULES_PREFIX
 from dashgen.compiler.selectors import expand_selectors, rule_selectors
 from dashgen.compiler.source_queries import SourceQueries
-from dashgen.conditions import AllOf, AnyOf, Compare, Comparison, Condition, Steps, Window, comparisons
+from dashgen.conditions import AllOf, AnyOf, Compare, Comparison, Condition, Shift, Steps, Window, comparisons
 from dashgen.config import Config, duration_seconds, format_duration
 from dashgen.errors import BuildError
 from dashgen.model import Alert
@@ -93,6 +93,8 @@ def _healthy_level(comparison: Comparison, ratio: bool) -> float:
 
 
 def _fault_level(comparison: Comparison, healthy: float, ratio: bool) -> float:
+    if isinstance(comparison, Shift) and comparison.negated:
+        return healthy  # a signal that has not moved: where "did not rise" holds
     threshold = _threshold(comparison, healthy)
     if comparison.op == ">":
         level = threshold * 2 if threshold > 0 else threshold + 1
@@ -334,7 +336,8 @@ def _holds(condition: Condition, values: dict[str, tuple[float, float]]) -> bool
         return any(_holds(part, values) for part in condition.conditions)
     healthy, now = values[condition.signal.ref]
     threshold = _threshold(condition, healthy)
-    return now > threshold if condition.op == ">" else now < threshold
+    moved = now > threshold if condition.op == ">" else now < threshold
+    return not moved if isinstance(condition, Shift) and condition.negated else moved
 
 
 def _healthy_candidates(ref: str, condition: Condition, levels: dict[str, _Levels], ratios: set[str]) -> list[float]:

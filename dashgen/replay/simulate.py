@@ -163,7 +163,7 @@ def neutral_value(key: str) -> float:
 
 
 # Keys of other trainers that verl does not log (TRL's), which the simulated verl runs leave out.
-_NOT_VERL = frozenset({"frac_reward_zero_std"})
+_NOT_VERL = frozenset({"frac_reward_zero_std", "critic/score/std"})
 _BASE = {metric.verl_keys[0]: neutral_value(metric.verl_keys[0]) for metric in CATALOG.values()
          if metric.verl_keys and metric.verl_keys[0] not in _NOT_VERL}
 VALIDATION_EVERY = 50

@@ -38,7 +38,7 @@ STEP_TIME_METRIC = verl_metric_name("timing_s/step")[0]  # the log's own clock
 STEP_STATISTIC_LABELS = ("series", "statistic")
 # Where the build writes the list, under its output directory.
 STEP_STATISTICS_FILE = "exporter/step-statistics.yaml"
-REDUCTIONS = ("median", "max", "min")
+REDUCTIONS = ("median", "max", "min", "spread")
 
 
 @record
@@ -91,7 +91,20 @@ def _median(values: Iterable[float]) -> float:
     return statistics.median(values)
 
 
-_REDUCE = {"median": _median, "max": max, "min": min}
+# A spread needs this many values: two give one difference, no estimate of a noise.
+SPREAD_MIN_VALUES = 3
+
+
+def step_to_step_spread(values: list[float]) -> float | None:
+    """The median absolute difference between consecutive logged values: the signal's own noise,
+    blind to a trend (a rising reward moves each step little) and to a single outlier. For
+    independent noise of standard deviation s it is 0.95 s. None with fewer than SPREAD_MIN_VALUES."""
+    if len(values) < SPREAD_MIN_VALUES:
+        return None
+    return statistics.median(abs(later - earlier) for earlier, later in zip(values, values[1:]))
+
+
+_REDUCE = {"median": _median, "max": max, "min": min, "spread": step_to_step_spread}
 
 
 # How many steps of history beyond its windows a series keeps for the floor (see StepStatistics):
@@ -208,11 +221,13 @@ class StepStatistics:
                     continue
             window = history.window(stat.steps, end_step, end_clock, self.floor)
             if window:
-                out[stat] = float(_REDUCE[stat.reduction](window))
+                value = _REDUCE[stat.reduction](window)
+                if value is not None:
+                    out[stat] = float(value)
         return out
 
 
-_NAME = re.compile(r"(median|max|min)_(\d+)steps(?:_ending(\d+))?(?:_of_median_(\d+)steps)?(_half_logged)?")
+_NAME = re.compile(r"(median|max|min|spread)_(\d+)steps(?:_ending(\d+))?(?:_of_median_(\d+)steps)?(_half_logged)?")
 _SELECTED = re.compile(STEP_STATISTIC_METRIC + r"\{([^}]*)\}")
 
 

@@ -1,0 +1,100 @@
+"""Plausibility: values no healthy run logs, judged from a run's first line, whatever its history.
+
+Every other alert compares a run with its own past, so a run that is broken from its first logged
+step (a reference KL of 11,000 at the first log, every group's reward 0 from step 1) has no past
+to differ from. These bounds need none: each is far outside what any healthy run of the corpus
+(bench/realruns/) logs, and each says below where its value comes from.
+"""
+
+from dataclasses import dataclass
+
+from dashgen.conditions import RUN_NAME, VALUE, Signal, all_of, any_of, steps
+from dashgen.config import AreaConfig, Config, NonNegative, StepCount
+from dashgen.model import Alert, RuleGroup, Severity
+
+
+@dataclass(frozen=True)
+class PlausibilityConfig(AreaConfig, area="plausibility"):
+    """The tunables of alerts/plausibility.py: the config file's `plausibility:` section."""
+
+    # A KL per token, to the reference (actor/kl_loss) or to the old policy (actor/ppo_kl), above
+    # this many nats: more than the log of the largest common vocabulary (Gemma 3's 262,144 tokens:
+    # 12.5 nats) means the policy samples tokens the reference finds far less likely than a uniform
+    # guess. verl's default estimator (low_var_kl) clamps each token's value at 10; healthy runs of
+    # the corpus stay below 3.
+    kl_bound: NonNegative = 15.0
+    # Grad norm (before clipping) above this: 1,000 times the clip both verl (actor.grad_clip) and
+    # TRL (max_grad_norm) default to, 1.0. Healthy runs of the corpus stay below 75.
+    grad_norm_bound: NonNegative = 1000.0
+    # Mean token entropy above this many nats: half the log of a 32,000-token vocabulary (the smallest
+    # of the common families, Llama 2 and Mistral: 10.4 nats uniform), i.e. every token drawn as if
+    # from ~150 equally likely ones: the text is noise. Healthy runs of the corpus stay below 2.5.
+    entropy_bound: NonNegative = 5.0
+    # The steps over which a value beyond its bound is looked for: at 1.5 s a step, 40 steps pass
+    # between two rule evaluations.
+    bound_steps: StepCount = 1
+    # VerlRewardNeverPays: over the last never_pays_steps logged steps, the reward was never
+    # above 0 and at least half of the steps had every prompt group's rewards equal (score std 0):
+    # every group fails alike, so GRPO has no advantage to learn from (a task too hard, a reward
+    # function that never pays). A healthy small-batch run has zero-std steps too (30-60%), but
+    # with rewards above 0 among them.
+    never_pays_steps: StepCount = 10
+    # A reward below this pays nothing (0, allowing for the log's rounding).
+    never_pays_below: float = 1e-9
+    # A score std below this: the step's groups are all-equal.
+    all_equal_std: NonNegative = 1e-9
+
+
+def rules(config: Config) -> RuleGroup:
+    tunables = config.area(PlausibilityConfig)
+    within = steps(tunables.bound_steps)
+    bounds = (("actor/kl_loss", tunables.kl_bound), ("actor/ppo_kl", tunables.kl_bound),
+              ("actor/grad_norm", tunables.grad_norm_bound), ("actor/entropy", tunables.entropy_bound))
+    implausible = Alert.when(
+        "VerlImplausibleValue",
+        any_of(*(Signal(key).max_over(within).above(bound) for key, bound in bounds)),
+        severity=Severity.WARNING,
+        keep_firing_for=config.warning_keep_firing_for,
+        summary="A training signal logged a value no healthy run logs: the run is broken, from whatever step.",
+        description=(f"Run {RUN_NAME}: a value of {VALUE} beyond its bound: KL (to the reference or the old "
+                     f"policy) above {tunables.kl_bound:g} nats, grad norm above {tunables.grad_norm_bound:g} or "
+                     f"entropy above {tunables.entropy_bound:g} nats."),
+        meaning="The bounds hold whatever the model, task or batch size, so they judge a run from its first "
+                "logged line, before any alert that compares the run with its own past can: a KL per token "
+                "beyond the log of any vocabulary, a gradient 1,000 times the default clip, an entropy of "
+                "uniform noise over a hundred tokens. Each bound's origin is in the tunable's comment "
+                "(alerts/plausibility.py). A warning, not a page: a lone gradient explosion that verl's clip "
+                "absorbs can recover.",
+        next_steps=(
+            "Find the first step beyond the bound in the step log; a bound broken at the first logged step "
+            "points at the setup: a wrong reference or checkpoint, a tokenizer mismatch between the rollout "
+            "engine and the trainer, a learning rate 100x off.",
+            "Check the reward and the response length after it: a reward at 0 and every response cut at "
+            "the length cap confirm the policy is producing noise; stop the run.",
+        ),
+    )
+    reward = Signal("critic/score/mean")
+    never_steps = steps(tunables.never_pays_steps)
+    never_pays = Alert.when(
+        "VerlRewardNeverPays",
+        all_of(reward.max_over(never_steps).after_half_window().below(tunables.never_pays_below),
+               Signal("critic/score/std").median_over(never_steps).after_half_window()
+               .below(tunables.all_equal_std)),
+        severity=Severity.WARNING,
+        keep_firing_for=config.warning_keep_firing_for,
+        summary="The reward never pays and most prompt groups' rewards are equal: GRPO has nothing to learn from.",
+        description=(f"Run {RUN_NAME}: over the last {never_steps}, the reward never reached "
+                     f"{tunables.never_pays_below:g} while at least half of them had every group's rewards "
+                     f"equal."),
+        meaning="GRPO's advantage is a reward's difference from its group's mean: a group whose completions "
+                "all get the same reward gives none, and a run where every group fails alike trains on nothing "
+                "whatever the GPUs spend. From the first steps this is a task too hard for the model or a "
+                "reward function that never pays (a parser that never matches the answer format); later, a "
+                "policy collapsed onto an answer that earns nothing. Read only where the log has the score's "
+                "spread within groups (TRL's reward_std).",
+        next_steps=(
+            "Read a few completions and their rewards: does the reward function parse the answer format?",
+            "Make the data easier or harder, raise the number of generations per prompt or the temperature.",
+        ),
+    )
+    return RuleGroup("verl-plausibility", (implausible, never_pays))
