@@ -110,6 +110,8 @@ _REDUCE = {"median": _median, "max": max, "min": min, "spread": step_to_step_spr
 # How many steps of history beyond its windows a series keeps for the floor (see StepStatistics):
 # a run faster than this many steps per floor has its floor cut to them.
 FLOOR_STEPS = 256
+# The log's clock in microseconds (see StepStatistics).
+CLOCK_TICKS_PER_SECOND = 1_000_000
 # The time the log's clock gives a line without timing_s/step, per step (as the backfill's default).
 UNTIMED_STEP_SECONDS = 60.0
 
@@ -121,12 +123,12 @@ class _History:
     def __init__(self, reach: int):
         self.reach = reach
         self.steps: list[int] = []
-        self.clocks: list[float] = []
+        self.clocks: list[int] = []
         self.values: list[float] = []
         self.first_step: int | None = None  # the first step it has a value from (since a restart)
         self.horizon: int | None = None  # the newest step it has forgotten (reach steps back)
 
-    def add(self, step: int, clock: float, value: float) -> None:
+    def add(self, step: int, clock: int, value: float) -> None:
         if self.steps and self.steps[-1] == step:  # the same step logged again: its newest value
             self.clocks[-1], self.values[-1] = clock, value
             return
@@ -146,8 +148,8 @@ class _History:
         if cut > len(self.steps) // 2 and cut > 64:  # drop the front in batches: lists shift on a cut
             del self.steps[:cut], self.clocks[:cut], self.values[:cut]
 
-    def window(self, steps: int, end_step: int, end_clock: float, floor: float) -> list[float]:
-        """Values up to the end (step and clock), of the last `steps` steps or `floor` seconds."""
+    def window(self, steps: int, end_step: int, end_clock: int, floor: int) -> list[float]:
+        """Values up to the end (step and clock), of the last `steps` steps or `floor` clock ticks."""
         high = min(bisect.bisect_right(self.steps, end_step), bisect.bisect_right(self.clocks, end_clock))
         low = min(bisect.bisect_right(self.steps, end_step - steps),
                   bisect.bisect_right(self.clocks, end_clock - floor))
@@ -169,7 +171,10 @@ class StepStatistics:
     def __init__(self, wanted: Iterable[StepStatistic], floor_seconds: float = 0.0,
                  untimed_step_seconds: float = UNTIMED_STEP_SECONDS):
         self.wanted = sorted(set(wanted), key=lambda s: (s.series, s.name))
-        self.floor = floor_seconds
+        # The clock counts whole microseconds: a sum of floats depends on where the reading
+        # started, and a window whose edge falls exactly on a step would hold that step for an
+        # exporter started at the log's tail and not for one that read it whole.
+        self.floor = round(floor_seconds * CLOCK_TICKS_PER_SECOND)
         self.untimed_step_seconds = untimed_step_seconds
         reach: dict[str, int] = {}
         median_reach: dict[tuple[str, int], int] = {}
@@ -182,7 +187,7 @@ class StepStatistics:
         self._values = {series: _History(steps) for series, steps in reach.items()}
         self._medians = {key: _History(steps) for key, steps in median_reach.items()}
         self.newest: int | None = None
-        self.clock = 0.0
+        self.clock = 0
 
     def observe(self, step: int, logged: dict[str, float], seconds_per_step: float | None = None) -> None:
         """A line of the log: its step, the values it logged itself (none for a line that logs no
@@ -193,7 +198,7 @@ class StepStatistics:
                 history.clear()
         timed = seconds_per_step is not None and math.isfinite(seconds_per_step) and seconds_per_step > 0
         advanced = 1 if self.newest is None or restarted else max(step - self.newest, 0)
-        self.clock += (seconds_per_step if timed else self.untimed_step_seconds) * advanced
+        self.clock += round((seconds_per_step if timed else self.untimed_step_seconds) * CLOCK_TICKS_PER_SECOND) * advanced
         self.newest = step
         for series, history in self._values.items():
             value = logged.get(series)
@@ -214,7 +219,7 @@ class StepStatistics:
         for stat in self.wanted:
             history = self._medians[(stat.series, stat.of_median)] if stat.of_median else self._values[stat.series]
             end_step = self.newest - stat.ending
-            end_clock = self.clock - (self.floor if stat.ending else 0.0)
+            end_clock = self.clock - (self.floor if stat.ending else 0)
             if stat.half_logged:
                 first = self._values[stat.series].first_step
                 if first is None or first > end_step - stat.steps // 2:
