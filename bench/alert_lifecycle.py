@@ -14,10 +14,19 @@ near-OOM memory, signed rewards on a plateau): latency per alert from the onset 
 point the fault is measurable, what each episode's expected alerts did, and issue 20's
 targets as PASS/FAIL lines.
 
+Then, apart, so the figures above stay comparable, the runs of issues 35 and 40
+(ISSUE_35_SCENARIOS): noisy small-batch GRPO, a healthy convergence, failures from the first
+logged line, a slow entropy explosion with scattered NaNs at about an hour a step, the slower
+collapse, runs at 3,600 s a step, a lone gradient explosion, an explosion after 500 quiet steps
+and reward hacking against validation (each failure with its healthy twin): the same tables, a
+PASS/FAIL line per scenario, and issue 35's targets over all the runs.
+
 Run from the repository root: .venv/bin/python bench/alert_lifecycle.py
 Targets (issue 8): critical+warning precision >= 0.9, recall >= 0.95; no false critical
 page on healthy steps; coverage >= 0.9; one firing per episode; no critical at a normal end.
 Targets (issue 20): the PASS/FAIL lines (dashgen/replay/scoring.py, issue_20_checks).
+Targets (issue 35): precision >= 0.95 and recall 1.0 over all runs, the new ones included; no
+false critical page; a first-hour divergence paged within 6 steps (done_when_checks).
 """
 
 from __future__ import annotations
@@ -30,8 +39,9 @@ from pathlib import Path
 from dashgen.config import Config
 from dashgen.replay.backfill import Timing
 from dashgen.replay.backtest import RunOutcome, backtest
-from dashgen.replay.scoring import format_episodes, format_latency, format_score, issue_20_checks, score, unknown_expected_alerts
-from dashgen.replay.simulate import Fault, RunSpec, write_run
+from dashgen.replay.scoring import (Score, done_when_checks, format_episodes, format_latency, format_score,
+                                    issue_20_checks, scenario_checks, score, unknown_expected_alerts)
+from dashgen.replay.simulate import Fault, RunSpec, SmallBatch, write_run
 
 REPO = Path(__file__).resolve().parent.parent
 HUNG_HOLD_SECONDS = 3 * 3600.0  # a hang that nobody fixes overnight
@@ -125,6 +135,73 @@ ISSUE_27_RUNS = (
 )
 
 
+# Issues 35 and 40: what broke on real runs nobody had tuned the alerts on. Each scenario is
+# judged on its own PASS/FAIL line (dashgen/replay/scoring.py, scenario_checks).
+SMALL_BATCH_DISCRETE = SmallBatch(rewards=(0.0, 0.5, 2.0), zero_std_share=0.6)  # grad norm ~0.0004
+SMALL_BATCH_SIGNED = SmallBatch(rewards=tuple(float(value) for value in range(-10, 12)), zero_std_share=0.3,
+                                completions=4, grad_norm=0.05)
+SMALL_BATCH_FEW_PROMPTS = SmallBatch(rewards=(0.0, 1.0), zero_std_share=0.45, completions=16, grad_norm=0.3,
+                                     entropy_range=(0.05, 1.0))
+ISSUE_35_SCENARIOS: tuple[tuple[str, tuple[RunSpec, ...]], ...] = (
+    ("noisy small-batch GRPO (reward across its range, 30-60% zero-std steps, entropy 0.001-1.0)", (
+        # A console log: every value to 3 decimals, so a healthy grad norm of 0.0004 reads 0.000.
+        RunSpec("healthy-small-batch-console", 400, 71, 30, small_batch=SMALL_BATCH_DISCRETE, console_decimals=3),
+        RunSpec("healthy-small-batch-signed", 400, 72, 20, small_batch=SMALL_BATCH_SIGNED),
+        RunSpec("healthy-few-prompts-untimed", 400, 73, 25, small_batch=SMALL_BATCH_FEW_PROMPTS, timed=False),
+    )),
+    ("convergence (entropy 10x down in 50 steps, reward 0.28 to 0.78)", (
+        RunSpec("healthy-convergence", 300, 74, 60, reward_range=(0.28, 0.3),
+                faults=(Fault("convergence", 100, speed=50),)),
+    )),
+    ("failures from the first logged line", (
+        # Reference KL ~11,000 and grad norm ~420,000 in the first line of a log of every 10th step.
+        RunSpec("implausible-first-line-every-10", 300, 75, 60, log_every=10,
+                faults=(Fault("implausible_start", 1, speed=10, measurable=10),)),
+        # A reward exactly 0 with zero std on ~97% of steps from step 1.
+        RunSpec("zero-reward-from-start", 250, 76, 30, small_batch=SmallBatch((0.0, 1.0), zero_std_share=0.97),
+                faults=(Fault("no_reward", 1, measurable=10),)),
+        # A reward never positive, zero std on ~86% of steps, grad norm ~1e-4.
+        RunSpec("never-positive-reward", 120, 77, 40,
+                small_batch=SmallBatch((-1.0, 0.0), zero_std_share=0.86, grad_norm=1e-4),
+                faults=(Fault("no_reward", 1, measurable=10),)),
+    )),
+    ("slow entropy explosion with scattered NaNs at 2,400-4,800 s a step", (
+        # Entropy doubling every 12 steps from 0.76 (to 9.8 at step 84), the reward 0.5 to 0.
+        RunSpec("entropy-doubling-hourly-steps", 100, 78, 3600, step_time_sigma=0.2, entropy_level=0.76,
+                entropy_decline=0.0, reward_range=(0.5, 0.5), isolated_nan_steps=(83, 85),
+                faults=(Fault("entropy_growth", 40, speed=12, measurable=52),)),
+    )),
+    ("slower collapse (entropy down by e every 50 steps from step 1,000)", (
+        RunSpec("entropy-slow-collapse", 1200, 79, 30, entropy_level=0.5, entropy_decline=0.0,
+                faults=(Fault("entropy_slow_collapse", 1000, speed=50, measurable=1050),)),
+    )),
+    ("3,600 s a step", (
+        RunSpec("healthy-3600s-per-step", 120, 80, 3600),
+        RunSpec("divergence-3600s-per-step", 120, 81, 3600, faults=(Fault("divergence", 70, speed=3),)),
+        # Skips every 12 steps: one each 12 hours, never "more than 3 in an hour".
+        RunSpec("repeated-skips-3600s-per-step", 120, 82, 3600,
+                faults=(Fault("repeated_skips", 40, 90, measurable=76),)),
+    )),
+    ("lone gradient explosion (issue 40) and its healthy twin", (
+        RunSpec("grad-norm-explosion", 300, 83, 60, grad_norm_level=2.5,
+                faults=(Fault("grad_norm_explosion", 200),)),
+        RunSpec("healthy-grad-norm-twin", 300, 83, 60, grad_norm_level=2.5),
+    )),
+    ("entropy explosion after 500 quiet steps (issue 40) and its healthy twin", (
+        RunSpec("late-entropy-explosion", 600, 84, 111, entropy_level=0.33, entropy_decline=0.0, grad_norm_level=1.0,
+                faults=(Fault("late_entropy_explosion", 500, speed=50),)),
+        RunSpec("healthy-late-twin", 600, 84, 111, entropy_level=0.33, entropy_decline=0.0, grad_norm_level=1.0),
+    )),
+    ("reward hacking against validation (issue 40) and its healthy twin", (
+        # Training reward 0.08 to 0.76; validation every 10 steps falls to 0 from step 100.
+        RunSpec("reward-hacking-validation", 300, 85, 60, reward_range=(0.08, 0.8), validation_every=10,
+                faults=(Fault("reward_hacking_validation", 100, speed=100, measurable=120),)),
+        RunSpec("healthy-validation-twin", 300, 85, 60, reward_range=(0.08, 0.8), validation_every=10),
+    )),
+)
+ISSUE_35_RUNS = tuple(spec for _, specs in ISSUE_35_SCENARIOS for spec in specs)
+
+
 def _backtest(runs: tuple[RunSpec, ...], folder: Path) -> list[RunOutcome]:
     paths = [write_run(spec, folder / f"{spec.name}.jsonl") for spec in runs]
     timings = {path: Timing(start=1_700_000_000.0, end=spec.end,
@@ -133,17 +210,29 @@ def _backtest(runs: tuple[RunSpec, ...], folder: Path) -> list[RunOutcome]:
     return backtest(paths, REPO, Config(), Timing(), timings=timings)
 
 
+def _print_set(title: str, result: Score) -> None:
+    """A set's score per alert, its latency per alert and what each episode's expected alerts did."""
+    print(f"\n== {title} ==")
+    print(format_score(result), end="")
+    print("\nLatency per alert (steps are steps of the run, minutes of wall time)")
+    print(format_latency(result), end="")
+    print("\nEpisodes (plateaus left out)")
+    print(format_episodes(result), end="")
+
+
 def main() -> int:
     runs = (*RUNS, *ISSUE_20_RUNS, *ISSUE_27_RUNS)
     with tempfile.TemporaryDirectory(prefix="dashgen-bench-") as tmp:
         began = time.perf_counter()
-        # Two backtests: each alert's queries read every run of a backtest, so one of all 44 runs
-        # would take about twice as long.
+        # A backtest per set: each alert's queries read every run of a backtest, so one of all
+        # runs would take about twice as long.
         issue_8 = _backtest(RUNS, Path(tmp) / "bench")
         outcomes = [*issue_8, *_backtest(ISSUE_20_RUNS, Path(tmp) / "issue-20"),
                     *_backtest(ISSUE_27_RUNS, Path(tmp) / "issue-27")]
         seconds = time.perf_counter() - began
-    unknown = unknown_expected_alerts(outcomes)
+        issue_35 = _backtest(ISSUE_35_RUNS, Path(tmp) / "issue-35")
+        issue_35_seconds = time.perf_counter() - began - seconds
+    unknown = unknown_expected_alerts([*outcomes, *issue_35])
     if unknown:
         print(f"FAULT_ALERTS expects {', '.join(unknown)}, which no rule defines and PLANNED_ALERTS does not plan "
               f"(dashgen/replay/simulate.py)", file=sys.stderr)
@@ -151,16 +240,22 @@ def main() -> int:
     print(format_score(score(issue_8, list(RUNS))), end="")
     print(f"{len(RUNS)} runs, {sum(len(outcome.run.steps) for outcome in issue_8)} steps")
     extended = score(outcomes, list(runs))
-    print(f"\n== Issues 20 and 27: the extended set ({len(RUNS)} + {len(ISSUE_20_RUNS)} + {len(ISSUE_27_RUNS)} runs) ==")
-    print(format_score(extended), end="")
-    print("\nLatency per alert (steps are steps of the run, minutes of wall time)")
-    print(format_latency(extended), end="")
-    print("\nEpisodes (plateaus left out)")
-    print(format_episodes(extended), end="")
+    _print_set(f"Issues 20 and 27: the extended set ({len(RUNS)} + {len(ISSUE_20_RUNS)} + {len(ISSUE_27_RUNS)} runs)",
+               extended)
     print("\nTargets of issue 20")
     print("\n".join(check.line() for check in issue_20_checks(extended)))
     steps = sum(len(outcome.run.steps) for outcome in outcomes)
     print(f"{len(runs)} runs, {steps} steps, backtested in {seconds:.0f} s")
+    new = score(issue_35, list(ISSUE_35_RUNS))
+    _print_set(f"Issues 35 and 40: runs like those nobody tuned the alerts on ({len(ISSUE_35_RUNS)} runs)", new)
+    print("\nScenarios of issues 35 and 40")
+    print("\n".join(check.line() for check in scenario_checks(new, ISSUE_35_SCENARIOS)))
+    every = (*runs, *ISSUE_35_RUNS)
+    print(f"\nTargets of issue 35 (all {len(every)} runs)")
+    print("\n".join(check.line() for check in done_when_checks(score([*outcomes, *issue_35], list(every)))))
+    new_steps = sum(len(outcome.run.steps) for outcome in issue_35)
+    print(f"{len(ISSUE_35_RUNS)} runs, {new_steps} steps, backtested in {issue_35_seconds:.0f} s; "
+          f"all {len(every)} runs in {seconds + issue_35_seconds:.0f} s")
     return 0
 
 

@@ -330,8 +330,9 @@ def _missed(result: Score) -> list[str]:
             if name in result.alerts and result.alerts[name].severity in PAGING and name not in scored.firings]
 
 
-def issue_20_checks(result: Score) -> list[Check]:
-    """The "Done when" targets of issue 20, then its plateau target (item 6), each PASS or FAIL."""
+def done_when_checks(result: Score) -> list[Check]:
+    """The benchmark's "Done when" of issues 20 and 35: precision, recall, no false critical page,
+    a divergence in the first hour paged within FIRST_HOUR_PAGE_STEPS steps."""
     checks = [
         Check("critical+warning precision >= 0.95", result.precision >= 0.95, f"{result.precision:.3f}"),
         Check("critical+warning recall 1.0", result.recall == 1.0,
@@ -346,6 +347,12 @@ def issue_20_checks(result: Score) -> list[Check]:
     checks.append(_latency_check(f"first-hour divergence paged within {FIRST_HOUR_PAGE_STEPS} steps of onset",
                                  first_hour, lambda scored, first: first.step - scored.episode.at
                                  <= FIRST_HOUR_PAGE_STEPS and first.severity == "critical"))
+    return checks
+
+
+def issue_20_checks(result: Score) -> list[Check]:
+    """The "Done when" targets of issue 20, then its plateau target (item 6), each PASS or FAIL."""
+    checks = done_when_checks(result)
     warm_ups = {spec.name for spec in result.runs if not spec.faults and (
         spec.warmup_kl or spec.noisy_first_steps or spec.restart_at is not None)}
     warm_up_pages = [f"{run}: {name}" for run, name in result.false_firings
@@ -415,3 +422,45 @@ def _latency_check(target: str, episodes: list[ScoredEpisode], in_time: Callable
         details.append(f"{scored.run.name}@{scored.episode.at} {fired}{note(scored)}")
     summary = f"{len(episodes) - len(late)} of {len(episodes)} in time"
     return Check(target, bool(episodes) and not late, summary + (f" ({'; '.join(details)})" if details else ""))
+
+
+# --- Issues 35 and 40: scenarios from runs nobody tuned the alerts on --------------------------
+
+def healthy(spec: RunSpec) -> bool:
+    """A run none of whose events any alert must catch (plateaus, skipped steps, a convergence)."""
+    return not any(FAULT_ALERTS[fault.kind][0] for fault in spec.faults)
+
+
+def scenario_checks(result: Score, scenarios: tuple[tuple[str, tuple[RunSpec, ...]], ...]) -> list[Check]:
+    """Per scenario: its healthy runs raise no critical or warning, and its faults' expected alerts
+    fire (steps from onset in the detail); each PASS or FAIL."""
+    checks = []
+    for label, specs in scenarios:
+        names = {spec.name for spec in specs}
+        quiet = {spec.name for spec in specs if healthy(spec)}
+        if quiet:
+            pages = [f"{run}: {name}" for run, name in result.false_firings
+                     if run in quiet and result.alerts[name].severity in PAGING]
+            checks.append(Check(f"{label}: no critical or warning on {len(quiet)} healthy run(s)", not pages,
+                                f"{len(pages)} firing(s){_counted(pages)}"))
+        faults = [scored for scored in result.episodes if scored.run.name in names
+                  and scored.episode in scored.run.faults and FAULT_ALERTS[scored.episode.kind][0]]
+        if faults:
+            checks.append(_caught_check(f"{label}: caught", faults))
+    return checks
+
+
+def _caught_check(target: str, episodes: list[ScoredEpisode]) -> Check:
+    """PASS if every expected alert of every episode fired; the detail names what fired (steps from
+    onset) and what did not, then the alerts it may also raise that fired."""
+    details, missed = [], 0
+    for scored in episodes:
+        must = FAULT_ALERTS[scored.episode.kind][0]
+        missed += len(must - set(scored.firings))
+        fired = [f"{name} " + (f"{scored.firings[name].step - scored.episode.at:+d} steps" if name in scored.firings
+                               else "missed") for name in sorted(must)]
+        also = [f"{name} {first.step - scored.episode.at:+d}" for name, first in sorted(scored.firings.items())
+                if name not in must]
+        details.append(f"{scored.run.name}@{scored.episode.at} {', '.join(fired)}"
+                       + (f" (also {', '.join(also)})" if also else ""))
+    return Check(target, not missed, f"{len(episodes)} episode(s), {missed} missed ({'; '.join(details)})")

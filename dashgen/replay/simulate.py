@@ -9,6 +9,10 @@ names the alerts that must catch it and those it may also raise (`FAULT_ALERTS`)
 step from which it is measurable (`Fault.measurable_from`). Runs can also have the shapes
 that defeat alerts tuned on one model: an entropy level far from the usual (low and flat, or
 high), a warm-up with high KL or noisy first steps, and a log that holds only every Nth step.
+Issues 35 and 40 add what broke on unseen real runs: small-batch GRPO (one or a few prompts a
+step: a reward that jumps across its range, zero reward std and grad norm on many steps, an
+entropy that swings by orders of magnitude), a console log's rounding, steps of an hour, and
+faults present from the first logged line, growing slowly, or after hundreds of quiet steps.
 
 Everything is drawn from `random.Random(seed)`: the same spec writes the same file.
 """
@@ -18,6 +22,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import statistics
 from dataclasses import field
 from pathlib import Path
 
@@ -61,9 +66,49 @@ FAULT_ALERTS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     # Entropy falling 10x per `speed` steps. Issue 20 took it for a fault; real healthy runs fall so
     # (40x over 300 steps; verl's DeepSeek-7B GRPO baseline 7x in its first 55, bench/realruns/).
     "entropy_decay": (frozenset(), frozenset({"VerlRewardStagnation"})),
+    # Issue 35. Entropy falling 10x per `speed` steps while the reward rises 0.5 over them: convergence.
+    "convergence": (frozenset(), frozenset({"VerlRewardStagnation"})),
+    # Reference KL ~11,000 and grad norm ~420,000 from `at`; from `at + speed` a reward of 0 and
+    # every completion cut at the length cap (a public run logged every 10th step).
+    "implausible_start": (frozenset({"VerlImplausibleValue"}),
+                          frozenset({"VerlResponseTruncation", "VerlReferenceKLBlowUp", "VerlRewardCliff",
+                                     "VerlRewardStagnation", "VerlNoLearningSignal", "VerlKLSpike",
+                                     "VerlTrainingDivergence", "VerlBatchTokenRunaway", "VerlGradNormExplosion",
+                                     "VerlEntropyCollapse", "VerlEntropyExplosion", "VerlResponseLengthCollapse"})),
+    # A small-batch run whose reward sits at its floor: every step whose completions score alike (the
+    # run's zero-std share, 86-97% in public runs) scores the lowest value, the others one completion above.
+    "no_reward": (frozenset({"VerlNoLearningSignal"}),
+                  frozenset({"VerlRewardStagnation", "VerlImplausibleValue", "VerlEntropyCollapse",
+                             "VerlEntropyExplosion", "VerlResponseLengthCollapse"})),
+    # Entropy doubling every `speed` steps up to 13x (0.76 to 9.8 in a public verl agent run at
+    # 2,400-4,800 s a step) while the reward falls to 0; its NaN grad norms are the spec's skipped steps.
+    "entropy_growth": (frozenset({"VerlEntropyExplosion"}),
+                       frozenset({"VerlRewardCliff", "VerlRewardStagnation", "VerlResponseTruncation",
+                                  "VerlBatchTokenRunaway", "VerlImplausibleValue", "VerlGradNormExplosion",
+                                  "VerlNonFiniteStep", "VerlNonFiniteSteps", "VerlNaNMetrics"})),
+    # Entropy falling by e every `speed` steps (3.3x in 60 steps, not 10x) while the reward slips.
+    "entropy_slow_collapse": (frozenset({"VerlEntropyCollapse"}),
+                              frozenset({"VerlRewardStagnation", "VerlRewardCliff", "VerlNoLearningSignal",
+                                         "VerlResponseLengthCollapse"})),
+    # Issue 40. Grad norm alone: about 12x, 36x, then 120x its level on consecutive steps; KL,
+    # entropy and reward as before (a public unclipped off-policy run: at most 4.6, then 34, 80, 292).
+    "grad_norm_explosion": (frozenset({"VerlGradNormExplosion"}), frozenset()),
+    # After a long quiet stretch, entropy 28x within `speed` steps (0.33 to 0.68, 3.4, 7.4, 9.4 in
+    # 50 steps in a public run), grad norm 13x, PPO clip fraction to 0.7, responses to ~4 tokens.
+    "late_entropy_explosion": (frozenset({"VerlEntropyExplosion"}),
+                               frozenset({"VerlResponseLengthCollapse", "VerlGradNormExplosion",
+                                          "VerlImplausibleValue", "VerlRewardCliff", "VerlRewardStagnation",
+                                          "VerlResponseTruncation", "VerlNoLearningSignal", "VerlBatchTokenRunaway",
+                                          "VerlKLSpike", "VerlEntropyCollapse"})),
+    # The validation score falls to 0 over `speed` steps while the training reward keeps rising.
+    "reward_hacking_validation": (frozenset({"VerlRewardHacking"}), frozenset({"VerlRewardStagnation"})),
 }
 # Alerts FAULT_ALERTS expects that the rules do not define yet, with the severity they are to have.
-PLANNED_ALERTS: dict[str, str] = {}
+PLANNED_ALERTS: dict[str, str] = {
+    "VerlImplausibleValue": "warning",  # a value no healthy run logs, from the first line (issue 35)
+    "VerlGradNormExplosion": "warning",  # grad norm far above its own quiet level and noise (issue 40)
+    "VerlRewardHacking": "warning",  # training reward rising while validation falls (issue 40)
+}
 # Faults that end the log: the trainer hangs or dies at `at`.
 TERMINAL = {"stall": "hung", "crash": "crashed"}
 
@@ -79,6 +124,20 @@ class Fault:
     @property
     def measurable_from(self) -> int:
         return self.at if self.measurable is None else self.measurable
+
+
+@record
+class SmallBatch:
+    """One or a few prompts a step (GRPO): each step's `completions` each score one of `rewards`,
+    a higher one the further the healthy reward curve has risen; on `zero_std_share` of the steps
+    they all score alike, so the reward std, the advantages and the grad norm are exactly 0."""
+
+    rewards: tuple[float, ...]  # the values one completion can score, lowest first
+    zero_std_share: float
+    completions: int = 8
+    grad_norm: float = 0.0004  # typical grad norm of a step with a signal
+    entropy_range: tuple[float, float] = (0.001, 1.0)  # each step's entropy, log-uniform within it
+    response_tokens: float = 40.0
 
 
 @record
@@ -99,6 +158,12 @@ class RunSpec:
     noisy_first_steps: int = 0  # steps at the start with much noisier KL, grad norm and entropy
     log_every: int = 1  # the log holds only the steps that are multiples of this
     timed: bool = True  # False: no timing_s/step in the log (TRL's logs, many custom loops)
+    small_batch: SmallBatch | None = None  # None: a batch large enough for a smooth reward
+    console_decimals: int | None = None  # every value rounded so, as verl's console log prints it
+    reward_range: tuple[float, float] | None = None  # healthy reward (start, top); None: by signed_reward
+    grad_norm_level: float = 0.5  # healthy grad norm after the warm-up
+    step_time_sigma: float = 0.05  # log-normal spread of the step time
+    validation_every: int = 50  # steps between validations
 
     @property
     def end(self) -> str:
@@ -166,13 +231,24 @@ def neutral_value(key: str) -> float:
 _NOT_VERL = frozenset({"frac_reward_zero_std", "critic/score/std"})
 _BASE = {metric.verl_keys[0]: neutral_value(metric.verl_keys[0]) for metric in CATALOG.values()
          if metric.verl_keys and metric.verl_keys[0] not in _NOT_VERL}
-VALIDATION_EVERY = 50
 CHECKPOINT_EVERY = 100
 WARMUP_KL_STEPS = 10.0  # e-folding of the warm-up's extra KL
 REPEATED_SKIP_EVERY = 12
 COLLAPSED_LENGTH_SHARE = 0.05  # length collapse: 53 -> 2.6 tokens in a public GRPO run
 ENTROPY_DECAY_FLOOR = 0.02  # entropy_decay stops at this share of the healthy level
 NEAR_CAPACITY_RESERVED_GB, NEAR_CAPACITY_ALLOCATED_GB = 79.0, 74.0
+# What a policy update logs: all exactly 0 when no group has an advantage.
+UPDATE_KEYS = ("actor/grad_norm", "actor/pg_loss", "actor/ppo_kl", "actor/pg_clipfrac")
+VALIDATION_KEY = "val-core/openai/gsm8k/reward/mean@1"
+RESPONSE_CAP = 2048.0  # tokens
+CONVERGENCE_REWARD_GAIN = 0.5  # 0.28 to 0.78 while entropy fell 10x in a public run
+IMPLAUSIBLE_REFERENCE_KL, IMPLAUSIBLE_GRAD_NORM = 11_000.0, 420_000.0  # a public run's first line
+ENTROPY_GROWTH_MAX = 13.0  # 0.76 to 9.8
+SLOW_COLLAPSE_FLOOR = 0.015  # nats
+SLOW_COLLAPSE_REWARD_SLIP = 0.1  # over three e-folds
+GRAD_EXPLOSION_FIRST, GRAD_EXPLOSION_GROWTH, GRAD_EXPLOSION_MAX = 12.0, 3.0, 120.0
+LATE_EXPLOSION_ENTROPY, LATE_EXPLOSION_GRAD_NORM = 28.5, 13.0  # factors: 0.33 -> 9.4 nats, 1 -> 13
+LATE_EXPLOSION_CLIPFRAC, LATE_EXPLOSION_TOKENS = 0.7, 4.0
 
 
 @record(frozen=False)
@@ -184,12 +260,14 @@ class _Reward:
     levels: dict[int, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        start, top = (-0.15, 0.35) if self.spec.signed_reward else (0.2, 0.85)
+        start, top = self.spec.reward_range or ((-0.15, 0.35) if self.spec.signed_reward else (0.2, 0.85))
         level, rate = start, 3.0 / self.spec.steps
+        convergences = [fault for fault in self.spec.faults if fault.kind == "convergence"]
         for step in range(1, self.spec.steps + 1):
             if not any(a <= step < b for a, b in self.spec.plateaus):
                 level += rate * (top - level)
-            self.levels[step] = level
+            self.levels[step] = level + sum(CONVERGENCE_REWARD_GAIN * min(1.0, max(0, step - fault.at) / fault.speed)
+                                            for fault in convergences)
 
 
 def healthy_entropy(spec: RunSpec, step: int) -> float:
@@ -198,8 +276,8 @@ def healthy_entropy(spec: RunSpec, step: int) -> float:
 
 
 def noise_free_entropy(spec: RunSpec, fault: Fault, step: int) -> float:
-    """Entropy at `step` under `fault` (an entropy fault: it only touches entropy), without noise."""
-    data = {"actor/entropy": healthy_entropy(spec, step)}
+    """Entropy at `step` under `fault`, without noise (what else the fault touches starts neutral)."""
+    data = {**_BASE, "actor/entropy": healthy_entropy(spec, step)}
     if step >= fault.at and (fault.until is None or step < fault.until):
         _apply(fault, step, data, spec)
     return data["actor/entropy"]
@@ -211,7 +289,7 @@ def step_data(spec: RunSpec, step: int, rng: random.Random, reward: _Reward) -> 
     warmup = max(0.0, 1 - step / 30)
     data: dict = dict(_BASE)
     kl = 0.004 * (1 + 0.6 * progress) * (0.3 + 0.7 * (1 - warmup)) * noise.lognormal(0.25)
-    grad_norm = 0.5 * (1 + 1.5 * warmup) * noise.lognormal(0.15)
+    grad_norm = spec.grad_norm_level * (1 + 1.5 * warmup) * noise.lognormal(0.15)
     if rng.random() < 0.01:  # single-step spikes
         kl *= rng.uniform(3, 6)
     if rng.random() < 0.01:
@@ -226,7 +304,7 @@ def step_data(spec: RunSpec, step: int, rng: random.Random, reward: _Reward) -> 
     score_noise = 0.05 if spec.signed_reward else 0.025
     score = reward.levels[step] + noise.heavy(score_noise)
     length = (350 + 250 * progress) * (1 + noise.heavy(0.03))
-    step_seconds = spec.step_seconds * noise.lognormal(0.05) * (1 + 0.5 * length / 600 - 0.5)
+    step_seconds = spec.step_seconds * noise.lognormal(spec.step_time_sigma) * (1 + 0.5 * length / 600 - 0.5)
     data.update({
         "training/global_step": step,
         "actor/ppo_kl": kl,
@@ -247,13 +325,15 @@ def step_data(spec: RunSpec, step: int, rng: random.Random, reward: _Reward) -> 
         "perf/max_memory_reserved_gb": 62.0 + noise.heavy(0.3),
         "timing_s/step": step_seconds,
     })
-    if step % VALIDATION_EVERY == 0:
+    if step % spec.validation_every == 0:
         data["timing_s/testing"] = 90.0 * noise.lognormal(0.1)
         data["timing_s/step"] += data["timing_s/testing"]
-        data["val-core/openai/gsm8k/reward/mean@1"] = reward.levels[step] + noise.heavy(0.01)
+        data[VALIDATION_KEY] = reward.levels[step] + noise.heavy(0.01)
     if step % CHECKPOINT_EVERY == 0:
         data["timing_s/save_checkpoint"] = 60.0 * noise.lognormal(0.1)
         data["timing_s/step"] += data["timing_s/save_checkpoint"]
+    if spec.small_batch is not None:
+        _small_batch(spec.small_batch, data, noise, reward.levels[step])
     if step in spec.isolated_nan_steps:
         data["actor/grad_norm"] = None  # verl's file logger writes NaN as null
     for fault in spec.faults:
@@ -261,11 +341,49 @@ def step_data(spec: RunSpec, step: int, rng: random.Random, reward: _Reward) -> 
             _apply(fault, step, data, spec)
     if not spec.timed:
         del data["timing_s/step"]
+    if spec.console_decimals is not None:
+        data = {key: round(value, spec.console_decimals) if isinstance(value, float) else value
+                for key, value in data.items()}
     return data
+
+
+def _small_batch(shape: SmallBatch, data: dict, noise: _Noise, level: float) -> None:
+    """A step of one or a few prompts: its completions' rewards, and what follows from them."""
+    rng = noise.rng
+
+    def one() -> float:  # a higher reward the further the run has learned (`level`, 0 to 1)
+        upper = shape.rewards[len(shape.rewards) // 2:]
+        return rng.choice(upper) if rng.random() < level else rng.choice(shape.rewards)
+
+    if rng.random() < shape.zero_std_share:
+        scores = [one()] * shape.completions
+    else:
+        scores = [one() for _ in range(shape.completions)]
+        if len(set(scores)) == 1:
+            scores[0] = rng.choice([value for value in shape.rewards if value != scores[0]])
+    _set_scores(data, scores)
+    if data["critic/score/std"] > 0:
+        data["actor/grad_norm"] = shape.grad_norm * noise.lognormal(0.5)
+    else:  # no advantage: GRPO's update is exactly 0
+        data.update(dict.fromkeys(UPDATE_KEYS, 0.0))
+    low, high = shape.entropy_range
+    data["actor/entropy"] = math.exp(rng.uniform(math.log(low), math.log(high)))
+    length = shape.response_tokens * noise.lognormal(0.3)
+    data["response_length/mean"] = length
+    data["response_length/max"] = min(RESPONSE_CAP, length * 3)
+    data["perf/total_num_tokens"] = shape.completions * (200 + length)
+
+
+def _set_scores(data: dict, scores: list[float]) -> None:
+    """The step's reward statistics from its completions' scores."""
+    data["critic/score/mean"] = data["critic/rewards/mean"] = statistics.fmean(scores)
+    data["critic/score/std"] = statistics.pstdev(scores)
+    data["critic/score/min"], data["critic/score/max"] = min(scores), max(scores)
 
 
 def _apply(fault: Fault, step: int, data: dict, spec: RunSpec) -> None:
     ramp = min(1.0, (step - fault.at + 1) / fault.speed)
+    since = step - fault.at
 
     def scale(key: str, factor: float) -> None:
         data[key] *= 1 + (factor - 1) * ramp
@@ -319,14 +437,54 @@ def _apply(fault: Fault, step: int, data: dict, spec: RunSpec) -> None:
         data["timing_s/step"] *= 1 - 0.6 * ramp
         data["critic/score/mean"] += 0.05 * ramp
     elif kind == "no_learning_signal":
-        for key in ("actor/grad_norm", "actor/pg_loss", "actor/ppo_kl", "actor/pg_clipfrac"):
-            data[key] = 0.0
+        data.update(dict.fromkeys(UPDATE_KEYS, 0.0))
     elif kind == "repeated_skips":
         if (step - fault.at) % REPEATED_SKIP_EVERY == 0:
             data["actor/grad_norm"] = None
     elif kind == "memory_near_capacity":
         data["perf/max_memory_reserved_gb"] = 62.0 + (NEAR_CAPACITY_RESERVED_GB - 62.0) * ramp
         data["perf/max_memory_allocated_gb"] = 50.0 + (NEAR_CAPACITY_ALLOCATED_GB - 50.0) * ramp
+    elif kind == "convergence":  # its reward gain is part of the healthy curve (_Reward)
+        data["actor/entropy"] *= 10 ** -min(1.0, since / fault.speed)
+    elif kind == "implausible_start":
+        data["actor/kl_loss"] = IMPLAUSIBLE_REFERENCE_KL * (1 + 0.2 * math.sin(step))
+        data["actor/grad_norm"] = IMPLAUSIBLE_GRAD_NORM * (1 + 0.2 * math.cos(step))
+        if since >= fault.speed:
+            data["critic/score/mean"] = data["critic/rewards/mean"] = 0.0
+            data["response_length/mean"] = data["response_length/max"] = RESPONSE_CAP
+            data["response_length/clip_ratio"] = 1.0
+            data["perf/total_num_tokens"] = 512 * (200 + RESPONSE_CAP)
+    elif kind == "no_reward":
+        if spec.small_batch is None:
+            raise ValueError(f"run {spec.name}: a no_reward fault needs a small_batch run")
+        lowest, above = spec.small_batch.rewards[:2]
+        scores = [lowest] * spec.small_batch.completions
+        if data["critic/score/std"] > 0:
+            scores[0] = above
+        _set_scores(data, scores)
+    elif kind == "entropy_growth":
+        factor = min(2 ** (since / fault.speed), ENTROPY_GROWTH_MAX)
+        data["actor/entropy"] *= factor
+        data["critic/score/mean"] *= 1 - math.log(factor) / math.log(ENTROPY_GROWTH_MAX)
+    elif kind == "entropy_slow_collapse":
+        data["actor/entropy"] = max(data["actor/entropy"] * math.exp(-since / fault.speed), SLOW_COLLAPSE_FLOOR)
+        data["critic/score/mean"] -= SLOW_COLLAPSE_REWARD_SLIP * min(1.0, since / (3 * fault.speed))
+    elif kind == "grad_norm_explosion":
+        data["actor/grad_norm"] *= min(GRAD_EXPLOSION_FIRST * GRAD_EXPLOSION_GROWTH ** since, GRAD_EXPLOSION_MAX)
+    elif kind == "late_entropy_explosion":
+        # A logistic rise centred 0.3 `speed` steps in: about 2x at onset, 27x at `speed`.
+        rise = 1 / (1 + math.exp(-(since - 0.3 * fault.speed) / (0.1 * fault.speed)))
+        data["actor/entropy"] *= 1 + (LATE_EXPLOSION_ENTROPY - 1) * rise
+        data["actor/grad_norm"] *= 1 + (LATE_EXPLOSION_GRAD_NORM - 1) * rise
+        data["actor/pg_clipfrac"] = max(data["actor/pg_clipfrac"], LATE_EXPLOSION_CLIPFRAC * rise)
+        for key in ("response_length/mean", "response_length/max"):
+            data[key] = data[key] * (1 - rise) + LATE_EXPLOSION_TOKENS * rise
+        data["response_length/clip_ratio"] *= 1 - rise
+        data["perf/total_num_tokens"] = 512 * (200 + data["response_length/mean"])
+        data["critic/score/mean"] *= 1 - rise
+    elif kind == "reward_hacking_validation":
+        if VALIDATION_KEY in data:
+            data[VALIDATION_KEY] *= 1 - ramp
 
 
 def write_run(spec: RunSpec, path: Path) -> Path:

@@ -166,3 +166,19 @@ def test_a_hang_is_measurable_once_the_silence_outlasts_the_longest_step():
     stalled = score([outcome], [spec]).alerts["VerlTrainingStalled"]
     assert stalled.latencies == [900]
     assert stalled.measurable_latencies == [900 - 260]
+
+
+def test_a_scenario_passes_when_its_faults_are_caught_and_its_healthy_twin_stays_quiet():
+    faulty = RunSpec("grad", 400, 1, faults=(Fault("grad_norm_explosion", 200),))
+    twin = RunSpec("twin", 400, 1)
+    scenarios = (("lone gradient explosion", (faulty, twin)),)
+    caught = score([_outcome(faulty, {"VerlGradNormExplosion": ("warning", [(203, None)])}),
+                    _outcome(twin, {"VerlGradNormExplosion": ("warning", [])})], [faulty, twin])
+    assert [check.passed for check in scoring.scenario_checks(caught, scenarios)] == [True, True]
+    assert "grad@200 VerlGradNormExplosion +3 steps" in scoring.scenario_checks(caught, scenarios)[1].detail
+    missed = score([_outcome(faulty, {"VerlGradNormExplosion": ("warning", []),
+                                      "VerlTrainingDivergence": ("critical", [(205, None)])}),
+                    _outcome(twin, {"VerlGradNormExplosion": ("warning", [(100, 120)])})], [faulty, twin])
+    quiet, found = scoring.scenario_checks(missed, scenarios)
+    assert not quiet.passed and "twin: VerlGradNormExplosion" in quiet.detail
+    assert not found.passed and "VerlGradNormExplosion missed" in found.detail

@@ -1,9 +1,16 @@
 """dashgen/replay/simulate.py: the runs behind the published benchmark figures stay as they were."""
 
 import hashlib
+import json
+import math
+import statistics
+from dataclasses import replace
 from pathlib import Path
 
-from dashgen.replay.simulate import Fault, RunSpec, noise_free_entropy, write_run
+import pytest
+
+from dashgen.replay.simulate import (VALIDATION_KEY, Fault, RunSpec, SmallBatch, healthy_entropy, noise_free_entropy,
+                                     write_run)
 
 # Four of bench/alert_lifecycle.py's 25 runs (plateaus, a skipped step, signed rewards, a restart,
 # an entropy fault), and the digest of their logs when its figures were published: a new run
@@ -37,3 +44,164 @@ def test_entropy_decay_falls_tenfold_per_speed_steps_down_to_its_floor():
     assert noise_free_entropy(spec, fault, 99) == 1.0
     assert noise_free_entropy(spec, fault, 150) == 0.1
     assert noise_free_entropy(spec, fault, 900) == 0.02
+
+
+# --- Issues 35 and 40: each scenario's log has what the runs it stands for had ---------------
+
+def _log(spec: RunSpec, folder: Path) -> dict[int, dict]:
+    """The run's logged steps: step -> its data."""
+    lines = write_run(spec, folder / f"{spec.name}.jsonl").read_text().splitlines()
+    return {entry["step"]: entry["data"] for entry in map(json.loads, lines)}
+
+
+def _values(log: dict[int, dict], key: str) -> list:
+    return [data[key] for data in log.values()]
+
+
+def _swings(values: list[float], factor: float) -> float:
+    """The share of consecutive steps whose values differ by at least `factor`x."""
+    return statistics.fmean(max(a, b) / min(a, b) >= factor for a, b in zip(values, values[1:]))
+
+
+SMALL_BATCH = SmallBatch(rewards=(0.0, 0.5, 2.0), zero_std_share=0.6)
+
+
+def test_a_small_batch_run_jumps_across_its_rewards_and_learns_nothing_on_its_zero_std_steps(tmp_path: Path):
+    log = _log(RunSpec("small", 400, 71, 30, small_batch=SMALL_BATCH), tmp_path)
+    zero = [data for data in log.values() if data["critic/score/std"] == 0]
+    assert 0.55 < len(zero) / len(log) < 0.65
+    assert {data["actor/grad_norm"] for data in zero} == {0.0}
+    assert all(data["actor/grad_norm"] > 0 for data in log.values() if data["critic/score/std"] > 0)
+    assert {data["critic/score/mean"] for data in zero} == {0.0, 0.5, 2.0}
+    rewards = _values(log, "critic/score/mean")
+    assert max(abs(later - earlier) for earlier, later in zip(rewards, rewards[1:])) == 2.0  # its whole range
+    entropy = _values(log, "actor/entropy")
+    assert min(entropy) < 0.002 and max(entropy) > 0.9
+    assert _swings(entropy, 10) > 0.3  # 10x or more from one step to the next, on a third of the steps
+    assert 30 < statistics.median(_values(log, "response_length/mean")) < 50
+
+
+def test_a_signed_small_batch_reward_jumps_from_minus_10_to_plus_11(tmp_path: Path):
+    shape = SmallBatch(rewards=tuple(float(value) for value in range(-10, 12)), zero_std_share=0.3, completions=4)
+    log = _log(RunSpec("signed", 400, 72, 20, small_batch=shape), tmp_path)
+    assert 0.25 < statistics.fmean(std == 0 for std in _values(log, "critic/score/std")) < 0.35
+    assert (min(_values(log, "critic/score/mean")), max(_values(log, "critic/score/mean"))) == (-10.0, 11.0)
+
+
+def test_a_console_log_rounds_every_value_to_3_decimals_so_a_healthy_grad_norm_reads_0(tmp_path: Path):
+    spec = RunSpec("console", 200, 71, 30, small_batch=SMALL_BATCH)
+    exact = _log(spec, tmp_path / "exact")
+    console = _log(RunSpec("console", 200, 71, 30, small_batch=SMALL_BATCH, console_decimals=3), tmp_path)
+    for step, data in exact.items():
+        assert console[step] == {key: round(value, 3) if isinstance(value, float) else value
+                                 for key, value in data.items()}
+    learning = [step for step, data in exact.items() if data["actor/grad_norm"] > 0]
+    assert statistics.fmean(console[step]["actor/grad_norm"] == 0 for step in learning) > 0.6
+
+
+def test_a_convergence_falls_tenfold_in_entropy_while_the_reward_rises_by_half(tmp_path: Path):
+    spec = RunSpec("converge", 300, 74, 60, reward_range=(0.28, 0.3), faults=(Fault("convergence", 100, speed=50),))
+    fault = spec.faults[0]
+    assert noise_free_entropy(spec, fault, 100) == healthy_entropy(spec, 100)
+    assert noise_free_entropy(spec, fault, 150) == pytest.approx(healthy_entropy(spec, 150) / 10)
+    log = _log(spec, tmp_path)
+    before = statistics.median(log[step]["critic/score/mean"] for step in range(80, 100))
+    after = statistics.median(log[step]["critic/score/mean"] for step in range(150, 170))
+    assert before == pytest.approx(0.28, abs=0.02) and after == pytest.approx(0.78, abs=0.02)
+
+
+def test_an_implausible_first_line_then_no_reward_and_every_completion_truncated(tmp_path: Path):
+    log = _log(RunSpec("first", 100, 75, 60, log_every=10, faults=(Fault("implausible_start", 1, speed=10),)),
+               tmp_path)
+    first, *later = log.values()
+    assert 8_000 < first["actor/kl_loss"] < 14_000 and 300_000 < first["actor/grad_norm"] < 550_000
+    assert {(data["critic/score/mean"], data["response_length/clip_ratio"]) for data in later} == {(0.0, 1.0)}
+
+
+def test_a_reward_stuck_at_its_floor_from_step_1(tmp_path: Path):
+    zero = _log(RunSpec("zero", 250, 76, 30, small_batch=SmallBatch((0.0, 1.0), zero_std_share=0.97),
+                        faults=(Fault("no_reward", 1),)), tmp_path)
+    stuck = [data["critic/score/mean"] == 0 and data["critic/score/std"] == 0 for data in zero.values()]
+    assert 0.95 < statistics.fmean(stuck) < 0.99 and stuck[0]
+    never = _log(RunSpec("never", 120, 77, 40, small_batch=SmallBatch((-1.0, 0.0), zero_std_share=0.86,
+                                                                        grad_norm=1e-4),
+                         faults=(Fault("no_reward", 1),)), tmp_path)
+    assert max(_values(never, "critic/score/mean")) <= 0
+    assert 0.8 < statistics.fmean(std == 0 for std in _values(never, "critic/score/std")) < 0.92
+    learning = [norm for norm in _values(never, "actor/grad_norm") if norm > 0]
+    assert 5e-5 < statistics.median(learning) < 2e-4
+
+
+def test_a_slow_entropy_explosion_doubles_every_12_steps_with_two_nan_steps_at_an_hour_a_step(tmp_path: Path):
+    spec = RunSpec("doubling", 100, 78, 3600, step_time_sigma=0.2, entropy_level=0.76, entropy_decline=0.0,
+                   reward_range=(0.5, 0.5), isolated_nan_steps=(83, 85),
+                   faults=(Fault("entropy_growth", 40, speed=12),))
+    fault = spec.faults[0]
+    doubling = [noise_free_entropy(spec, fault, step) for step in (39, 52, 64, 76)]
+    assert doubling == pytest.approx([0.76, 1.52, 3.04, 6.08])
+    assert noise_free_entropy(spec, fault, 100) == pytest.approx(9.88)
+    log = _log(spec, tmp_path)
+    assert [step for step, data in log.items() if data["actor/grad_norm"] is None] == [83, 85]
+    assert statistics.median(log[step]["critic/score/mean"] for step in range(30, 40)) == pytest.approx(0.5, abs=0.03)
+    assert max(log[step]["critic/score/mean"] for step in range(85, 101)) < 0.01
+    seconds = _values(log, "timing_s/step")
+    assert statistics.fmean(2400 <= value <= 4800 for value in seconds) > 0.8
+
+
+def test_the_slower_collapse_falls_by_e_every_50_steps_to_its_floor_while_the_reward_slips(tmp_path: Path):
+    spec = RunSpec("slow", 1200, 79, 30, entropy_level=0.5, entropy_decline=0.0,
+                   faults=(Fault("entropy_slow_collapse", 1000, speed=50),))
+    fault = spec.faults[0]
+    assert noise_free_entropy(spec, fault, 1050) == pytest.approx(0.5 / math.e)
+    assert noise_free_entropy(spec, fault, 1150) == pytest.approx(0.5 / math.e ** 3)
+    assert noise_free_entropy(spec, fault, 1200) == 0.015
+    healthy = _log(RunSpec("slow", 1200, 79, 30, entropy_level=0.5, entropy_decline=0.0), tmp_path / "healthy")
+    log = _log(spec, tmp_path)
+    assert [healthy[step]["critic/score/mean"] - log[step]["critic/score/mean"] for step in (1000, 1075, 1150)] \
+        == pytest.approx([0.0, 0.05, 0.1])
+
+
+def _twins(spec: RunSpec, folder: Path) -> tuple[dict[int, dict], dict[int, dict]]:
+    """The log of a run with faults and that of its healthy twin (the same spec and seed without them)."""
+    return _log(spec, folder / "faulty"), _log(replace(spec, faults=()), folder / "healthy")
+
+
+def _changed_keys(faulty: dict[int, dict], healthy: dict[int, dict]) -> set[str]:
+    return {key for step in faulty for key in faulty[step] if faulty[step][key] != healthy[step][key]}
+
+
+def test_a_lone_gradient_explosion_leaves_kl_entropy_and_reward_as_its_healthy_twin_has_them(tmp_path: Path):
+    faulty, healthy = _twins(RunSpec("grad", 300, 83, 60, grad_norm_level=2.5,
+                                     faults=(Fault("grad_norm_explosion", 200),)), tmp_path)
+    assert _changed_keys(faulty, healthy) == {"actor/grad_norm"}
+    assert max(faulty[step]["actor/grad_norm"] for step in range(175, 200)) < 4.6
+    ratios = [faulty[step]["actor/grad_norm"] / healthy[step]["actor/grad_norm"] for step in (200, 201, 202, 203)]
+    assert ratios == pytest.approx([12, 36, 108, 120])
+
+
+def test_an_explosion_after_500_quiet_steps(tmp_path: Path):
+    faulty, healthy = _twins(RunSpec("late", 600, 84, 111, entropy_level=0.33, entropy_decline=0.0, grad_norm_level=1.0,
+                                     faults=(Fault("late_entropy_explosion", 500, speed=50),)), tmp_path)
+    assert all(faulty[step] == healthy[step] for step in range(1, 500))
+    assert 0.3 < statistics.median(faulty[step]["actor/entropy"] for step in range(1, 500)) < 0.36
+    entropy = [faulty[step]["actor/entropy"] for step in range(500, 551)]
+    # 0.68, 3.4, 7.4 and 9.4 within 50 steps, as in the public run.
+    assert 0.6 < entropy[0] < 0.9 and max(entropy[:15]) > 3.4 and max(entropy[:25]) > 7.4 and max(entropy) > 9.4
+    end = [faulty[step] for step in range(560, 601)]
+    assert statistics.median(data["actor/grad_norm"] for data in end) == pytest.approx(13, rel=0.25)
+    assert statistics.median(data["actor/pg_clipfrac"] for data in end) == pytest.approx(0.7, abs=0.01)
+    assert max(data["response_length/mean"] for data in end) < 5
+
+
+def test_reward_hacking_against_validation_and_its_twin_where_validation_rises(tmp_path: Path):
+    faulty, healthy = _twins(RunSpec("hacked", 300, 85, 60, reward_range=(0.08, 0.8), validation_every=10,
+                                     faults=(Fault("reward_hacking_validation", 100, speed=100),)), tmp_path)
+    assert _changed_keys(faulty, healthy) == {VALIDATION_KEY}
+    rewards = [statistics.median(faulty[step]["critic/score/mean"] for step in steps)
+               for steps in (range(1, 6), range(280, 301))]
+    assert rewards == pytest.approx([0.1, 0.76], abs=0.03)
+    assert [step for step in faulty if VALIDATION_KEY in faulty[step]] == list(range(10, 301, 10))
+    assert faulty[90][VALIDATION_KEY] > 0.45
+    falling = [faulty[step][VALIDATION_KEY] for step in range(110, 301, 10)]
+    assert falling == sorted(falling, reverse=True) and falling[-11:] == [0.0] * 11  # 0 from step 200
+    assert healthy[300][VALIDATION_KEY] > healthy[90][VALIDATION_KEY] + 0.2
