@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import dataclasses
+from collections.abc import Callable, Iterable
+from typing import TypeVar
 
 from dashgen.records import record
 from dashgen.review.comparison import Review, RunChange
@@ -10,6 +12,7 @@ from dashgen.review.judging import CATCH_WITHIN, Fired, Judged
 from dashgen.review.runs import SPLITS, Verdict
 
 ALL_RUNS = "all"
+T = TypeVar("T")
 
 
 @record
@@ -48,11 +51,15 @@ class Score:
         return ", ".join(parts)
 
 
+def by_split(items: list[T], split_of: Callable[[T], str | None]) -> dict[str, list[T]]:
+    """The items of each split they carry, then all of them."""
+    splits = [split for split in SPLITS if any(split_of(item) == split for item in items)]
+    return {**{split: [item for item in items if split_of(item) == split] for split in splits}, ALL_RUNS: items}
+
+
 def scores_by_split(judged: list[Judged]) -> dict[str, Score]:
     """The score of each split the runs carry, then of all runs."""
-    splits = [split for split in SPLITS if any(j.run.split == split for j in judged)]
-    return {**{split: Score.of(j for j in judged if j.run.split == split) for split in splits},
-            ALL_RUNS: Score.of(judged)}
+    return {split: Score.of(picked) for split, picked in by_split(judged, lambda j: j.run.split).items()}
 
 
 def _fired_text(fired: list[Fired], empty: str = "-") -> str:
@@ -82,13 +89,17 @@ def format_score(judged: list[Judged]) -> str:
 
 # --- A review --------------------------------------------------------------------------------
 
+def _runs(count: int) -> str:
+    return f"{count} run" + ("" if count == 1 else "s")
+
+
 def summary_line(review: Review) -> str:
     before = Score.of(change.before for change in review.runs)
     after = Score.of(change.after for change in review.runs)
     regressions = review.regressions
-    verdict = (f"{len(regressions)} run{'s' if len(regressions) != 1 else ''} got worse" if regressions
+    verdict = (f"{_runs(len(regressions))} got worse" if regressions
                else "no run got worse" if review.changed else "no difference")
-    return (f"{verdict}: {len(review.runs)} runs; healthy clean {before.healthy_clean} → {after.healthy_clean} of "
+    return (f"{verdict}: {_runs(len(review.runs))}; healthy clean {before.healthy_clean} → {after.healthy_clean} of "
             f"{after.healthy}, failures caught {before.failures_caught} → {after.failures_caught} of "
             f"{after.failures}, false critical pages {before.false_critical_pages} → {after.false_critical_pages}")
 
@@ -176,11 +187,10 @@ def format_markdown(review: Review) -> str:
         out.append(f"| {run.name} | {run.split or '-'} | {run.verdict.value if run.verdict else 'unlabelled'} "
                    f"| {'-' if run.onset_step is None else run.onset_step} | {before} "
                    f"| {after if after == before else f'**{after}**'} | {_result(change)} |")
-    splits = [split for split in SPLITS if any(change.run.split == split for change in review.runs)]
-    if splits:
+    splits = by_split(review.runs, lambda change: change.run.split)
+    if len(splits) > 1:
         out += ["", "### Per split", "", "| split | before | after |", "|---|---|---|"]
-        for split in [*splits, ALL_RUNS]:
-            picked = [change for change in review.runs if split == ALL_RUNS or change.run.split == split]
+        for split, picked in splits.items():
             out.append(f"| {split} | {Score.of(c.before for c in picked).line()} "
                        f"| {Score.of(c.after for c in picked).line()} |")
     return "\n".join(out) + "\n"
@@ -201,6 +211,9 @@ def review_json(review: Review) -> dict:
                   "onset_step": c.run.onset_step, "latest_step": c.run.latest_step,
                   "before": judged_json(c.before), "after": judged_json(c.after),
                   "regressions": c.regressions, "improvements": c.improvements} for c in review.runs],
+        "scores": {split: {"before": dataclasses.asdict(Score.of(c.before for c in picked)),
+                           "after": dataclasses.asdict(Score.of(c.after for c in picked))}
+                   for split, picked in by_split(review.runs, lambda change: change.run.split).items()},
         "alerts": [{"alertname": a.alertname, "firings": {"before": a.firings[0], "after": a.firings[1]},
                     "pages": {"before": a.pages[0], "after": a.pages[1]},
                     "catches": {"before": a.catches[0], "after": a.catches[1]}} for a in alert_changes(review)],
