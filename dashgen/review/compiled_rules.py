@@ -1,11 +1,11 @@
 """The rules a project compiles to, as JSON: run in a process of its own for each revision a
-review compares (`python -I -B -m dashgen.review.compiled_rules ROOT`).
+review compares (`python -B -m dashgen.review.compiled_rules ROOT`).
 
 A process of its own, because a project's definition modules are imported by file and may
 import helpers of their own folder: two revisions of them in one interpreter would share
 whichever helper was imported first. `-B` keeps the import from writing bytecode into the
-project, `-I` keeps the current folder (a checkout of dashgen itself) off the import path, so
-both revisions are compiled by the same, installed dashgen.
+project. The process inherits the review's folder and environment, so both revisions are
+compiled by the dashgen the review runs (never by a dashgen inside the revision's tree).
 """
 
 from __future__ import annotations

@@ -111,7 +111,7 @@ def _compile(root: Path, what: str) -> RuleSet:
 
 
 def _started(root: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-I", "-B", "-m", "dashgen.review.compiled_rules", str(root.resolve())],
+    return subprocess.Popen([sys.executable, "-B", "-m", "dashgen.review.compiled_rules", str(root.resolve())],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
