@@ -124,7 +124,7 @@ def _labelled(name: str, steps: Path, meta: dict, where: Path) -> LabelledRun:
         raise BuildError(f"{where}: a failure needs its onset_step (the first step the alerts may catch it at)")
     if latest is not None and onset is not None and latest < onset:
         raise BuildError(f"{where}: latest_step {latest} comes before onset_step {onset}")
-    critical = meta.get("critical", False)
+    critical = meta.get("critical") or False
     if not isinstance(critical, bool):
         raise BuildError(f"{where}: critical: {critical!r}; expected true or false")
     return LabelledRun(name, steps, verdict, onset, latest, critical, split, str(meta.get("what_failed") or ""),

@@ -20,7 +20,8 @@ def run_folder(parent: Path, name: str, meta: str | None, steps_file: str = "ste
 
 def test_a_folder_of_runs_reads_each_verdict_and_the_unlabelled_ones(tmp_path):
     run_folder(tmp_path, "a-failure", "verdict: failure\nonset_step: 5\nlatest_step: 9\ncritical: true\nsplit: holdout\n")
-    run_folder(tmp_path, "b-degrading", "verdict: degrading\nsplit: tune\ndefault_step_seconds: 30\n")
+    run_folder(tmp_path, "b-degrading", "verdict: degrading\nsplit: tune\ndefault_step_seconds: 30\n"
+                                        "critical: null\nlatest_step: null\nsource: {repo: x}\n")
     run_folder(tmp_path, "c-raw-log-only", None)
     run_folder(tmp_path, "d-no-verdict", "source: somewhere\n", steps_file="trainer_state.json")
     runs = {run.name: run for run in find_runs([tmp_path])}
