@@ -92,18 +92,19 @@ def backtest_rule_sets(paths: list[Path], rule_sets: list[RuleSet], catalog: Cat
         per_alert, recorded_names = evaluate_rules(workdir, recordings, alerts, runs)
         available = series_names(runs) | recorded_names
     signals = [tuple(sorted(raw_reads(_reads(alert), recordings))) for alert in alerts]
-    return [[RunOutcome(run, _run_alerts(index, own, alerts, per_alert, signals, available))
-             for index, run in enumerate(runs)] for own in merged.alerts_of]
+    return [[RunOutcome(run, _run_alerts(index, own, rule_set.alerts, alerts, per_alert, signals, available))
+             for index, run in enumerate(runs)] for own, rule_set in zip(merged.alerts_of, rule_sets)]
 
 
-def _run_alerts(run_index: int, own: list[int], alerts: list[AlertRule], per_alert: list[list[list[AlertOutcome]]],
-                signals: list[tuple[str, ...]], available: set[str]) -> list[AlertOutcome]:
-    """The outcomes on one run of the alerts `own` (indexes into `alerts`), each a copy of its own."""
+def _run_alerts(run_index: int, own: list[int], stated: list[AlertRule], alerts: list[AlertRule],
+                per_alert: list[list[list[AlertOutcome]]], signals: list[tuple[str, ...]],
+                available: set[str]) -> list[AlertOutcome]:
+    """The outcomes on one run of a set's alerts (`stated`, each `alerts[own[i]]` once merged), each a
+    copy of its own; a note names the series as the set states them, not as merged."""
     results = []
-    for alert_index in own:
-        alert = alerts[alert_index]
+    for alert_index, alert in zip(own, stated):
         alert_outcomes = [dataclasses.replace(outcome) for outcome in per_alert[alert_index][run_index]]
-        if not metrics_in(alert.expr) & available:
+        if not metrics_in(alerts[alert_index].expr) & available:
             alert_outcomes[0].note = (f"needs {', '.join(sorted(metrics_in(alert.expr)))}, which "
                                       f"verl's step log does not hold: it cannot fire in a backtest")
         for outcome in alert_outcomes:
