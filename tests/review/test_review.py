@@ -81,7 +81,8 @@ def test_a_reward_cliff_on_a_five_percent_dip_fails_the_review_and_names_the_hea
 def test_without_a_change_the_review_passes_and_reports_no_difference(team):
     result = dashgen(team, "review", "--base", "HEAD")
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines()[2].startswith("**no difference: 28 runs;")
+    runs = len(list((team / "runs").glob("*/run.yaml")))
+    assert result.stdout.splitlines()[2].startswith(f"**no difference: {runs} runs;")
     assert "### Got worse" not in result.stdout and "**" not in "".join(result.stdout.splitlines()[3:])
 
 
@@ -89,11 +90,15 @@ def test_a_rendered_folder_as_base_and_unlabelled_runs(team, tmp_path):
     unlabelled = tmp_path / "raw-log-only"
     unlabelled.mkdir()
     shutil.copy(team / "runs" / "verl-gemma2-2b-gsm8k-ppo" / "steps.jsonl", unlabelled / "steps.jsonl")
-    result = dashgen(team, "review", "--base", "rendered", str(unlabelled), "runs/trl-openr1-kl-nan-issue704")
+    nan_kl = tmp_path / "nan-kl"  # KL is NaN from the first step
+    nan_kl.mkdir()
+    shutil.copy(team / "runs" / "trl-openr1-kl-nan-issue704" / "steps.jsonl", nan_kl / "steps.jsonl")
+    (nan_kl / "run.yaml").write_text("verdict: failure\nonset_step: 1\ncritical: true\nsplit: holdout\n")
+    result = dashgen(team, "review", "--base", "rendered", str(unlabelled), str(nan_kl))
     assert result.returncode == 0, result.stderr
     assert "| raw-log-only | - | unlabelled | - | - | - | unlabelled |" in result.stdout
-    assert "| trl-openr1-kl-nan-issue704 | - | failure | 1 | VerlNaNMetrics(c)@1 | VerlNaNMetrics(c)@1 | caught +0 |" \
-        in result.stdout
+    assert "| nan-kl | holdout | failure | 1 | VerlNaNMetrics(c)@1 | VerlNaNMetrics(c)@1 | caught +0 |" in result.stdout
+    assert "| holdout | healthy clean 0/0, failures caught 1/1, false critical pages 0 |" in result.stdout
 
 
 def broken_runs(tmp_path: Path, meta: str) -> Path:
