@@ -9,7 +9,7 @@ import sys
 import click
 
 from dashgen import DISTRIBUTION
-from dashgen.cli import project, replay, trainer
+from dashgen.cli import project, replay, review, trainer
 
 
 @click.group()
@@ -53,5 +53,5 @@ def _clean_up_on_signals() -> None:
 
 
 for command in (project.init, project.build, project.check, project.list_, project.lint, project.test, project.config_,
-                trainer.export, trainer.act, replay.backfill, replay.backtest, replay.preview):
+                trainer.export, trainer.act, replay.backfill, replay.backtest, replay.preview, review.review):
     cli.add_command(command)

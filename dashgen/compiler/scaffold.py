@@ -16,6 +16,8 @@ from pathlib import Path
 from dashgen.compiler.rendering import templates
 from dashgen.errors import BuildError
 
+# The project's labelled runs, which `dashgen review` backtests by default.
+LABELLED_RUNS_DIR = "runs"
 # Files of the default set that are not definition modules.
 _NOT_DEFINITIONS = ("_", "__")
 
@@ -55,6 +57,7 @@ def project_files(source: str = "exporter") -> dict[str, str]:
         ".gitignore": template_dir.joinpath("gitignore").read_text(),
         "panels/verl_training.py": template_dir.joinpath("verl_training.py").read_text(),
         "panels/compare_runs.py": template_dir.joinpath("compare_runs.py").read_text(),
+        f"{LABELLED_RUNS_DIR}/README.md": template_dir.joinpath("runs-README.md").read_text(),
     }
     alert_module = templates().get_template("project/alerts_module.py.j2")
     for module in default_modules("dashgen_alerts"):

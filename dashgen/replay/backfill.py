@@ -101,6 +101,8 @@ class RecordedRun:
     # digest of those it computes.
     statistics: list[dict[StepStatistic, float]] = field(default_factory=list)
     step_windows_digest: str = ServedStatistics().digest
+    # Digests served beside it: rule sets backtested side by side (a review) each find theirs.
+    other_step_windows_digests: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -371,9 +373,10 @@ def write_openmetrics(runs: list[RecordedRun], out: TextIO, scrape_interval: flo
     if only is None or STEP_WINDOWS_INFO_METRIC in only:
         out.write(f"# TYPE {STEP_WINDOWS_INFO_METRIC} gauge\n")
         for run, run_scrapes in zip(runs, scrapes):
-            labels = label_text({**run.labels, "digest": run.step_windows_digest})
-            out.write(_repeated(f"{STEP_WINDOWS_INFO_METRIC}{labels} 1", run_scrapes.stamps))
-            written += len(run_scrapes.stamps)
+            for digest in (run.step_windows_digest, *run.other_step_windows_digests):
+                labels = label_text({**run.labels, "digest": digest})
+                out.write(_repeated(f"{STEP_WINDOWS_INFO_METRIC}{labels} 1", run_scrapes.stamps))
+                written += len(run_scrapes.stamps)
     if only is None or RUN_STATE_METRIC in only:
         out.write(f"# TYPE {RUN_STATE_METRIC} gauge\n")
         for run, run_scrapes in zip(runs, scrapes):

@@ -87,6 +87,23 @@ def test_installed_wheel_inits_a_project_that_builds_and_checks(installed, tmp_p
     assert any(e.startswith("verl_judge_mean{") for e in exprs)
 
 
+@pytest.mark.live
+@pytest.mark.heavy
+def test_the_wheel_carries_the_public_corpus_for_a_review_without_a_clone(installed, tmp_path):
+    corpus = installed / "dashgen_runs"
+    runs = sorted(folder.name for folder in corpus.iterdir() if (folder / "run.yaml").is_file())
+    assert len(runs) == len(list((REPO / "bench" / "realruns").glob("*/run.yaml"))) >= 28
+    assert all((corpus / name / "steps.jsonl").is_file() for name in runs)
+    project = tmp_path / "team"
+    assert dashgen(installed, tmp_path, "init", str(project)).returncode == 0
+    assert (project / "runs" / "README.md").read_text().startswith("# Labelled runs")
+    assert dashgen(installed, project, "build").returncode == 0
+    # No git history: the base is a rendered folder (here the same rules, so nothing changes).
+    result = dashgen(installed, project, "review", "--base", "rendered", "--public-corpus")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[2].startswith(f"**no difference: {len(runs)} runs;")
+
+
 def test_init_refuses_to_overwrite(tmp_path):
     assert run("init", str(tmp_path)).exit_code == 0
     result = run("init", str(tmp_path))

@@ -19,11 +19,13 @@ core); results are taken in the rules' order, so the outcome is that of one quer
 
 from __future__ import annotations
 
+import dataclasses
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
 from dashgen.compiler.promql import metrics_in
+from dashgen.catalog import Catalog
 from dashgen.compiler.rules import AlertRule, RecordingRule
 from dashgen.config import Config, duration_seconds
 from dashgen.promtool import find_binary
@@ -33,12 +35,13 @@ from dashgen.replay.backtest.blocks import BlockParts
 from dashgen.replay.backtest.evaluation import AlertOutcome, RunOutcome, evaluate_alert
 from dashgen.replay.backtest.recordings import fill_recordings, recorded_openmetrics
 from dashgen.replay.backtest.rule_files import read_rule_files
+from dashgen.replay.backtest.rule_sets import RuleSet, merge
 from dashgen.replay.backtest.server import SERVER_ARGS, query_pool, serve_tsdb
 from dashgen.replay.prometheus_server import PrometheusServer
 from dashgen.replay.work_dir import work_dir
 from dashgen.sources.step_statistics import served_by
 
-__all__ = ["SERVER_ARGS", "backtest", "evaluate_rules", "recorded_openmetrics", "serve_tsdb"]
+__all__ = ["SERVER_ARGS", "backtest", "backtest_rule_sets", "evaluate_rules", "recorded_openmetrics", "serve_tsdb"]
 
 
 def backtest(paths: list[Path], root: Path, config: Config, timing: Timing,
@@ -59,13 +62,28 @@ def backtest(paths: list[Path], root: Path, config: Config, timing: Timing,
     else:
         compiled = render_rules(root, config, catalog)
         recordings, alerts = compiled.recording_rules, compiled.alert_rules
+    return backtest_rule_sets(paths, [RuleSet(recordings, alerts)], catalog, config, timing, say, timings)[0]
+
+
+def backtest_rule_sets(paths: list[Path], rule_sets: list[RuleSet], catalog: Catalog, config: Config, timing: Timing,
+                       say: Callable[[str], None] = lambda message: None,
+                       timings: dict[Path, Timing] | None = None) -> list[list[RunOutcome]]:
+    """Backtest several rule sets on the runs in one pass (one backfill, one Prometheus per round):
+    each set's outcomes on each run, in the sets' order. `config` places the runs on the clock
+    (job, step-window floor); each set's step-window digest, if given, is served beside the others."""
+    find_binary("promtool")
+    find_binary("prometheus")
+    merged = merge(rule_sets)
+    recordings, alerts = merged.recordings, merged.alerts
     selected = set().union(*(metrics_in(rule.expr) for rule in [*recordings, *alerts]))
     wanted = served_by((rule.expr for rule in [*recordings, *alerts]), duration_seconds(config.step_window_floor))
+    digests = tuple(sorted({rule_set.step_windows_digest for rule_set in rule_sets} - {"", wanted.digest}))
     runs = [read_run(path, run_labels(path, config.verl_job), (timings or {}).get(path, timing), keep=selected,
                      catalog=catalog, step_statistics=wanted)
             for path in paths]
     check_unique_runs(runs)
     for run in runs:
+        run.other_step_windows_digests = digests
         for note in run.notes:
             say(f"{run.path}: {note}")
     with work_dir("backtest") as workdir:
@@ -74,19 +92,25 @@ def backtest(paths: list[Path], root: Path, config: Config, timing: Timing,
         per_alert, recorded_names = evaluate_rules(workdir, recordings, alerts, runs)
         available = series_names(runs) | recorded_names
     signals = [tuple(sorted(raw_reads(_reads(alert), recordings))) for alert in alerts]
-    outcomes = []
-    for index, run in enumerate(runs):
-        results = []
-        for alert, per_run, read in zip(alerts, per_alert, signals):
-            alert_outcomes = per_run[index]
-            if not metrics_in(alert.expr) & available:
-                alert_outcomes[0].note = (f"needs {', '.join(sorted(metrics_in(alert.expr)))}, which "
-                                          f"verl's step log does not hold: it cannot fire in a backtest")
-            for outcome in alert_outcomes:
-                outcome.signals = read
-            results.extend(alert_outcomes)
-        outcomes.append(RunOutcome(run, results))
-    return outcomes
+    return [[RunOutcome(run, _run_alerts(index, own, rule_set.alerts, alerts, per_alert, signals, available))
+             for index, run in enumerate(runs)] for own, rule_set in zip(merged.alerts_of, rule_sets)]
+
+
+def _run_alerts(run_index: int, own: list[int], stated: list[AlertRule], alerts: list[AlertRule],
+                per_alert: list[list[list[AlertOutcome]]], signals: list[tuple[str, ...]],
+                available: set[str]) -> list[AlertOutcome]:
+    """The outcomes on one run of a set's alerts (`stated`, each `alerts[own[i]]` once merged), each a
+    copy of its own; a note names the series as the set states them, not as merged."""
+    results = []
+    for alert_index, alert in zip(own, stated):
+        alert_outcomes = [dataclasses.replace(outcome) for outcome in per_alert[alert_index][run_index]]
+        if not metrics_in(alerts[alert_index].expr) & available:
+            alert_outcomes[0].note = (f"needs {', '.join(sorted(metrics_in(alert.expr)))}, which "
+                                      f"verl's step log does not hold: it cannot fire in a backtest")
+        for outcome in alert_outcomes:
+            outcome.signals = signals[alert_index]
+        results.extend(alert_outcomes)
+    return results
 
 
 def evaluate_rules(workdir: Path, recordings: list[RecordingRule], alerts: list[AlertRule],

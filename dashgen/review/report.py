@@ -1,0 +1,220 @@
+"""Judged runs in words: the corpus score (text), and a review (Markdown for a pull request, or JSON)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable
+from typing import TypeVar
+
+from dashgen.records import record
+from dashgen.review.comparison import Review, RunChange
+from dashgen.review.judging import CATCH_WITHIN, Fired, Judged
+from dashgen.review.runs import SPLITS, Verdict
+
+ALL_RUNS = "all"
+T = TypeVar("T")
+
+
+@record
+class Score:
+    """How the alerts do on a set of runs."""
+    healthy: int
+    healthy_clean: int
+    degrading: int
+    degrading_clean: int
+    failures: int
+    failures_caught: int
+    false_critical_pages: int  # runs with a critical where none may fire, or before a failure's onset
+    unlabelled: int
+
+    @staticmethod
+    def of(judged: Iterable[Judged]) -> Score:
+        judged = list(judged)
+
+        def of_verdict(verdict: Verdict) -> list[Judged]:
+            return [j for j in judged if j.run.verdict is verdict]
+
+        healthy, degrading, failures = (of_verdict(v) for v in (Verdict.HEALTHY, Verdict.DEGRADING, Verdict.FAILURE))
+        return Score(len(healthy), sum(j.clean for j in healthy), len(degrading), sum(j.clean for j in degrading),
+                     len(failures), sum(j.caught_by is not None for j in failures),
+                     sum(any(f.severity == "critical" for f in j.false_pages) for j in judged),
+                     sum(not j.run.labelled for j in judged))
+
+    def line(self) -> str:
+        parts = [f"healthy clean {self.healthy_clean}/{self.healthy}"]
+        if self.degrading:
+            parts.append(f"degrading without a critical {self.degrading_clean}/{self.degrading}")
+        parts += [f"failures caught {self.failures_caught}/{self.failures}",
+                  f"false critical pages {self.false_critical_pages}"]
+        if self.unlabelled:
+            parts.append(f"unlabelled {self.unlabelled}")
+        return ", ".join(parts)
+
+
+def by_split(items: list[T], split_of: Callable[[T], str | None]) -> dict[str, list[T]]:
+    """The items of each split they carry, then all of them."""
+    splits = [split for split in SPLITS if any(split_of(item) == split for item in items)]
+    return {**{split: [item for item in items if split_of(item) == split] for split in splits}, ALL_RUNS: items}
+
+
+def scores_by_split(judged: list[Judged]) -> dict[str, Score]:
+    """The score of each split the runs carry, then of all runs."""
+    return {split: Score.of(picked) for split, picked in by_split(judged, lambda j: j.run.split).items()}
+
+
+def _fired_text(fired: list[Fired], empty: str = "-") -> str:
+    """Each alert once, with its severity's initial and the step it first started at."""
+    first: dict[tuple[str, str], int] = {}
+    for f in fired:
+        first.setdefault((f.alertname, f.severity), f.start_step)
+    return ", ".join(f"{name}({severity[:1]})@{step}" for (name, severity), step in first.items()) or empty
+
+
+def format_score(judged: list[Judged]) -> str:
+    """Per run what fired and when, then the score per split and over all runs (bench/realruns.py)."""
+    lines = [f"{'RUN':<48} {'SPLIT':<8} {'VERDICT':<9} {'ONSET':>5} {'STEPS':>6}  {'RESULT':<14} FIRED (warning and "
+             f"critical: name(severity)@first start step)"]
+    for j in judged:
+        run = j.run
+        lines.append(f"{run.name:<48} {run.split or '-':<8} {run.verdict.value if run.verdict else '-':<9} "
+                     f"{'-' if run.onset_step is None else run.onset_step:>5} {len(j.logged_steps):>6}  "
+                     f"{j.result:<14} {_fired_text(j.severe)}")
+    lines.append("")
+    for split, score in scores_by_split(judged).items():
+        lines.append(f"{split}: {score.line()}")
+    lines.append(f"(a failure is caught by a warning or critical from its onset through its latest_step, or "
+                 f"{CATCH_WITHIN} logged steps after the onset)")
+    return "\n".join(lines) + "\n"
+
+
+# --- A review --------------------------------------------------------------------------------
+
+def _runs(count: int) -> str:
+    return f"{count} run" + ("" if count == 1 else "s")
+
+
+def summary_line(review: Review) -> str:
+    before = Score.of(change.before for change in review.runs)
+    after = Score.of(change.after for change in review.runs)
+    regressions = review.regressions
+    verdict = (f"{_runs(len(regressions))} got worse" if regressions
+               else "no run got worse" if review.changed else "no difference")
+    return (f"{verdict}: {_runs(len(review.runs))}; healthy clean {before.healthy_clean} → {after.healthy_clean} of "
+            f"{after.healthy}, failures caught {before.failures_caught} → {after.failures_caught} of "
+            f"{after.failures}, false critical pages {before.false_critical_pages} → {after.false_critical_pages}")
+
+
+@record
+class AlertChange:
+    """One alert over all runs, before and after."""
+    alertname: str
+    firings: tuple[int, int]
+    pages: tuple[list[str], list[str]]  # runs where it may not fire (healthy; degrading: criticals)
+    catches: tuple[list[str], list[str]]  # failures it catches
+
+    @property
+    def changed(self) -> bool:
+        return (self.firings[0] != self.firings[1] or self.pages[0] != self.pages[1]
+                or self.catches[0] != self.catches[1])
+
+
+def alert_changes(review: Review) -> list[AlertChange]:
+    names = sorted({f.alertname for change in review.runs for j in (change.before, change.after) for f in j.fired})
+
+    def side(name: str, pick) -> tuple[int, list[str], list[str]]:
+        judged = [pick(change) for change in review.runs]
+        return (sum(f.alertname == name for j in judged for f in j.fired),
+                [j.run.name for j in judged if any(f.alertname == name for f in j.forbidden)],
+                [j.run.name for j in judged if any(f.alertname == name and j.catches(f) for f in j.fired)])
+
+    changes = []
+    for name in names:
+        before, after = side(name, lambda c: c.before), side(name, lambda c: c.after)
+        changes.append(AlertChange(name, (before[0], after[0]), (before[1], after[1]), (before[2], after[2])))
+    return changes
+
+
+def _moves(before: list[str], after: list[str], gained: str, lost: str) -> list[str]:
+    """What joined and what left a list of runs, in words."""
+    joined = [name for name in after if name not in before]
+    left = [name for name in before if name not in after]
+    return ([f"{gained} " + ", ".join(f"`{name}`" for name in joined)] if joined else []) + \
+        ([f"{lost} " + ", ".join(f"`{name}`" for name in left)] if left else [])
+
+
+def alert_moves(alert: AlertChange) -> list[str]:
+    return (_moves(*alert.pages, "newly pages", "no longer pages")
+            + _moves(*alert.catches, "newly catches", "no longer catches"))
+
+
+def _result(change: RunChange) -> str:
+    before, after = change.before.result, change.after.result
+    return after if before == after else f"{before} → {after}"
+
+
+def format_markdown(review: Review) -> str:
+    """The review as a pull-request comment: the summary, what got worse, per alert, per run, per split."""
+    out = [f"## dashgen review: {review.base_name} → {review.head_name}", "", f"**{summary_line(review)}**", ""]
+    if review.regressions:
+        out += ["### Got worse", ""]
+        for change in review.regressions:
+            out += [f"- `{change.run.name}` ({change.run.verdict.value}): {reason}" for reason in change.regressions]
+        out.append("")
+    improved = [change for change in review.runs if change.improvements]
+    if improved:
+        out += ["### Got better", ""]
+        for change in improved:
+            out += [f"- `{change.run.name}` ({change.run.verdict.value}): {reason}" for reason in change.improvements]
+        out.append("")
+    alerts = alert_changes(review)
+    if alerts:
+        out += ["### Alerts", "",
+                "| alert | firings | runs it pages (healthy: any; degrading: critical) | failures it catches "
+                "| what changed |", "|---|---|---|---|---|"]
+        for alert in alerts:
+            out.append(f"| {alert.alertname} | {alert.firings[0]} → {alert.firings[1]} "
+                       f"| {len(alert.pages[0])} → {len(alert.pages[1])} "
+                       f"| {len(alert.catches[0])} → {len(alert.catches[1])} "
+                       f"| {'; '.join(alert_moves(alert)) or '-'} |")
+        out.append("")
+    out += ["### Runs", "", "Fired: warnings and criticals as name(severity)@first start step; latency in logged "
+            "steps from the onset.", "",
+            "| run | split | verdict | onset | fired before | fired after | result |", "|---|---|---|---|---|---|---|"]
+    for change in review.runs:
+        run = change.run
+        after = _fired_text(change.after.severe)
+        before = _fired_text(change.before.severe)
+        out.append(f"| {run.name} | {run.split or '-'} | {run.verdict.value if run.verdict else 'unlabelled'} "
+                   f"| {'-' if run.onset_step is None else run.onset_step} | {before} "
+                   f"| {after if after == before else f'**{after}**'} | {_result(change)} |")
+    splits = by_split(review.runs, lambda change: change.run.split)
+    if len(splits) > 1:
+        out += ["", "### Per split", "", "| split | before | after |", "|---|---|---|"]
+        for split, picked in splits.items():
+            out.append(f"| {split} | {Score.of(c.before for c in picked).line()} "
+                       f"| {Score.of(c.after for c in picked).line()} |")
+    return "\n".join(out) + "\n"
+
+
+def review_json(review: Review) -> dict:
+    """The review for machines: the summary, each run before and after, each alert."""
+    def judged_json(j: Judged) -> dict:
+        return {"result": j.result, "clean": j.clean if j.run.labelled else None,
+                "caught_by": j.caught_by.alertname if j.caught_by else None, "latency_steps": j.latency_steps,
+                "fired": [{"alertname": f.alertname, "severity": f.severity, "start_step": f.start_step,
+                           "end_step": f.end_step} for f in j.fired]}
+
+    return {
+        "base": review.base_name, "head": review.head_name, "summary": summary_line(review),
+        "regressed": bool(review.regressions), "changed": review.changed,
+        "runs": [{"run": c.run.name, "split": c.run.split, "verdict": c.run.verdict.value if c.run.verdict else None,
+                  "onset_step": c.run.onset_step, "latest_step": c.run.latest_step,
+                  "before": judged_json(c.before), "after": judged_json(c.after),
+                  "regressions": c.regressions, "improvements": c.improvements} for c in review.runs],
+        "scores": {split: {"before": dataclasses.asdict(Score.of(c.before for c in picked)),
+                           "after": dataclasses.asdict(Score.of(c.after for c in picked))}
+                   for split, picked in by_split(review.runs, lambda change: change.run.split).items()},
+        "alerts": [{"alertname": a.alertname, "firings": {"before": a.firings[0], "after": a.firings[1]},
+                    "pages": {"before": a.pages[0], "after": a.pages[1]},
+                    "catches": {"before": a.catches[0], "after": a.catches[1]}} for a in alert_changes(review)],
+    }

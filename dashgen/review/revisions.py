@@ -1,0 +1,121 @@
+"""The two rule sets a review compares: the base (a git revision, or a rendered folder) and the
+working tree. Each is compiled once, by the installed dashgen, in a process of its own, the two
+side by side; a git revision is taken with `git archive` into a temporary folder, so neither the
+working tree, its rendered/ nor the repository's worktrees change.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+from dashgen.compiler.rules import RULES_DIR
+from dashgen.errors import BuildError
+from dashgen.records import record
+from dashgen.replay.backtest import RuleSet, load_rules
+from dashgen.replay.work_dir import work_dir
+from dashgen.review.compiled_rules import rule_set_from_json
+from dashgen.sources.step_statistics import load_statistics
+
+STATISTICS_FILE = Path("exporter") / "step-statistics.yaml"
+
+
+@record
+class ComparedRules:
+    """The rules before and after, and what to call each in a report."""
+    base: RuleSet
+    head: RuleSet
+    base_name: str
+    head_name: str = "working tree"
+
+
+def compared_rules(root: Path, base: str) -> ComparedRules:
+    """The rules at `base` (a rendered folder, or a git revision of the checkout holding `root`) and in
+    the working tree at `root`."""
+    folder = Path(base)
+    if folder.is_dir():
+        return _against_rendered(root, folder)
+    commit, prefix = _git_revision(root, base)
+    with work_dir("review") as tmp:
+        tree = tmp / "tree"
+        _extract(root, commit, tree)
+        base_root = tree / prefix
+        if not base_root.is_dir():
+            raise BuildError(f"--base {base}: the project folder {prefix} does not exist at that revision")
+        base_rules, head_rules = _compile_side_by_side(base_root, root, f"--base {base}")
+    return ComparedRules(base_rules, head_rules, base)
+
+
+def _against_rendered(root: Path, folder: Path) -> ComparedRules:
+    """A rendered folder holds rule files, whose alerts with hysteresis read their own ALERTS series;
+    the backtest evaluates those without it, so the working tree's are read the same way."""
+    files = {f"{RULES_DIR}/{path.name}": path.read_text() for path in sorted((folder / RULES_DIR).glob("*.yaml"))}
+    if not files:
+        raise BuildError(f"--base {folder}: not a rendered folder (no {RULES_DIR}/*.yaml in it), nor a git revision")
+    try:
+        recordings, alerts = load_rules(files)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise BuildError(f"--base {folder}/{RULES_DIR}: not Prometheus rule files as dashgen renders them: {exc}") \
+            from None
+    statistics = folder / STATISTICS_FILE
+    digest = load_statistics(statistics).digest if statistics.is_file() else ""
+    head = _compile(root, "the working tree's rules")
+    head = dataclasses.replace(head, alerts=[dataclasses.replace(alert, condition="", sustain=None)
+                                             for alert in head.alerts])
+    return ComparedRules(RuleSet(recordings, alerts, digest), head, str(folder))
+
+
+def _git(root: Path, *args: str) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(["git", *args], cwd=root, capture_output=True, check=False)
+    except FileNotFoundError:
+        raise BuildError("git: not found on PATH; give --base a rendered folder instead") from None
+
+
+def _git_revision(root: Path, base: str) -> tuple[str, str]:
+    """The commit `base` names, and the project's folder within the repository."""
+    prefix = _git(root, "rev-parse", "--show-prefix")
+    if prefix.returncode != 0:
+        raise BuildError(f"--base {base}: {root.resolve()} is not in a git checkout, and {base} is not a rendered "
+                         f"folder")
+    commit = _git(root, "rev-parse", "--verify", "--quiet", f"{base}^{{commit}}")
+    if commit.returncode != 0 or base.startswith("-"):
+        raise BuildError(f"--base {base}: no such revision in the git checkout at {root.resolve()}, "
+                         f"and no such folder")
+    return commit.stdout.decode().strip(), prefix.stdout.decode().strip()
+
+
+def _extract(root: Path, commit: str, into: Path) -> None:
+    archive = _git(root, "archive", "--format=tar", commit)
+    if archive.returncode != 0:
+        raise BuildError(f"git archive {commit}: {archive.stderr.decode(errors='replace').strip()}")
+    into.mkdir()
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+        tar.extractall(into, filter="data")
+
+
+def _compile_side_by_side(base_root: Path, head_root: Path, base_name: str) -> tuple[RuleSet, RuleSet]:
+    base, head = _started(base_root), _started(head_root)
+    base_output, head_output = base.communicate(), head.communicate()  # both end before either is judged
+    return (_rule_set(base, base_output, f"{base_name}: the rules there do not build"),
+            _rule_set(head, head_output, "the working tree's rules do not build"))
+
+
+def _compile(root: Path, what: str) -> RuleSet:
+    process = _started(root)
+    return _rule_set(process, process.communicate(), f"{what} do not build")
+
+
+def _started(root: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-B", "-m", "dashgen.review.compiled_rules", str(root.resolve())],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _rule_set(process: subprocess.Popen, output: tuple[str, str], failure: str) -> RuleSet:
+    if process.returncode != 0:
+        raise BuildError(f"{failure}:\n{output[1].strip()}")
+    return rule_set_from_json(output[0])

@@ -1,0 +1,101 @@
+"""Labelled runs (run.yaml beside a step log) and how a run is judged against its verdict."""
+
+from pathlib import Path
+
+import pytest
+
+from dashgen.errors import BuildError
+from dashgen.review.judging import CATCH_WITHIN, Fired, Judged
+from dashgen.review.runs import LabelledRun, Verdict, check_steps, find_runs
+
+
+def run_folder(parent: Path, name: str, meta: str | None, steps_file: str = "steps.jsonl") -> Path:
+    folder = parent / name
+    folder.mkdir(parents=True)
+    (folder / steps_file).write_text('{"step": 1, "data": {"critic/score/mean": 1.0}}\n')
+    if meta is not None:
+        (folder / "run.yaml").write_text(meta)
+    return folder
+
+
+def test_a_folder_of_runs_reads_each_verdict_and_the_unlabelled_ones(tmp_path):
+    run_folder(tmp_path, "a-failure", "verdict: failure\nonset_step: 5\nlatest_step: 9\ncritical: true\nsplit: holdout\n")
+    run_folder(tmp_path, "b-degrading", "verdict: degrading\nsplit: tune\ndefault_step_seconds: 30\n"
+                                        "critical: null\nlatest_step: null\nsource: {repo: x}\n")
+    run_folder(tmp_path, "c-raw-log-only", None)
+    run_folder(tmp_path, "d-no-verdict", "source: somewhere\n", steps_file="trainer_state.json")
+    runs = {run.name: run for run in find_runs([tmp_path])}
+    assert runs["a-failure"] == LabelledRun("a-failure", tmp_path / "a-failure" / "steps.jsonl", Verdict.FAILURE, 5, 9,
+                                            True, "holdout")
+    assert (runs["b-degrading"].verdict, runs["b-degrading"].split, runs["b-degrading"].step_seconds) == (
+        Verdict.DEGRADING, "tune", 30)
+    assert not runs["c-raw-log-only"].labelled and not runs["d-no-verdict"].labelled
+    assert runs["d-no-verdict"].steps_path.name == "trainer_state.json"
+    # A run folder given itself, not its parent, is that one run.
+    assert [run.name for run in find_runs([tmp_path / "c-raw-log-only"])] == ["c-raw-log-only"]
+
+
+@pytest.mark.parametrize("meta, message", [
+    ("verdict: [healthy\n", "not YAML"),
+    ("verdict: fine\n", "verdict: 'fine'; expected one of healthy, degrading, failure"),
+    ("verdict: failure\n", "a failure needs its onset_step"),
+    ("verdict: failure\nonset_step: 10\nlatest_step: 5\n", "latest_step 5 comes before onset_step 10"),
+    ("verdict: failure\nonset_step: ten\n", "onset_step: 'ten' is not a step number"),
+    ("verdict: healthy\nsplit: train\n", "split: 'train'; expected one of tune, holdout"),
+    ("verdict: healthy\ncritical: maybe\n", "critical: 'maybe'; expected true or false"),
+    ("- a list\n", "expected a mapping"),
+])
+def test_a_run_yaml_that_is_not_right_is_one_error_naming_the_file(tmp_path, meta, message):
+    run_folder(tmp_path, "run", meta)
+    with pytest.raises(BuildError) as error:
+        find_runs([tmp_path])
+    assert error.value.message.startswith(f"{tmp_path / 'run' / 'run.yaml'}: ")
+    assert message in error.value.message
+
+
+def test_a_run_yaml_without_a_step_log_and_a_folder_without_runs_are_errors(tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(BuildError, match="no run folders in it"):
+        find_runs([tmp_path / "empty"])
+    (tmp_path / "runs" / "orphan").mkdir(parents=True)
+    (tmp_path / "runs" / "orphan" / "run.yaml").write_text("verdict: healthy\n")
+    with pytest.raises(BuildError, match=r"orphan/run.yaml: the run has no step log beside it"):
+        find_runs([tmp_path / "runs"])
+
+
+def test_an_onset_or_latest_step_beyond_the_last_logged_step_names_the_run_yaml(tmp_path):
+    run = LabelledRun("r", tmp_path / "r" / "steps.jsonl", Verdict.FAILURE, onset_step=50)
+    with pytest.raises(BuildError) as error:
+        check_steps(run, [1, 2, 3])
+    assert error.value.message == (f"{tmp_path / 'r' / 'run.yaml'}: onset_step 50 is beyond the run's last logged "
+                                   f"step (3, in steps.jsonl)")
+    check_steps(LabelledRun("r", tmp_path / "steps.jsonl", Verdict.FAILURE, 3, 3), [1, 2, 3])
+
+
+STEPS = list(range(0, 100, 5))  # a log of every 5th step
+
+
+def judged(verdict, *fired: Fired, onset=None, latest=None, critical=False) -> Judged:
+    return Judged(LabelledRun("r", Path("r/steps.jsonl"), verdict, onset, latest, critical), STEPS, list(fired))
+
+
+def test_healthy_allows_info_degrading_allows_warnings_and_neither_a_critical():
+    info, warning, critical = Fired("I", "info", 10, None), Fired("W", "warning", 10, None), Fired("C", "critical", 10, 20)
+    assert judged(Verdict.HEALTHY, info).clean and not judged(Verdict.HEALTHY, warning).clean
+    assert judged(Verdict.DEGRADING, info, warning).clean
+    assert judged(Verdict.DEGRADING, warning, critical).forbidden == [critical]
+
+
+def test_a_failure_is_caught_within_ten_logged_steps_or_its_latest_step():
+    at_tenth = Fired("W", "warning", 20 + CATCH_WITHIN * 5, None)
+    assert judged(Verdict.FAILURE, at_tenth, onset=20).latency_steps == CATCH_WITHIN
+    assert judged(Verdict.FAILURE, Fired("W", "warning", 75, None), onset=20).caught_by is None
+    late_but_useful = judged(Verdict.FAILURE, Fired("W", "warning", 90, None), onset=20, latest=95)
+    assert late_but_useful.caught_by.alertname == "W" and late_but_useful.latency_steps == 14
+    assert judged(Verdict.FAILURE, Fired("W", "warning", 15, None), onset=20).false_pages
+
+
+def test_a_failure_marked_critical_is_caught_only_by_a_critical():
+    warning, critical = Fired("W", "warning", 25, None), Fired("C", "critical", 30, None)
+    assert judged(Verdict.FAILURE, warning, onset=20, critical=True).caught_by is None
+    assert judged(Verdict.FAILURE, warning, critical, onset=20, critical=True).caught_by == critical

@@ -1,0 +1,66 @@
+"""What counts as worse in a review, and how the report says it, per run, per alert and per split."""
+
+from pathlib import Path
+
+from dashgen.review.comparison import Review, RunChange
+from dashgen.review.judging import Fired, Judged
+from dashgen.review.report import format_markdown, review_json
+from dashgen.review.runs import LabelledRun, Verdict
+
+STEPS = list(range(1, 101))
+
+
+def change(name, verdict, before, after, onset=None, split=None) -> RunChange:
+    run = LabelledRun(name, Path(name) / "steps.jsonl", verdict, onset, split=split)
+    return RunChange(Judged(run, STEPS, list(before)), Judged(run, STEPS, list(after)))
+
+
+CLIFF_AT_40 = Fired("Cliff", "critical", 40, None)
+DRIFT_AT_40 = Fired("Drift", "warning", 40, None)
+
+
+def test_what_got_worse():
+    assert change("h", Verdict.HEALTHY, [], [DRIFT_AT_40]).regressions == [
+        "newly paged by Drift (warning) from step 40"]
+    assert change("h", Verdict.HEALTHY, [DRIFT_AT_40], [DRIFT_AT_40]).regressions == []
+    assert change("d", Verdict.DEGRADING, [], [DRIFT_AT_40]).regressions == []
+    assert change("d", Verdict.DEGRADING, [], [CLIFF_AT_40]).regressions == ["newly paged by Cliff (critical) from step 40"]
+    later = Fired("Cliff", "critical", 45, None)
+    assert change("f", Verdict.FAILURE, [CLIFF_AT_40], [later], onset=38).regressions == [
+        "caught later: +7 logged steps instead of +2"]
+    assert change("f", Verdict.FAILURE, [CLIFF_AT_40], [], onset=38).regressions == [
+        "no longer caught (was caught +2 logged steps by Cliff)"]
+    assert change("f", Verdict.FAILURE, [later], [CLIFF_AT_40], onset=38).improvements == [
+        "caught +2 logged steps instead of +7"]
+    unlabelled = change("u", None, [], [CLIFF_AT_40])
+    assert unlabelled.changed and not unlabelled.regressions and unlabelled.after.result == "unlabelled"
+
+
+def test_the_report_names_the_runs_an_alert_newly_pages_and_gives_each_split():
+    review = Review("HEAD", "working tree", [
+        change("calm", Verdict.HEALTHY, [], [CLIFF_AT_40], split="tune"),
+        change("crash", Verdict.FAILURE, [CLIFF_AT_40], [CLIFF_AT_40], onset=40, split="holdout"),
+        change("raw", None, [], []),
+    ])
+    text = format_markdown(review)
+    assert text.splitlines()[2] == ("**1 run got worse: 3 runs; healthy clean 1 → 0 of 1, failures caught 1 → 1 of 1, "
+                                    "false critical pages 0 → 1**")
+    assert "- `calm` (healthy): newly paged by Cliff (critical) from step 40" in text
+    assert "| Cliff | 1 → 2 | 0 → 1 | 1 → 1 | newly pages `calm` |" in text
+    assert "| calm | tune | healthy | - | - | **Cliff(c)@40** | clean → paged |" in text
+    assert "| raw | - | unlabelled | - | - | - | unlabelled |" in text
+    assert "| tune | healthy clean 1/1, failures caught 0/0, false critical pages 0 " \
+           "| healthy clean 0/1, failures caught 0/0, false critical pages 1 |" in text
+    assert "| all | healthy clean 1/1, failures caught 1/1, false critical pages 0, unlabelled 1 " in text
+    data = review_json(review)
+    assert data["regressed"] and list(data["scores"]) == ["tune", "holdout", "all"]
+    assert data["scores"]["holdout"]["after"]["failures_caught"] == 1
+    assert data["alerts"] == [{"alertname": "Cliff", "firings": {"before": 1, "after": 2},
+                               "pages": {"before": [], "after": ["calm"]},
+                               "catches": {"before": ["crash"], "after": ["crash"]}}]
+
+
+def test_no_change_is_no_difference():
+    review = Review("HEAD", "working tree", [change("calm", Verdict.HEALTHY, [DRIFT_AT_40], [DRIFT_AT_40])])
+    assert format_markdown(review).splitlines()[2].startswith("**no difference: 1 run;")
+    assert not review.regressions

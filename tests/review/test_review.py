@@ -1,0 +1,144 @@
+"""`dashgen review` in a `dashgen init` project whose labelled runs are the public corpus: a change
+that pages healthy runs fails the review and names them; no change passes; bad input is one clear
+error naming the file; the working tree and rendered/ are left as they were."""
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from dashgen.review.corpus import public_corpus
+from support import dashgen_command
+
+pytestmark = [pytest.mark.live, pytest.mark.heavy]
+
+# VerlRewardCliff on a 5% dip, with no floor: it pages healthy runs whose reward wobbles.
+TOUCHY_REWARD_CLIFF = "rewards:\n  reward_cliff_drop_fraction: 0.05\n  reward_cliff_min_drop: 0\n"
+
+
+def dashgen(project: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(dashgen_command(*args), cwd=project, capture_output=True, text=True, timeout=300)
+
+
+def git(project: Path, *args: str) -> None:
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.org", *args], cwd=project, check=True,
+                   capture_output=True)
+
+
+def snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:
+    """Every file below `folder` but .git's: its bytes and modification time."""
+    return {p.relative_to(folder).as_posix(): (p.read_bytes(), p.stat().st_mtime_ns)
+            for p in sorted(folder.rglob("*")) if p.is_file() and ".git" not in p.relative_to(folder).parts}
+
+
+@pytest.fixture(scope="module")
+def team(tmp_path_factory) -> Path:
+    """A built, committed `dashgen init` project with the public corpus as its runs/."""
+    project = tmp_path_factory.mktemp("review") / "team"
+    assert dashgen(project.parent, "init", str(project)).returncode == 0
+    for run in sorted(public_corpus().iterdir()):
+        if (run / "run.yaml").is_file():
+            (project / "runs" / run.name).mkdir()
+            for name in ("run.yaml", "steps.jsonl"):
+                shutil.copy(run / name, project / "runs" / run.name / name)
+    assert dashgen(project, "build").returncode == 0
+    git(project, "init", "-q")
+    git(project, "add", "-A")
+    git(project, "commit", "-qm", "the team's project")
+    return project
+
+
+def test_a_reward_cliff_on_a_five_percent_dip_fails_the_review_and_names_the_healthy_runs_it_pages(team):
+    config = team / "dashgen.yaml"
+    original = config.read_text()
+    config.write_text(original + TOUCHY_REWARD_CLIFF)
+    before = snapshot(team)
+    try:
+        result = dashgen(team, "review", "--base", "HEAD")
+        as_json = dashgen(team, "review", "--base", "HEAD", "--json", "--accept")
+    finally:
+        after = snapshot(team)
+        config.write_text(original)
+    assert result.returncode == 1, result.stderr
+    assert before == after  # nor rendered/ (still the committed build) nor any other file changed
+    report = json.loads(as_json.stdout)
+    assert as_json.returncode == 0 and report["regressed"]
+    newly_paged = sorted(run["run"] for run in report["runs"] if run["verdict"] == "healthy" and run["regressions"])
+    assert newly_paged
+    for run in newly_paged:
+        entry = next(r for r in report["runs"] if r["run"] == run)
+        assert any(f["alertname"] == "VerlRewardCliff" for f in entry["after"]["fired"])
+        assert not any(f["alertname"] == "VerlRewardCliff" for f in entry["before"]["fired"])
+        assert f"`{run}` (healthy): newly paged by VerlRewardCliff" in result.stdout
+    cliff = next(a for a in report["alerts"] if a["alertname"] == "VerlRewardCliff")
+    assert sorted(set(cliff["pages"]["after"]) - set(cliff["pages"]["before"])) == newly_paged
+    assert result.stdout.startswith("## dashgen review: HEAD → working tree\n")
+    assert f"{len(newly_paged)} runs got worse" in result.stdout.splitlines()[2]
+
+
+def test_without_a_change_the_review_passes_and_reports_no_difference(team):
+    result = dashgen(team, "review", "--base", "HEAD")
+    assert result.returncode == 0, result.stderr
+    runs = len(list((team / "runs").glob("*/run.yaml")))
+    assert result.stdout.splitlines()[2].startswith(f"**no difference: {runs} runs;")
+    assert "### Got worse" not in result.stdout and "**" not in "".join(result.stdout.splitlines()[3:])
+
+
+def test_a_rendered_folder_as_base_and_unlabelled_runs(team, tmp_path):
+    unlabelled = tmp_path / "raw-log-only"
+    unlabelled.mkdir()
+    shutil.copy(team / "runs" / "verl-gemma2-2b-gsm8k-ppo" / "steps.jsonl", unlabelled / "steps.jsonl")
+    nan_kl = tmp_path / "nan-kl"  # KL is NaN from the first step
+    nan_kl.mkdir()
+    shutil.copy(team / "runs" / "trl-openr1-kl-nan-issue704" / "steps.jsonl", nan_kl / "steps.jsonl")
+    (nan_kl / "run.yaml").write_text("verdict: failure\nonset_step: 1\ncritical: true\nsplit: holdout\n")
+    result = dashgen(team, "review", "--base", "rendered", str(unlabelled), str(nan_kl))
+    assert result.returncode == 0, result.stderr
+    assert "| raw-log-only | - | unlabelled | - | - | - | unlabelled |" in result.stdout
+    assert "| nan-kl | holdout | failure | 1 | VerlNaNMetrics(c)@1 | VerlNaNMetrics(c)@1 | caught +0 |" in result.stdout
+    assert "| holdout | healthy clean 0/0, failures caught 1/1, false critical pages 0 |" in result.stdout
+
+
+def broken_runs(tmp_path: Path, meta: str) -> Path:
+    run = tmp_path / "runs" / "one"
+    run.mkdir(parents=True)
+    shutil.copy(public_corpus() / "verl-gemma2-2b-gsm8k-ppo" / "steps.jsonl", run / "steps.jsonl")
+    (run / "run.yaml").write_text(meta)
+    return run
+
+
+@pytest.mark.parametrize("meta, message", [
+    ("verdict: broken\n", "run.yaml: verdict: 'broken'; expected one of healthy, degrading, failure"),
+    ("verdict: failure\nonset_step: 5000\n", "run.yaml: onset_step 5000 is beyond the run's last logged step"),
+])
+def test_a_bad_verdict_file_is_one_error_naming_it(team, tmp_path, meta, message):
+    run = broken_runs(tmp_path, meta)
+    result = dashgen(team, "review", "--base", "HEAD", str(run))
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr == f"Error: {run / 'run.yaml'}: {message.removeprefix('run.yaml: ')}" + (
+        "" if "beyond" not in message else " (105, in steps.jsonl)") + "\n"
+
+
+def test_a_steps_file_the_backtest_cannot_read_is_one_error_naming_it(team, tmp_path):
+    run = broken_runs(tmp_path, "verdict: healthy\n")
+    (run / "steps.jsonl").write_text("not a step log\n")
+    result = dashgen(team, "review", "--base", "HEAD", str(run))
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.startswith(f"Error: {run / 'steps.jsonl'}")
+
+
+def test_a_base_that_does_not_build_is_one_error_naming_the_module(team):
+    module = team / "alerts" / "rewards.py"
+    good = module.read_text()
+    module.write_text(good + "\nraise RuntimeError('half-finished edit')\n")
+    git(team, "commit", "-qam", "a broken alert module")
+    module.write_text(good)
+    try:
+        result = dashgen(team, "review", "--base", "HEAD", "runs/trl-openr1-kl-nan-issue704")
+    finally:
+        git(team, "reset", "-q", "--hard", "HEAD~1")
+    assert result.returncode == 1 and "Traceback (most recent call last)" not in result.stderr
+    assert result.stderr.startswith("Error: --base HEAD: the rules there do not build:\nalerts/rewards.py: importing "
+                                    "the module failed: RuntimeError: half-finished edit")
