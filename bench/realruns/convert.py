@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import hashlib
 import html
 import json
 import math
@@ -274,22 +275,36 @@ def _literal_dicts(text: str) -> list[dict]:
 
 
 def parse_trl_console_dicts(text: str, conv: dict) -> dict:
-    """transformers' printed log dicts; they carry no step, so the n-th training dict is
-    step first_step + n * logging_steps; an eval dict joins the last training step."""
-    every = int(conv["logging_steps"])
+    """transformers' printed log dicts; they carry no step. The n-th training dict (counting
+    from 1) is step first_step + (n - first_dict) * logging_steps, or, where run.yaml gives
+    steps_per_epoch, round(epoch * steps_per_epoch) (for a log with gaps). first_dict and
+    last_dict pick the training dicts of one run from a file holding several; an eval dict
+    joins the last training step kept."""
+    per_epoch = conv.get("steps_per_epoch")
+    every = int(conv.get("logging_steps") or 1)
     first = int(conv.get("first_step") or every)
+    lo, hi = int(conv.get("first_dict") or 1), conv.get("last_dict")
     rows: dict = {}
     n = 0
+    last = None
     for entry in _literal_dicts(text):
         if is_summary(entry):
             continue
         if any(k.startswith("eval_") for k in entry):
-            merge(rows, first + max(n - 1, 0) * every, map_trl(entry))
+            if last is not None:
+                merge(rows, last, map_trl(entry))
             continue
         if "loss" not in entry:
             continue
-        merge(rows, first + n * every, map_trl(entry))
         n += 1
+        if n < lo or (hi is not None and n > int(hi)):
+            last = None
+            continue
+        if per_epoch is not None:
+            last = round(float(entry["epoch"]) * float(per_epoch))
+        else:
+            last = first + (n - lo) * every
+        merge(rows, last, map_trl(entry))
     return select_steps(rows, conv)
 
 
@@ -407,6 +422,64 @@ def parse_ipynb_scratch_grpo(text: str, conv: dict) -> dict:
     return select_steps(rows, conv)
 
 
+# CS336 (Stanford, assignment 5) GRPO loops write one JSON record per event: "rollout"
+# (one per GRPO step), "train" (one per optimizer update; several per step when the rollout
+# batch is reused for several epochs), "grpo_step_summary" (called "step" here) and "eval".
+# Every numeric field is kept as cs336/<type>/<field>; train fields are averaged over the step's updates, with
+# cs336/train/grad_norm_max and cs336/train/n_updates added. The verl keys come from:
+CS336_KEYS = {
+    "rollout": {"mean_reward": "critic/score/mean", "std_reward": "critic/score/std",
+                "max_reward": "critic/score/max", "min_reward": "critic/score/min",
+                "avg_response_token_length": "response_length/mean",
+                "rollout_seconds": "timing_s/gen", "format_accuracy": "critic/format_acc/mean"},
+    "train": {"loss": "actor/pg_loss", "grad_norm": "actor/grad_norm",
+              "token_entropy": "actor/entropy", "approx_kl": "actor/ppo_kl",
+              "clip_fraction": "actor/pg_clipfrac", "learning_rate": "actor/lr",
+              "reference_kl": "actor/kl_loss"},
+    "step": {"step_seconds": "timing_s/step", "grpo_step": "training/global_step"},
+    "eval": {"answer_accuracy": "val-core/math/acc", "reward": "val-core/math/reward",
+             "format_accuracy": "val-aux/math/format_acc"},
+}
+
+
+def _cs336_fields(kind: str, values: dict) -> dict:
+    out = {f"cs336/{kind}/{k}": v for k, v in values.items()}
+    for field, target in CS336_KEYS.get(kind, {}).items():
+        if field in values:
+            out[target] = values[field]
+    return out
+
+
+def parse_cs336_metrics(text: str, conv: dict) -> dict:
+    """CS336 GRPO metrics.jsonl: records grouped by grpo_step (an eval at grpo_step 0, before
+    any update, is step 0 like verl's initial validation)."""
+    rows: dict = {}
+    updates: dict = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        rec = json.loads(line)
+        kind, step = rec.get("type"), int(rec["grpo_step"])
+        kind = "step" if kind == "grpo_step_summary" else kind
+        values = {k: number(v) for k, v in rec.items() if k != "type"}
+        values = {k: v for k, v in values.items() if v is not None}
+        if kind == "train":
+            updates.setdefault(step, []).append(values)
+        else:
+            merge(rows, step, _cs336_fields(kind, values))
+    for step, recs in updates.items():
+        keys = sorted({k for r in recs for k in r})
+        mean = {k: math.fsum(r[k] for r in recs if k in r) / sum(1 for r in recs if k in r)
+                for k in keys}
+        data = _cs336_fields("train", mean)
+        norms = [r["grad_norm"] for r in recs if "grad_norm" in r]
+        if norms:
+            data["cs336/train/grad_norm_max"] = max(norms) if all(map(math.isfinite, norms)) else math.nan
+        data["cs336/train/n_updates"] = float(len(recs))
+        merge(rows, step, data)
+    return select_steps(rows, conv)
+
+
 PARSERS = {
     "verl_console": parse_verl_console,
     "trl_trainer_state": parse_trl_trainer_state,
@@ -416,6 +489,7 @@ PARSERS = {
     "md_trl_table": parse_md_trl_table,
     "swift_jsonl": parse_swift_jsonl,
     "ipynb_scratch_grpo": parse_ipynb_scratch_grpo,
+    "cs336_metrics": parse_cs336_metrics,
 }
 
 
@@ -426,6 +500,39 @@ def select_steps(rows: dict, conv: dict) -> dict:
 
 
 # --------------------------------------------------------------------------- driver
+
+
+def split_of(repo: str) -> str:
+    """The run's split, fixed by its source repository (owner/name; for an issue thread the
+    repository it is filed in): holdout for one repository in three, tune for the rest."""
+    digest = hashlib.sha256(("dashgen-corpus-split:" + repo.lower()).encode()).hexdigest()
+    return "holdout" if int(digest, 16) % 3 == 0 else "tune"
+
+
+def source_repo(meta: dict) -> str:
+    """owner/name of the run's source: source.repo, or the repository of source.issue
+    ("owner/name#N")."""
+    src = meta.get("source") or {}
+    repo = src.get("repo") or str(src.get("issue") or "").split("#")[0]
+    if not re.fullmatch(r"[\w.-]+/[\w.-]+", repo or ""):
+        raise ValueError(f"{meta.get('id')}: no source repository in run.yaml")
+    return repo
+
+
+def check_meta(run_dir: Path) -> list[str]:
+    """run.yaml fields --check verifies besides steps.jsonl."""
+    meta = load_yaml(run_dir / "run.yaml")
+    problems = []
+    want = split_of(source_repo(meta))
+    if meta.get("split") != want:
+        problems.append(f"split is {meta.get('split')!r}, the rule gives {want!r}")
+    if meta.get("verdict") not in ("healthy", "degrading", "failure"):
+        problems.append(f"verdict {meta.get('verdict')!r}")
+    for key in ("source", "licence"):
+        if not meta.get(key):
+            problems.append(f"no {key}")
+    return problems
+
 
 
 def render(rows: dict) -> str:
@@ -470,11 +577,14 @@ def main(argv: list[str] | None = None) -> int:
             if old != text:
                 differ += 1
                 print(f"differs: {d.name}")
+            for problem in check_meta(d):
+                differ += 1
+                print(f"run.yaml of {d.name}: {problem}")
         elif old != text:
             target.write_text(text, encoding="utf-8")
             print(f"wrote {d.name}/steps.jsonl ({text.count(chr(10))} steps)")
     if args.check:
-        print("all steps.jsonl up to date" if not differ else f"{differ} run(s) differ")
+        print("all steps.jsonl and run.yaml splits up to date" if not differ else f"{differ} problem(s)")
         return 1 if differ else 0
     return 0
 
