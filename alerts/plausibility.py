@@ -9,7 +9,7 @@ to differ from. These bounds need none: each is far outside what any healthy run
 from dataclasses import dataclass
 
 from dashgen.conditions import RUN_NAME, VALUE, Signal, all_of, any_of, steps
-from dashgen.config import AreaConfig, Config, NonNegative, StepCount
+from dashgen.config import AreaConfig, Config, Fraction, NonNegative, StepCount
 from dashgen.model import Alert, RuleGroup, Severity
 
 
@@ -33,16 +33,21 @@ class PlausibilityConfig(AreaConfig, area="plausibility"):
     # The steps over which a value beyond its bound is looked for: at 1.5 s a step, 40 steps pass
     # between two rule evaluations.
     bound_steps: StepCount = 1
-    # VerlRewardNeverPays: over the last never_pays_steps logged steps, the reward was never
-    # above 0 and at least half of the steps had every prompt group's rewards equal (score std 0):
-    # every group fails alike, so GRPO has no advantage to learn from (a task too hard, a reward
-    # function that never pays). A healthy small-batch run has zero-std steps too (30-60%), but
-    # with rewards above 0 among them.
+    # VerlRewardNeverPays: over the last never_pays_steps logged steps, the reward never paid and
+    # at least half of the steps had every prompt group's rewards equal (score std 0); or, where the
+    # log has TRL's share of such groups (frac_reward_zero_std), its median was above
+    # all_equal_share and the median reward 0 (a sparse reward pays now and then). Every group
+    # fails alike, so GRPO has no advantage to learn from (a task too hard, a reward function that
+    # never pays). A healthy small-batch run has zero-std steps too (30-60%), but steps that pay
+    # among them; a run whose groups all earn the same nonzero reward is another matter (too easy,
+    # or a reward that only checks the format), not this alert's.
     never_pays_steps: StepCount = 10
     # A reward below this pays nothing (0, allowing for the log's rounding).
     never_pays_below: float = 1e-9
     # A score std below this: the step's groups are all-equal.
     all_equal_std: NonNegative = 1e-9
+    # The median share of all-equal groups above which next to no group has an advantage.
+    all_equal_share: Fraction = 0.9
 
 
 def rules(config: Config) -> RuleGroup:
@@ -77,21 +82,25 @@ def rules(config: Config) -> RuleGroup:
     never_steps = steps(tunables.never_pays_steps)
     never_pays = Alert.when(
         "VerlRewardNeverPays",
-        all_of(reward.max_over(never_steps).after_half_window().below(tunables.never_pays_below),
-               Signal("critic/score/std").median_over(never_steps).after_half_window()
-               .below(tunables.all_equal_std)),
+        any_of(all_of(reward.max_over(never_steps).after_half_window().below(tunables.never_pays_below),
+                      Signal("critic/score/std").median_over(never_steps).after_half_window()
+                      .below(tunables.all_equal_std)),
+               all_of(reward.median_over(never_steps).after_half_window().below(tunables.never_pays_below),
+                      Signal("frac_reward_zero_std").median_over(never_steps).after_half_window()
+                      .above(tunables.all_equal_share))),
         severity=Severity.WARNING,
         keep_firing_for=config.warning_keep_firing_for,
         summary="The reward never pays and most prompt groups' rewards are equal: GRPO has nothing to learn from.",
         description=(f"Run {RUN_NAME}: over the last {never_steps}, the reward never reached "
-                     f"{tunables.never_pays_below:g} while at least half of them had every group's rewards "
-                     f"equal."),
+                     f"{tunables.never_pays_below:g} while at least half of them had every group's rewards equal, or "
+                     f"its median did not while the median share of such groups was above "
+                     f"{tunables.all_equal_share:.0%}."),
         meaning="GRPO's advantage is a reward's difference from its group's mean: a group whose completions "
                 "all get the same reward gives none, and a run where every group fails alike trains on nothing "
                 "whatever the GPUs spend. From the first steps this is a task too hard for the model or a "
                 "reward function that never pays (a parser that never matches the answer format); later, a "
                 "policy collapsed onto an answer that earns nothing. Read only where the log has the score's "
-                "spread within groups (TRL's reward_std).",
+                "spread within groups (TRL's reward_std, or its share of groups with equal rewards).",
         next_steps=(
             "Read a few completions and their rewards: does the reward function parse the answer format?",
             "Make the data easier or harder, raise the number of generations per prompt or the temperature.",

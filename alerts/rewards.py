@@ -50,7 +50,8 @@ class RewardsConfig(AreaConfig, area="rewards"):
     reward_stagnation_for: Duration = "15m"
     # Once firing, it stays firing while the gain is below this multiple of min_gain.
     reward_stagnation_sustain_factor: Factor = 2.0
-    # VerlNoLearningSignal, any of three, each in logged steps. Healthy small-batch GRPO has a grad
+    # VerlNoLearningSignal, either of two, each in logged steps (a run whose groups all fail alike is
+    # VerlRewardNeverPays'). Healthy small-batch GRPO has a grad
     # norm of exactly 0 on 30-60% of its steps (a step whose groups' rewards are all equal gives no
     # advantage), and a verl console log prints a healthy 0.0004 as 0.000: a zero gradient alone
     # is no fault. A grad norm this close to 0 counts as 0.
@@ -63,12 +64,7 @@ class RewardsConfig(AreaConfig, area="rewards"):
     # are logged) and a reward that has not changed between them (its step-to-step spread 0): a
     # dead policy.
     no_signal_dead_steps: StepCount = 20
-    # (3) Where the log has it (TRL's frac_reward_zero_std), the median share of prompt groups
-    # whose rewards are all equal, over no_signal_steps, above this: next to no advantage is left.
-    no_signal_zero_std_fraction: Fraction = 0.9
-    # The steps the share of equal-reward groups is a median of.
-    no_signal_steps: StepCount = 5
-    # How long either must hold before VerlNoLearningSignal warns.
+    # How long one must hold before VerlNoLearningSignal warns.
     no_signal_for: Duration = "1m"
 
 
@@ -138,24 +134,20 @@ def rules(config: Config) -> list[RuleGroup]:
     )
     tolerance = tunables.no_signal_tolerance
     broken, dead = steps(tunables.no_signal_broken_steps), steps(tunables.no_signal_dead_steps)
-    zero_std, zero_std_steps = tunables.no_signal_zero_std_fraction, steps(tunables.no_signal_steps)
     grad_norm = Signal("actor/grad_norm")
     no_signal = Alert.when(
         "VerlNoLearningSignal",
         any_of(all_of(grad_norm.max_over(broken).below(tolerance),
                       Signal("critic/score/std").min_over(broken).above(tolerance)),
                all_of(grad_norm.max_over(dead).after_half_window().below(tolerance),
-                      Signal("critic/score/mean").spread_over(dead).below(tolerance)),
-               Signal("frac_reward_zero_std").median_over(zero_std_steps).after_half_window().above(zero_std)),
+                      Signal("critic/score/mean").spread_over(dead).below(tolerance))),
         severity=Severity.WARNING,
         for_=tunables.no_signal_for,
         keep_firing_for=config.warning_keep_firing_for,
-        summary="The policy gets no learning signal: grad norm has been 0, or nearly every group's rewards equal, "
-                "for many steps.",
+        summary="The policy gets no learning signal: grad norm has been 0 although rewards differ, or with a "
+                "reward that never changes.",
         description=(f"Run {RUN_NAME}: the actor grad norm was 0 on each of the last {broken} although their "
-                     f"groups' rewards differed, or on each of the last {dead} with a reward that never changed, "
-                     f"or the median share of prompt groups with equal rewards over the last {zero_std_steps} was "
-                     f"above {zero_std:.0%}."),
+                     f"groups' rewards differed, or on each of the last {dead} with a reward that never changed."),
         meaning="In GRPO, a group whose responses all get the same reward has zero advantage; when every group "
                 "does (all right, all wrong, or a reward that no longer varies, e.g. after a length collapse), "
                 "the gradient vanishes and the GPUs train nothing. The policy loss is no sign of it: GRPO's "

@@ -74,10 +74,15 @@ class StabilityConfig(AreaConfig, area="stability"):
     entropy_slow_rate_steps: StepCount = 150
     # The reward "has risen" when its median of the last entropy_reward_steps is above its lowest
     # such median within the last entropy_rate_steps (the span of the entropy fall) by this fraction
-    # of its magnitude and beyond entropy_reward_noise_z standard errors of its own noise; for the
-    # slower collapse it "has fallen" when that median is below its median of the
-    # entropy_slow_reward_steps ending entropy_slow_reward_steps ago by as much.
-    entropy_reward_change_fraction: Fraction = 0.05
+    # of its magnitude and beyond entropy_reward_noise_z standard errors of its own noise.
+    entropy_reward_rise_fraction: Fraction = 0.05
+    # For the slower collapse it "has fallen" when that median is below its median of the
+    # entropy_slow_reward_steps ending entropy_slow_reward_steps ago by this fraction (and beyond
+    # the noise): a converged run's reward wanders by a few percent late in the run.
+    entropy_reward_fall_fraction: Fraction = 0.1
+    # Standard errors of the reward's noise its fall must exceed for the slower collapse: an entropy
+    # 5x lower than 150 steps ago is what a converged run shows too, so the reward must say more.
+    entropy_slow_reward_noise_z: NonNegative = 5.0
     # The steps the reward's current median is taken over.
     entropy_reward_steps: StepCount = 10
     # The steps of the earlier reward median a slower collapse compares with, and how long ago they end.
@@ -149,10 +154,10 @@ def rules(config: Config) -> list[RuleGroup]:
         name="VerlTrainingDivergence",
         severity=Severity.CRITICAL,
         condition=all_of(
-            KL.max_over(recent).rises_by(tunables.divergence_kl_factor - 1, of=baseline,
-                                         at_least=tunables.divergence_kl_min_rise),
-            GRAD_NORM.max_over(recent).above(tunables.divergence_grad_norm_factor, times=baseline),
-            ENTROPY.min_over(recent).below(tunables.divergence_entropy_factor, times=baseline)),
+            KL.median_over(recent).rises_by(tunables.divergence_kl_factor - 1, of=baseline,
+                                            at_least=tunables.divergence_kl_min_rise),
+            GRAD_NORM.median_over(recent).above(tunables.divergence_grad_norm_factor, times=baseline),
+            ENTROPY.median_over(recent).below(tunables.divergence_entropy_factor, times=baseline)),
         for_=tunables.divergence_for,
         # Still diverged is judged on the recent median: after a recovery, one noisy step is no reason
         # to keep paging.
@@ -200,19 +205,22 @@ def rules(config: Config) -> list[RuleGroup]:
     recent_steps = steps(tunables.entropy_rate_steps)
     entropy_level = Baseline.quietest(entropy_median, over=recent_steps)
     reward_now = REWARD.median_over(steps(tunables.entropy_reward_steps))
-    reward_change = {"fraction": tunables.entropy_reward_change_fraction, "beyond_noise": tunables.entropy_reward_noise_z}
+    noise = tunables.entropy_reward_noise_z
     slow_steps = steps(tunables.entropy_slow_rate_steps)
     slow_reward = steps(tunables.entropy_slow_reward_steps)
     entropy_collapse = Alert.when(
         "VerlEntropyCollapse",
         any_of(all_of(ENTROPY.median_over(entropy_median).below(tunables.entropy_collapse_fraction,
                                                                 times=entropy_level),
-                      reward_now.does_not_rise_by(of=Baseline.quietest(steps(tunables.entropy_reward_steps),
-                                                                       over=recent_steps), **reward_change)),
+                      reward_now.does_not_rise_by(tunables.entropy_reward_rise_fraction,
+                                                  of=Baseline.quietest(steps(tunables.entropy_reward_steps),
+                                                                       over=recent_steps), beyond_noise=noise)),
                all_of(ENTROPY.median_over(entropy_median).below(
                           tunables.entropy_slow_collapse_fraction,
                           times=Baseline.quietest(entropy_median, over=slow_steps)),
-                      reward_now.falls_by(of=Baseline(slow_reward, ending=slow_reward), **reward_change))),
+                      reward_now.falls_by(tunables.entropy_reward_fall_fraction,
+                                          of=Baseline(slow_reward, ending=slow_reward),
+                                          beyond_noise=tunables.entropy_slow_reward_noise_z))),
         for_=tunables.entropy_collapse_for,
         keep_firing_for=config.warning_keep_firing_for,
         severity=Severity.WARNING,
@@ -222,8 +230,9 @@ def rules(config: Config) -> list[RuleGroup]:
                      f"{recent_steps} while the reward has not risen above its lowest {reward_now.window} median "
                      f"within them, or below {tunables.entropy_slow_collapse_fraction:.0%} of it within the last "
                      f"{slow_steps} while the reward fell below its median of the {slow_reward} ending {slow_reward} "
-                     f"ago (each change by {tunables.entropy_reward_change_fraction:.0%} of the reward's magnitude and "
-                     f"beyond {tunables.entropy_reward_noise_z:g} standard errors of its noise)."),
+                     f"ago (by {tunables.entropy_reward_rise_fraction:.0%} and {tunables.entropy_reward_fall_fraction:.0%} "
+                     f"of the reward's magnitude, and beyond {noise:g} and "
+                     f"{tunables.entropy_slow_reward_noise_z:g} standard errors of its noise)."),
         meaning="Mode collapse: the policy samples nearly deterministically, so exploration stops and reward "
                 "usually plateaus. Entropy levels differ by model and task by orders of magnitude, and a healthy "
                 "run's entropy falls 10x within 50 steps while it learns, so the alert reads the fall in the "
