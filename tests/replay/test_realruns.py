@@ -32,8 +32,35 @@ def test_the_corpus_holds_what_the_issue_asks_for():
         assert "source:" in meta and "licence:" in meta, run.name
 
 
-def _names(verdict: Verdict) -> list[str]:
-    return [run.name for run in RUNS if run.verdict is verdict]
+# The holdout split is never tuned on (bench/realruns/README.md): what the alerts still get wrong
+# there is pinned, run by run, as an expected failure that must keep failing (strict), so a change
+# that fixes one, or breaks another, shows here. Issue 35 is open until this is empty.
+OPEN_ON_HOLDOUT = {
+    "trl-qwen25-7b-gsm8k-grpo-rho030-entropy-blowup": "the entropy explosion is seen 4 logged steps late",
+    "trl-qwen25-7b-gsm8k-grpo-rho030-length-cap-reward-collapse": "the reward cliff pages 10 logged steps late",
+    "trl-qwen25-7b-gsm8k-grpo-rho050-length-collapse": "the length collapse is seen 7 logged steps late",
+    "trl-qwen25-7b-gsm8k-grpo-rho100-seed43-entropy-blowup": "the entropy explosion is seen 3 logged steps late",
+    "trl-qwen25-7b-gsm8k-grpo-rho100-seed44-cap-excursion": "an entropy excursion the run recovers from warns",
+    "trl-qwen25-7b-gsm8k-grpo-rho200-seed43": "a zero gradient with a reward frozen between 5-step logs warns",
+    "trl-qwen25-7b-gsm8k-grpo-rho300-seed44": "a zero gradient with a reward frozen between 5-step logs warns",
+    "trl-qwen35-9b-gsm8k-grpo-rho070-spike": "a single step beyond a plausibility bound in a healthy run warns",
+}
+
+
+def _names(verdict: Verdict) -> list:
+    return [pytest.param(run.name, marks=pytest.mark.xfail(strict=True, reason=OPEN_ON_HOLDOUT[run.name]))
+            if run.name in OPEN_ON_HOLDOUT else run.name for run in RUNS if run.verdict is verdict]
+
+
+def test_the_open_holdout_runs_are_holdout_runs():
+    by_name = {run.name: run for run in RUNS}
+    assert all(by_name[name].split == "holdout" for name in OPEN_ON_HOLDOUT)
+
+
+def test_no_healthy_real_run_gets_a_critical_page(verdicts):
+    paged = {name: [f"{f.alertname}@{f.start_step}" for f in judged.severe if f.severity == "critical"]
+             for name, judged in verdicts.items() if judged.run.verdict is Verdict.HEALTHY}
+    assert not any(paged.values()), {name: pages for name, pages in paged.items() if pages}
 
 
 @pytest.mark.parametrize("name", _names(Verdict.HEALTHY) + _names(Verdict.DEGRADING))
