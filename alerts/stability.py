@@ -24,6 +24,9 @@ class StabilityConfig(AreaConfig, area="stability"):
     divergence_baseline_window: Interval = "1h"
     # The recent window within which each signal must cross its factor.
     divergence_recent_window: Interval = "10m"
+    # PPO KL is read as its median over this many steps: a single step's KL of 7 in a healthy
+    # off-policy run (bench/realruns/custom-qwen25math-15b-grpo-offpolicy-e2-tb256-200) is no divergence.
+    divergence_kl_median_steps: StepCount = 3
     # PPO KL must rise above this multiple of its baseline...
     divergence_kl_factor: Factor = 4.0
     # ... and by at least this much: verl's early console logs print KL to 3 decimals, so its
@@ -61,6 +64,10 @@ class StabilityConfig(AreaConfig, area="stability"):
     # (bench/realruns/cs336sz_grpo_onpolicy_200_healthy), and 40x over a few hundred once the
     # reward has plateaued. The same fall with the reward flat or falling is a collapse.
     entropy_collapse_fraction: Fraction = 0.1
+    # ... and by more than this many standard errors of entropy's own step-to-step noise: a
+    # small-batch run's entropy swings from 0.001 to 1.0 between steps, and its 10-step medians
+    # wander 10x by chance.
+    entropy_collapse_noise_z: NonNegative = 3.0
     # How long the collapse must hold before VerlEntropyCollapse fires.
     entropy_collapse_for: Duration = "1m"
     # The steps each median of entropy is taken over (also for VerlEntropyExplosion's level).
@@ -96,12 +103,14 @@ class StabilityConfig(AreaConfig, area="stability"):
     # before the change, not a trailing peak: entropy doubling every 12 steps keeps a recent peak
     # within 3x, but leaves its level before the rise far behind.
     entropy_explosion_factor: Factor = 3.0
-    # The steps entropy's current median is taken over.
-    entropy_explosion_steps: StepCount = 3
+    # The steps entropy's current median is taken over: 5, so that two odd steps of a run whose
+    # entropy swings across an order of magnitude from step to step are no rise.
+    entropy_explosion_steps: StepCount = 5
     # The steps the level before the rise is taken from.
     entropy_explosion_over_steps: StepCount = 200
-    # The least rise, in nats: a converged policy's entropy moves between 0.02 and 0.12 (6x).
-    entropy_explosion_min_rise: NonNegative = 0.5
+    # The least rise, in nats: a converged policy's entropy moves between 0.02 and 0.12 (6x), a
+    # small-batch run's from 0.001 to 1.0 between steps; an explosion gains whole nats (0.76 to 9.8).
+    entropy_explosion_min_rise: NonNegative = 1.0
     # A run whose per-step entropy swings from 0.001 to 1.0 (completions of 40 tokens) rises 3x by chance.
     entropy_explosion_noise_z: NonNegative = 5.0
     # Fires at the first evaluation that sees it: at 2 s a step the level catches up within a minute.
@@ -154,10 +163,10 @@ def rules(config: Config) -> list[RuleGroup]:
         name="VerlTrainingDivergence",
         severity=Severity.CRITICAL,
         condition=all_of(
-            KL.median_over(recent).rises_by(tunables.divergence_kl_factor - 1, of=baseline,
-                                            at_least=tunables.divergence_kl_min_rise),
-            GRAD_NORM.median_over(recent).above(tunables.divergence_grad_norm_factor, times=baseline),
-            ENTROPY.median_over(recent).below(tunables.divergence_entropy_factor, times=baseline)),
+            KL.median_over(steps(tunables.divergence_kl_median_steps)).rises_by(
+                tunables.divergence_kl_factor - 1, of=baseline, at_least=tunables.divergence_kl_min_rise),
+            GRAD_NORM.max_over(recent).above(tunables.divergence_grad_norm_factor, times=baseline),
+            ENTROPY.min_over(recent).below(tunables.divergence_entropy_factor, times=baseline)),
         for_=tunables.divergence_for,
         # Still diverged is judged on the recent median: after a recovery, one noisy step is no reason
         # to keep paging.
@@ -166,9 +175,10 @@ def rules(config: Config) -> list[RuleGroup]:
             GRAD_NORM.median_over(recent).above(tunables.divergence_sustain_grad_norm_factor, times=held),
             ENTROPY.median_over(recent).below(tunables.divergence_sustain_entropy_factor, times=held)),
         summary="KL, grad norm and entropy broke away from their baselines together: the policy is diverging.",
-        description=(f"Run {RUN_NAME}: within the last {recent}, PPO KL rose above "
-                     f"{tunables.divergence_kl_factor:g}x and grad norm above {tunables.divergence_grad_norm_factor:g}x "
-                     f"their lowest {smoothing} median of the last {base}, while entropy fell below "
+        description=(f"Run {RUN_NAME}: PPO KL's median of its last {tunables.divergence_kl_median_steps} steps rose above "
+                     f"{tunables.divergence_kl_factor:g}x and grad norm within the last {recent} above "
+                     f"{tunables.divergence_grad_norm_factor:g}x their lowest {smoothing} median of the last {base}, "
+                     f"while entropy fell below "
                      f"{tunables.divergence_entropy_factor:g}x its highest. It stays firing while any of them is still "
                      f"{tunables.divergence_sustain_kl_factor:g}x / {tunables.divergence_sustain_grad_norm_factor:g}x / "
                      f"{tunables.divergence_sustain_entropy_factor:g}x away from its level before the fault."),
@@ -210,14 +220,16 @@ def rules(config: Config) -> list[RuleGroup]:
     slow_reward = steps(tunables.entropy_slow_reward_steps)
     entropy_collapse = Alert.when(
         "VerlEntropyCollapse",
-        any_of(all_of(ENTROPY.median_over(entropy_median).below(tunables.entropy_collapse_fraction,
-                                                                times=entropy_level),
+        any_of(all_of(ENTROPY.median_over(entropy_median).falls_by(
+                          1 - tunables.entropy_collapse_fraction, of=entropy_level,
+                          beyond_noise=tunables.entropy_collapse_noise_z),
                       reward_now.does_not_rise_by(tunables.entropy_reward_rise_fraction,
                                                   of=Baseline.quietest(steps(tunables.entropy_reward_steps),
                                                                        over=recent_steps), beyond_noise=noise)),
-               all_of(ENTROPY.median_over(entropy_median).below(
-                          tunables.entropy_slow_collapse_fraction,
-                          times=Baseline.quietest(entropy_median, over=slow_steps)),
+               all_of(ENTROPY.median_over(entropy_median).falls_by(
+                          1 - tunables.entropy_slow_collapse_fraction,
+                          of=Baseline.quietest(entropy_median, over=slow_steps),
+                          beyond_noise=tunables.entropy_collapse_noise_z),
                       reward_now.falls_by(tunables.entropy_reward_fall_fraction,
                                           of=Baseline(slow_reward, ending=slow_reward),
                                           beyond_noise=tunables.entropy_slow_reward_noise_z))),
@@ -227,7 +239,8 @@ def rules(config: Config) -> list[RuleGroup]:
         summary="Policy entropy fell fast while the reward did not rise: the model is collapsing onto a few answers.",
         description=(f"Run {RUN_NAME}: the median of actor/entropy over its last {entropy_median} is {VALUE}, below "
                      f"{tunables.entropy_collapse_fraction:.0%} of its highest such median within the last "
-                     f"{recent_steps} while the reward has not risen above its lowest {reward_now.window} median "
+                     f"{recent_steps} (beyond {tunables.entropy_collapse_noise_z:g} standard errors of its noise) "
+                     f"while the reward has not risen above its lowest {reward_now.window} median "
                      f"within them, or below {tunables.entropy_slow_collapse_fraction:.0%} of it within the last "
                      f"{slow_steps} while the reward fell below its median of the {slow_reward} ending {slow_reward} "
                      f"ago (by {tunables.entropy_reward_rise_fraction:.0%} and {tunables.entropy_reward_fall_fraction:.0%} "
