@@ -136,9 +136,10 @@ def rules(config: Config) -> list[RuleGroup]:
     grad_norm = Signal("actor/grad_norm")
     no_signal = Alert.when(
         "VerlNoLearningSignal",
-        any_of(all_of(grad_norm.max_over(broken).below(tolerance),
-                      Signal("critic/score/std").min_over(broken).above(tolerance)),
-               grad_norm.max_over(dead).after_half_window().below(tolerance)),
+        # Zero on the last few steps, and either the rewards differed on them or it has lasted.
+        all_of(grad_norm.max_over(broken).below(tolerance),
+               any_of(Signal("critic/score/std").min_over(broken).above(tolerance),
+                      grad_norm.max_over(dead).after_half_window().below(tolerance))),
         severity=Severity.WARNING,
         for_=tunables.no_signal_for,
         keep_firing_for=config.warning_keep_firing_for,

@@ -133,17 +133,12 @@ class Signal:
     and min catch one within the window)."""
 
     ref: str
-    reduction: str = ""  # "", "median", "max", "min" or "spread"
+    reduction: str = ""  # "", "median", "max" or "min"
     window: Window = ""
     half_logged: bool = False  # see after_half_window
 
     def median_over(self, window: Window) -> "Signal":
         return replace(self, reduction="median", window=window)
-
-    def spread_over(self, window: Window) -> "Signal":
-        """The signal's noise over the window: the median change between consecutive logged steps
-        (dashgen/sources/step_statistics.py), once three values are logged."""
-        return replace(self, reduction="spread", window=window)
 
     def after_half_window(self) -> "Signal":
         """A reduction over steps that exists only once the series has been logged over half its
@@ -185,8 +180,7 @@ class Signal:
         return Shift(self, ">", fraction, of, at_least, beyond_noise, negated=True)
 
     def describe(self) -> str:
-        what = {"median": "the median", "max": "the highest value", "min": "the lowest value",
-                "spread": "the step-to-step spread"}.get(self.reduction)
+        what = {"median": "the median", "max": "the highest value", "min": "the lowest value"}.get(self.reduction)
         return f"{what} of {self.ref} over {self.window}" if what else self.ref
 
 
@@ -221,7 +215,8 @@ class Shift:
     step-to-step spread over the baseline's steps (dashgen/sources/step_statistics.py). Until
     that spread exists (three logged values), the shift does not hold: too little history is
     judged by nothing but the absolute bounds. It needs the signal's median over steps(n) and a
-    baseline counted in steps.
+    baseline counted in steps, and applies where the exporter computes step windows from the step
+    log; a source without one (RL-Insight) compiles the shift without it.
 
     `negated`: the shift has not happened (does_not_rise_by)."""
 

@@ -98,20 +98,12 @@ def smoothed(series: str, window: str) -> str:
     return f"quantile_over_time(0.5, {series}[{window}])"
 
 
-# Where a step window is compiled to PromQL, a spread is read as the interquartile range, which a
-# fault in under a quarter of the window does not move: scaled to the exporter's median step-to-step
-# change for normal noise (0.954 s against 1.349 s). A trend widens it: a noise read too high, never too low.
-SPREAD_PER_IQR = 0.7071
 _REDUCTIONS = {"median": smoothed, "max": lambda s, w: f"max_over_time({s}[{w}])",
-               "min": lambda s, w: f"min_over_time({s}[{w}])",
-               "spread": lambda s, w: f"{SPREAD_PER_IQR} * (quantile_over_time(0.75, {s}[{w}]) - "
-                                      f"quantile_over_time(0.25, {s}[{w}]))"}
+               "min": lambda s, w: f"min_over_time({s}[{w}])"}
 # The same over a range written whole (`[1h:1m]`, `[1h:1m] offset 10m`): step windows.
 _RANGE_REDUCTIONS = {"median": lambda s, r: f"quantile_over_time(0.5, {s}{r})",
                      "max": lambda s, r: f"max_over_time({s}{r})", "min": lambda s, r: f"min_over_time({s}{r})",
-                     "present": lambda s, r: f"present_over_time({s}{r})",
-                     "spread": lambda s, r: f"{SPREAD_PER_IQR} * (quantile_over_time(0.75, {s}{r}) - "
-                                            f"quantile_over_time(0.25, {s}{r}))"}
+                     "present": lambda s, r: f"present_over_time({s}{r})"}
 
 
 class ConditionCompiler:
@@ -140,8 +132,7 @@ class ConditionCompiler:
         if not signal.reduction:
             return series.expr, series
         if signal.reduction not in _REDUCTIONS or not signal.window:
-            raise BuildError(f"{where}: signal {signal.ref!r}: reduce with median_over, max_over, min_over or "
-                             f"spread_over(window)")
+            raise BuildError(f"{where}: signal {signal.ref!r}: reduce with median_over, max_over or min_over(window)")
         if isinstance(signal.window, Steps):
             return self.step_reduction(series, signal.reduction, signal.window, signal.half_logged), series
         if signal.half_logged:
@@ -418,7 +409,10 @@ class ConditionCompiler:
         op = {"<": ">=", ">": "<="}[condition.op] if condition.negated else condition.op
         margins = [f"clamp_min({promql_number(condition.fraction)} * abs({reference}), "
                    f"{promql_number(condition.at_least)})"]
-        if condition.beyond_noise:
+        if condition.beyond_noise and self._logged(series):
+            # Only where the exporter computes the step-to-step spread: PromQL has no median of
+            # differences between consecutive steps, and a stand-in (a standard deviation, an
+            # interquartile range) moves with the change it is to judge.
             margins.append(self.noise_margin(condition, series, where))
         parts = [f"{expr} {op} ({reference} {sign} {margin})" for margin in margins]
         if len(parts) == 1:
@@ -447,27 +441,16 @@ class ConditionCompiler:
 
     def step_spread(self, series: SignalSeries, count: int, ending: int) -> str:
         """A recording of `series`' step-to-step spread over the run's `count` steps ending `ending`
-        steps ago: the exporter's, or (a source without a step log) its interquartile range over the
-        time those steps take (SPREAD_PER_IQR)."""
+        steps ago, as the exporter computes it from the step log."""
         key = (series.stem, "spread ending", count, ending)
         if key in self._by_steps:
             return self._by_steps[key]
         name = self._by_steps[key] = f"{series.stem}:spread_{count}steps" + (f"_ending{ending}" if ending else "")
         before = f" ending {ending} steps ago" if ending else ""
-        if self._logged(series):
-            self.recordings.rolling.append(Recording(
-                name, self._statistic(StepStatistic(series.metric.name, "spread", count, ending)),
-                f"Median step-to-step change of {series.metric.name} over the run's {count} logged steps{before} "
-                f"(the exporter's): its noise"))
-            return name
-        self._rhythm()
-        reduce = _RANGE_REDUCTIONS["spread"]
         self.recordings.rolling.append(Recording(
-            name, banded(count, lambda r: reduce(series.expr, r), self.defaults.step_window_floor, ending=ending,
-                         copied=self._copied(series.expr, series.stem, reduce),
-                         sampled_every=self._sampled_every(series.expr)),
-            f"Interquartile range of {series.expr.split('{')[0]} over the run's {count} steps{before}, scaled to a "
-            f"step-to-step spread: its noise"))
+            name, self._statistic(StepStatistic(series.metric.name, "spread", count, ending)),
+            f"Median step-to-step change of {series.metric.name} over the run's {count} logged steps{before} "
+            f"(the exporter's): its noise"))
         return name
 
     def _baseline_series(self, condition: Comparison, series: SignalSeries, where: str,

@@ -146,7 +146,7 @@ def test_generated_rule_tests_of_the_stability_alerts_pass_on_rl_insight_names(p
 @pytest.mark.slow
 def test_generated_rule_tests_of_every_alert_pass_on_rl_insight_names(project, tmp_path):
     generated = generated_tests_pass_on_rl_insight_names(project, tmp_path / "generated", ())
-    assert [p.name.split("-generated")[0] for p in generated] == ["load_balance", "rewards", "rollout", "stability"]
+    assert [p.name.split("-generated")[0] for p in generated] == ["load_balance", "plausibility", "rewards", "rollout", "stability"]
 
 
 REBUILT_ALERTS_TEST = """
