@@ -37,7 +37,7 @@ from dashgen.review.runs import find_runs
 REPO = Path(__file__).resolve().parent.parent
 SCENARIOS = {
     "none": "",
-    "reward-cliff": "rewards:\n  reward_cliff_drop_fraction: 0.05\n  reward_cliff_min_drop: 0\n",
+    "reward-cliff": "rewards:\n  reward_cliff_drop_fraction: 0.05\n  reward_cliff_min_drop: 0\n  reward_cliff_noise_z: 0\n",
     "every-rule": "rule_interval: 30s\n",
 }
 GOAL = 1.5

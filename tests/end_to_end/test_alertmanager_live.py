@@ -54,6 +54,11 @@ def chain_config(ports: dict, token_file) -> dict:
             "kl_spike_for": "3s",
             "entropy_collapse_fraction": 0.5,  # the synthetic divergence takes entropy to ~0.17
             "entropy_collapse_for": "3s",
+            # Whatever the synthetic reward does over the few steps the test has: the collapse is the
+            # symptom to inhibit here, not the judgement of the run.
+            "entropy_collapse_noise_z": 0,
+            "entropy_reward_rise_fraction": 1.0,
+            "entropy_reward_noise_z": 0,
         },
         "baseline_hold_step": f"{EVALUATION_INTERVAL}s",  # the held baseline must exist while the divergence fires
         "signal_smoothing_window": "1250ms",

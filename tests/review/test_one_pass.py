@@ -6,26 +6,32 @@ import pytest
 
 from conftest import REPO
 from dashgen.compiler.rules import render_rules
-from dashgen.config import config_from
+from dashgen.config import config_from, duration_seconds
 from dashgen.project_metrics import project_catalog
 from dashgen.replay.backfill import Timing
 from dashgen.replay.backtest import RuleSet, backtest_rule_sets
 from dashgen.review.comparison import START, run_timings
 from dashgen.review.corpus import public_corpus
 from dashgen.review.runs import find_runs
+from dashgen.sources.step_statistics import served_by
 
 pytestmark = [pytest.mark.live, pytest.mark.heavy]
 
 # Runs where a touchier reward cliff changes what fires, and one it does not touch.
 RUNS = ["trl-qwen35-9b-gsm8k-grpo-rho070-spike", "trl-qwen25-7b-gsm8k-grpo-rho010-reward-collapse",
         "verl-qwen25-3b-retool-opd-length-collapse", "trl-openr1-kl-nan-issue704"]
-CONFIGS = [{}, {"rewards": {"reward_cliff_drop_fraction": 0.05, "reward_cliff_min_drop": 0}},
+CONFIGS = [{}, {"rewards": {"reward_cliff_drop_fraction": 0.05, "reward_cliff_min_drop": 0, "reward_cliff_noise_z": 0}},
            {"rule_interval": "30s"}]
 
 
 def rule_set(overrides: dict) -> RuleSet:
-    compiled = render_rules(REPO, config_from(overrides).with_source("exporter"), project_catalog(REPO))
-    return RuleSet(compiled.recording_rules, compiled.alert_rules)
+    """The set as a review makes it: with the digest of the step windows it reads, which an
+    exporter of that build serves (the touchy cliff reads no noise, so its digest differs)."""
+    config = config_from(overrides).with_source("exporter")
+    compiled = render_rules(REPO, config, project_catalog(REPO))
+    rules = [*compiled.recording_rules, *compiled.alert_rules]
+    digest = served_by((rule.expr for rule in rules), duration_seconds(config.step_window_floor)).digest
+    return RuleSet(compiled.recording_rules, compiled.alert_rules, digest)
 
 
 def outcomes_of(per_run) -> list:

@@ -15,7 +15,7 @@ from support import dashgen_command
 pytestmark = [pytest.mark.live, pytest.mark.heavy]
 
 # VerlRewardCliff on a 5% dip, with no floor: it pages healthy runs whose reward wobbles.
-TOUCHY_REWARD_CLIFF = "rewards:\n  reward_cliff_drop_fraction: 0.05\n  reward_cliff_min_drop: 0\n"
+TOUCHY_REWARD_CLIFF = "rewards:\n  reward_cliff_drop_fraction: 0.05\n  reward_cliff_min_drop: 0\n  reward_cliff_noise_z: 0\n"
 
 
 def dashgen(project: Path, *args: str) -> subprocess.CompletedProcess:
