@@ -47,9 +47,9 @@ def step_data(entry: dict) -> dict[str, float | None]:
     """verl-named values of one log_history entry; eval metrics become val-aux/ keys (validation)."""
     data: dict[str, float | None] = {}
     for key, raw in entry.items():
-        if key == "step" or isinstance(raw, bool) or not isinstance(raw, (int, float)):
+        if not isinstance(key, str) or key == "step" or isinstance(raw, bool) or not isinstance(raw, (int, float)):
             continue
-        value = float(raw) if math.isfinite(raw) else None  # verl's file logger writes NaN as null
+        value = _finite(raw)
         if key.startswith(EVAL_PREFIX):
             data[f"val-aux/{key[len(EVAL_PREFIX):]}"] = value
             continue
@@ -58,6 +58,16 @@ def step_data(entry: dict) -> dict[str, float | None]:
             continue
         data[target] = value
     return data
+
+
+def _finite(raw: int | float) -> float | None:
+    """A logged number as a float; None (as verl's file logger writes NaN and infinities) for one
+    that is not finite, or an integer beyond a float's range."""
+    try:
+        value = float(raw)
+    except OverflowError:
+        return None
+    return value if math.isfinite(value) else None
 
 
 def step_records(state: dict) -> list[tuple[int, dict]]:
