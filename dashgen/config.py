@@ -27,7 +27,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 import yaml
 
-from dashgen.bounded_read import TooLarge, read_bounded
+from dashgen.bounded_read import TooLarge, parse_nested, read_bounded
 from dashgen.errors import BuildError, get_close_matches
 from dashgen.records import record
 
@@ -666,7 +666,7 @@ _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
 
 def load_yaml(text: str) -> Any:
     """A user's YAML file (dashgen.yaml, metrics.yaml) as data: safe tags only, no key twice, no aliases."""
-    return yaml.load(text, Loader=_UniqueKeyLoader)
+    return parse_nested(lambda each: yaml.load(each, Loader=_UniqueKeyLoader), text)
 
 
 def config_path(root: Path | None, explicit: Path | None) -> Path | None:

@@ -15,6 +15,8 @@ import math
 from pathlib import Path
 from typing import Iterator
 
+from dashgen.bounded_read import parse_nested
+
 # TRL's key -> verl's step-log key of the same meaning.
 TRL_KEYS = {
     "loss": "actor/pg_loss",
@@ -83,7 +85,7 @@ def step_records(state: dict) -> list[tuple[int, dict]]:
 def step_log_lines(path: Path) -> Iterator[bytes]:
     """A trainer state as verl's step-log lines ({"step": N, "data": {...}}), for the step-log reader."""
     try:
-        state = json.loads(path.read_bytes())
+        state = parse_nested(json.loads, path.read_bytes())
     except (ValueError, UnicodeDecodeError) as exc:
         raise ValueError(f"not a trainer state (JSON): {exc}") from None
     if not isinstance(state, dict) or not isinstance(state.get("log_history"), list):

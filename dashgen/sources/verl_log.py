@@ -12,6 +12,7 @@ import math
 from dataclasses import field
 from typing import Any, Iterator
 
+from dashgen.bounded_read import parse_nested
 from dashgen.catalog import (CATALOG, DROPPED_KEYS_METRIC, DROPPED_LINES_METRIC, EXIT_CODE_METRIC,
                              KEY_COLLISIONS_METRIC, LAST_STEP_METRIC, NONFINITE_LOSS_STREAK_METRIC,
                              NONFINITE_STREAK_METRIC, PARSE_ERRORS_METRIC,
@@ -76,11 +77,9 @@ class Step:
 def parse_line(line: str | bytes) -> tuple[int, dict]:
     """(step, data) of one log line; LineError if it is not a step record."""
     try:
-        record = json.loads(line)  # Python's json also honours NaN / Infinity tokens
-    except (ValueError, UnicodeDecodeError) as exc:
+        record = parse_nested(json.loads, line)  # Python's json also honours NaN / Infinity tokens
+    except (ValueError, UnicodeDecodeError) as exc:  # Unparseable among them
         raise LineError(f"not JSON: {exc}") from None
-    except RecursionError:
-        raise LineError("nested deeper than the JSON parser allows") from None
     if not isinstance(record, dict):
         raise LineError(f"not an object but {type(record).__name__}")
     data = record.get("data")
