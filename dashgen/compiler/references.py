@@ -9,9 +9,12 @@ import dataclasses
 import re
 from typing import Iterable, Mapping
 
+from dashgen.compiler.promql import equal_matchers_of, label_value
 from dashgen.conditions import AnyOf, Compare
 from dashgen.errors import BuildError, get_close_matches
 from dashgen.model import Alert, Dashboard, Stat, Threshold, TimeSeries
+from dashgen.sources.step_statistics import (STEP_STATISTIC_LABELS, STEP_STATISTIC_METRIC, STEP_STATISTICS_FILE,
+                                             ServedStatistics)
 
 # alertname="X" or alertname=~"X|Y" (a plain alternation of names) in a PromQL selector.
 _ALERTNAME_MATCHER = re.compile(r'alertname\s*(=~|=)\s*"([^"]*)"')
@@ -36,6 +39,22 @@ def check_alertname_matchers(expr: str, known: Iterable[str], where: str) -> Non
             continue
         for name in value.split("|") if op == "=~" else (value,):
             check_alert_name(name, known, where)
+
+
+def check_step_statistics_listed(expr: str, listed: ServedStatistics, where: str) -> None:
+    """Each step statistic a rule reads is one the build lists, and so one `dashgen export` computes:
+    a statistic written by hand that no condition's step window asks for would fire in a backtest
+    (which computes what the rules read) and never live."""
+    names = {(stat.series, stat.name) for stat in listed.statistics}
+    for labels in equal_matchers_of(expr, STEP_STATISTIC_METRIC):
+        wanted = (labels.get("series"), labels.get("statistic"))
+        if wanted not in names:
+            shown = ", ".join(f"{label}={label_value(labels[label])}" for label in STEP_STATISTIC_LABELS
+                              if label in labels)
+            raise BuildError(f"{where}: reads {STEP_STATISTIC_METRIC}{{{shown}}}, which no condition's step window "
+                             f"asks for: the build does not list it in {STEP_STATISTICS_FILE}, so the exporter "
+                             f"never serves it (series and statistic must both be given with =). Write the window "
+                             f"as a condition over steps(N) (docs/add-an-alert.md) instead of the series by hand")
 
 
 def alert_threshold(alert: Alert, where: str) -> float:

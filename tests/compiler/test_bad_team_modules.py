@@ -230,6 +230,12 @@ def inhibits(equal: str, targets: str = "('VerlKLSpike',)") -> str:
                                        f"why='x', equal={equal}),)\n")
 
 
+def reads_statistic(matchers: str) -> str:
+    return ("def rules(config):\n    return RuleGroup('team', (Alert('TeamX', expr='max without(series, statistic) "
+            f"(verl_step_statistic{{verl, {matchers}}}) < 0.1', severity=Severity.WARNING, summary='x', "
+            "description='x'),))\n")
+
+
 REFERENCES = {
     "ALERTS of a misspelt alert": (reads_alerts("VerlKLSpik"),
                                    "alerts/team.py: alert 'TeamX': 'VerlKLSpik' is not an alert defined in alerts/; "
@@ -248,6 +254,21 @@ REFERENCES = {
         "inhibition by 'TeamX': equal=('projct', 'experiment') does not name the run, so the source firing in one "
         "run would silence VerlKLSpike in every run"),
     "equal without the run": (inhibits("('job',)"), "equal=('job',) does not name the run"),
+    # Live and backtest agree: the exporter serves only what the build lists.
+    "a step statistic no condition asks for": (
+        reads_statistic('series="verl_actor_entropy", statistic="median_7steps"'),
+        "alerts/team.py: alert 'TeamX': reads verl_step_statistic{series=\"verl_actor_entropy\", "
+        "statistic=\"median_7steps\"}, which no condition's step window asks for: the build does not list it in "
+        "exporter/step-statistics.yaml, so the exporter never serves it"),
+    "a step statistic without its series": (reads_statistic('statistic="median_3steps"'),
+                                            "reads verl_step_statistic{statistic=\"median_3steps\"}, which no"),
+    "a step statistic matched by a regex": (reads_statistic('series="verl_actor_entropy", statistic=~"median.*"'),
+                                            "reads verl_step_statistic{series=\"verl_actor_entropy\"}, which no"),
+    "a recording named as dashgen's record of a fired alert": (
+        "def rules(config):\n    return RuleGroup('team', (Recording('dashgen:VerlKLSpike:fired', "
+        "'vector(1)', 'x'),))\n",
+        "alerts/team.py: recording rule 'dashgen:VerlKLSpike:fired': a name of the form dashgen:<alert>:fired is "
+        "dashgen's own (the recording of when an alert fired, under vmalert): rename it"),
     "equal naming a label only the target carries": (
         inhibits("('project', 'experiment', 'ip')", "('VerlGPUStraggler',)"),
         "equal label 'ip' is not a label of TeamX"),
@@ -257,6 +278,13 @@ REFERENCES = {
 @pytest.mark.parametrize("module, expected", REFERENCES.values(), ids=REFERENCES.keys())
 def test_every_reference_is_checked(project, module, expected):
     build_fails(project, module, expected)
+
+
+def test_a_step_statistic_the_build_lists_may_be_read_by_hand(project):
+    (project / "alerts" / "team.py").write_text(
+        HEADER + reads_statistic('series="verl_actor_entropy", statistic="median_3steps"'))
+    result = run("build", "--root", str(project))
+    assert result.exit_code == 0, result.output
 
 
 def test_an_inhibition_within_the_run_and_reading_a_real_alert_builds(project):

@@ -45,6 +45,12 @@ def fired_recording(alertname: str) -> str:
     return f"dashgen:{alertname}:fired"
 
 
+def is_fired_recording(name: str) -> bool:
+    """Whether a recording's name is of fired_recording's form: a team's recording so named would be
+    read as an alert's hold (it would fire under vmalert and not under Prometheus)."""
+    return name.startswith("dashgen:") and name.endswith(":fired")
+
+
 def held_alert(rule: dict, interval: str) -> list[dict]:
     """An alerting rule with keep_firing_for as the two rules vmalert 1.79 reads: the recording of
     when it fired, then the alert held on it. Other rules are returned as they are."""
