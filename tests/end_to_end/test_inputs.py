@@ -7,7 +7,7 @@ import stat
 import pytest
 from dashgen.replay.synthetic_runs import write_run
 
-from conftest import REPO, run
+from conftest import REPO, run, tree_digest
 
 
 @pytest.fixture(scope="module")
@@ -111,3 +111,17 @@ def test_a_promtool_that_cannot_run_is_named(tmp_path, monkeypatch):
     result = run("lint", "--root", str(REPO))
     assert result.exit_code == 1 and "which is not an executable file" in result.output
     assert os.access(script, os.X_OK)
+
+
+def test_a_vmalert_that_cannot_run_or_is_not_a_file_is_named_not_skipped(project, tmp_path, monkeypatch):
+    (project / "dashgen.yaml").write_text("victoriametrics: true\n")
+    script = tmp_path / "vmalert"
+    script.write_bytes(b"\x00\x01not a program")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    before = tree_digest(project / "rendered")
+    for vmalert, expected in ((script, f"cannot run vmalert ({script}): Exec format error"),
+                              (tmp_path, f"$VMALERT is set to {str(tmp_path)!r}, which is not an executable file")):
+        monkeypatch.setenv("VMALERT", str(vmalert))
+        result = run("build", "--root", str(project))
+        assert result.exit_code == 1 and result.output == f"Error: {expected}\n", result.output
+        assert tree_digest(project / "rendered") == before
