@@ -100,8 +100,11 @@ def _timing(start: str | None, scrape_interval: str | None, default_step_time: s
 def _writable_folder(path: Path, option: str) -> None:
     """`path` is a folder, or can be made one: checked before any long work starts."""
     existing = path
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
+    try:
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+    except OSError as exc:  # a name too long, a symlink loop
+        raise BuildError(f"{option} {path}: {exc.strerror or exc}") from None
     if not existing.is_dir():
         raise BuildError(f"{option} {path}: {existing} is not a folder")
     if not os.access(existing, os.W_OK | os.X_OK):
@@ -112,14 +115,22 @@ PLOT_FORMATS = (".png", ".pdf", ".svg")
 
 
 def _check_plot_path(path: Path) -> None:
+    """The plot can be written where it is asked for: checked before the backtest runs."""
     if path.suffix.lower() not in PLOT_FORMATS:
         raise BuildError(f"--plot {path}: name a {', '.join(PLOT_FORMATS)} file")
-    if path.is_dir():
-        raise BuildError(f"--plot {path}: is a folder; name a file in it")
-    if not path.parent.is_dir():
-        raise BuildError(f"--plot {path}: the folder {path.parent} does not exist")
-    if not os.access(path.parent, os.W_OK | os.X_OK):
-        raise BuildError(f"--plot {path}: cannot write into {path.parent} (permission denied)")
+    try:
+        if path.is_dir():
+            raise BuildError(f"--plot {path}: is a folder; name a file in it")
+        if not path.parent.is_dir():
+            raise BuildError(f"--plot {path}: the folder {path.parent} does not exist")
+        existed = path.exists()
+        # Opened as the plot will be (not truncated; made and removed if new): a name too long, a
+        # read-only file system or a file without write permission is refused now, not after the replay.
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK, 0o666))
+    except OSError as exc:
+        raise BuildError(f"--plot {path}: cannot be written: {exc.strerror or exc}") from None
+    if not existed:
+        path.unlink(missing_ok=True)
 
 
 @click.command()

@@ -69,11 +69,19 @@ def test_tsdb_under_a_file_is_refused_before_reading_the_run(tmp_path, run_file)
     ("missing/plot.png", 1, "the folder {tmp}/missing does not exist"),
     ("plot.txt", 1, "name a .png, .pdf, .svg file"),
     (".", 2, "is a directory"),
+    ("x" * 300 + ".png", 1, "cannot be written: File name too long"),
 ])
 def test_a_bad_plot_path_fails_at_once(tmp_path, run_file, plot, status, expected):
     result = run("backtest", str(run_file), "--root", str(REPO), "--plot", str(tmp_path / plot))
     assert result.exit_code == status and expected.format(tmp=tmp_path) in result.output, result.output
     assert "dashgen backtest:" not in result.output  # failed before the run was read
+
+
+def test_the_plot_check_leaves_no_file_behind(tmp_path, run_file):
+    plot = tmp_path / "plot.png"
+    result = run("backtest", str(run_file), "--root", str(REPO), "--plot", str(plot), "--rules", str(tmp_path / "no"))
+    assert result.exit_code == 1 and "--rules" in result.output, result.output
+    assert not plot.exists()
 
 
 def test_root_missing_or_without_definitions(tmp_path):
