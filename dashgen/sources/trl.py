@@ -41,8 +41,23 @@ EVAL_PREFIX = "eval_"
 
 
 def is_trainer_state(path: Path) -> bool:
-    """Whether `path` names a TRL/transformers trainer state (`trainer_state.json`)."""
-    return path.name == "trainer_state.json"
+    """Whether `path` holds a TRL/transformers trainer state: named `trainer_state.json`, or saved
+    under another name (renamed to keep two runs apart) and known by its content. A step log's
+    first line is a whole object on one line; a trainer state's is a lone `{` (transformers writes
+    it indented), or, written on one line, it holds `"log_history"`."""
+    if path.name == "trainer_state.json":
+        return True
+    try:
+        if not path.is_file():  # a FIFO is not opened: that would wait for a writer
+            return False
+        with open(path, "rb") as handle:
+            first = handle.read(_HEAD_BYTES).lstrip().split(b"\n", 1)[0]
+    except OSError:
+        return False  # the reader says why
+    return first.rstrip() == b"{" or b'"log_history"' in first
+
+
+_HEAD_BYTES = 64 << 10
 
 
 def step_data(entry: dict) -> dict[str, float | None]:
@@ -90,5 +105,11 @@ def step_log_lines(path: Path) -> Iterator[bytes]:
         raise ValueError(f"not a trainer state (JSON): {exc}") from None
     if not isinstance(state, dict) or not isinstance(state.get("log_history"), list):
         raise ValueError("not a trainer state: no log_history list")
-    for step, data in step_records(state):
+    records = step_records(state)
+    if not records:
+        entries = len(state["log_history"])
+        raise ValueError(f"a trainer state that holds no logged step: its log_history has no training or "
+                         f"evaluation entry ({entries} entr{'y' if entries == 1 else 'ies'} in all; did the run "
+                         f"stop before its first logging_steps?)")
+    for step, data in records:
         yield json.dumps({"step": step, "data": data}, sort_keys=True).encode()
