@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from dashgen.cli.options import DEFAULT_GRACE, DEFAULT_HUNG_HOLD, config_option, root_option
+from dashgen.cli.options import DEFAULT_GRACE, DEFAULT_HUNG_HOLD, built_step_statistics, config_option, root_option
 from dashgen.config import Config, load_config
 from dashgen.errors import BuildError
 
@@ -155,7 +155,6 @@ def backfill(run_path: Path, tsdb_dir: Path, start: str | None, scrape_interval:
     from dashgen.replay.backfill import create_blocks, read_run, run_labels, write_openmetrics
     from dashgen.replay.backtest import iso_time
     from dashgen.replay.work_dir import work_dir
-    from dashgen.sources.step_statistics import ServedStatistics, rendered_statistics
 
     config = replayed_config(load_config(config_path, root))
     timing = _timing(start, scrape_interval, default_step_time, run_end, hold, config)
@@ -166,7 +165,7 @@ def backfill(run_path: Path, tsdb_dir: Path, start: str | None, scrape_interval:
     find_binary("promtool")
     run = read_run(run_path, run_labels(run_path, config.verl_job, project, experiment, instance), timing,
                    export_unknown=unknown_keys, catalog=project_catalog(root),
-                   step_statistics=rendered_statistics(root) or ServedStatistics())
+                   step_statistics=built_step_statistics(root, "backfill", "writing"))
     try:  # before promtool's long work; a folder os.access calls writable may still refuse (/proc)
         tsdb_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
