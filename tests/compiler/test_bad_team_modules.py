@@ -240,6 +240,8 @@ REFERENCES = {
     "ALERTS of a misspelt alert": (reads_alerts("VerlKLSpik"),
                                    "alerts/team.py: alert 'TeamX': 'VerlKLSpik' is not an alert defined in alerts/; "
                                    "did you mean 'VerlKLSpike'?"),
+    "ALERTS of a misspelt alert in backticks": (reads_alerts("VerlKLSpik").replace('"VerlKLSpik"', "`VerlKLSpik`"),
+                                                "'VerlKLSpik' is not an alert defined in alerts/"),
     "a recording reading ALERTS of an unknown alert": (
         "def rules(config):\n    return RuleGroup('team', (Recording('team:firing:count', "
         "'count(ALERTS{alertname=~\"VerlKLSpike|NoSuchAlert\"})', 'x'),))\n",
