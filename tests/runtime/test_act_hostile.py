@@ -95,7 +95,7 @@ def test_the_once_only_key_cannot_collide(tmp_path):
 def test_port_0_announces_the_port_it_bound(tmp_path):
     import urllib.request
 
-    from support import dashgen_process
+    from support import announced_port, dashgen_process
 
     config, token = tmp_path / "act.yaml", tmp_path / "token"
     config.write_text("act_project: gsm8k\nact_experiment: ppo\n")
@@ -103,10 +103,7 @@ def test_port_0_announces_the_port_it_bound(tmp_path):
     process = dashgen_process("act", "--config", str(config), "--listen", "127.0.0.1:0", "--token-file", str(token),
                               "--audit-log", str(tmp_path / "audit.jsonl"))
     try:
-        announced = process.stderr.readline()
-        assert "on http://127.0.0.1:" in announced, announced
-        port = int(announced.split("on http://127.0.0.1:", 1)[1].split("/")[0])
-        assert port != 0
+        port = announced_port(process)
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/-/ready", timeout=5) as response:
             assert response.status == 200
     finally:

@@ -13,7 +13,7 @@ from dashgen.runtime.exporter import RunState
 
 from dashgen.runtime.log_follower import MAX_LINE_BYTES, LogFollower, run_from_path
 from dashgen.sources.verl_log import MAX_REMEMBERED_KEYS, MAX_UNKNOWN_SERIES, LineError, StepMapper, parse_line
-from support import dashgen_process, start_exporter, wait_until
+from support import announced_port, dashgen_process, start_exporter, wait_until
 
 
 def line(step: int, data: dict) -> bytes:
@@ -139,10 +139,7 @@ def test_port_0_announces_the_port_it_got(tmp_path):
     path.write_bytes(line(1, {"actor/ppo_kl": 0.25}))
     process = dashgen_process("export", "--jsonl", str(path), "--listen", "127.0.0.1:0")
     try:
-        announced = process.stderr.readline()
-        assert "on http://127.0.0.1:" in announced, announced
-        port = int(announced.rsplit(":", 1)[1].split("/")[0])
-        assert port != 0
+        port = announced_port(process)
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
             assert 'verl_actor_ppo_kl{experiment="exp",project="proj"} 0.25' in response.read().decode()
     finally:
