@@ -194,6 +194,28 @@ def rules(config):
 INJECTION = 'team: {window: "5m]) or vector(1) #"}\n'
 
 
+AREA_CLASSES = {
+    "without @dataclass": (AREA.format(kind="Duration").replace("@dataclass(frozen=True)\n", ""),
+                           "alerts/team.py: TeamConfig (alert area 'team') is not a dataclass: put "
+                           "@dataclass(frozen=True) above it"),
+    "a field without a default": (AREA.format(kind="Duration").replace(' = "5m"', ""),
+                                  "alerts/team.py: TeamConfig.window has no default: every tunable needs one"),
+    "a field typed object": (AREA.format(kind="object"), "alerts/team.py: TeamConfig.window is typed object"),
+    "an area named like a core field": (AREA.format(kind="Duration").replace('area="team"', 'area="verl_job"'),
+                                        "alerts/team.py: TeamConfig: alert area 'verl_job' is named like a core "
+                                        "config field"),
+}
+
+
+@pytest.mark.parametrize("module, expected", AREA_CLASSES.values(), ids=AREA_CLASSES.keys())
+def test_an_area_class_that_cannot_be_read_is_refused_by_build_and_config(project, module, expected):
+    module = "from dashgen.config import Duration\n" + module
+    build_fails(project, module, expected)
+    for command in (("config",), ("config", "--describe")):
+        result = run(*command, "--root", str(project))
+        assert result.exit_code == 1 and result.output.startswith(f"Error: {expected}"), result.output
+
+
 @pytest.mark.parametrize("kind", ["str", "str | None", "typing.Any", "tuple[str, ...]"])
 def test_an_area_field_of_any_text_is_refused(project, kind):
     module = AREA.format(kind=kind) if kind != "typing.Any" else "import typing\n" + AREA.format(kind=kind)
