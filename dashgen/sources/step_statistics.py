@@ -28,7 +28,7 @@ from typing import Iterable
 
 import yaml
 
-from dashgen.bounded_read import parse_nested
+from dashgen.bounded_read import TooLarge, parse_nested, read_bounded
 from dashgen.catalog import STEP_STATISTIC_METRIC, verl_metric_name
 from dashgen.conditions import MAX_STEPS
 from dashgen.errors import BuildError
@@ -301,13 +301,19 @@ def dump_statistics(served: ServedStatistics) -> str:
 
 
 MAX_STATISTICS = 1_000
+# The list's size on disk that many statistics fit in as `dashgen build` writes them (a few hundred
+# bytes each): a larger file is refused before it is parsed, which would cost seconds and memory.
+MAX_STATISTICS_BYTES = MAX_STATISTICS * 1024
 _FIELDS = {"series", "reduction", "steps", "ending", "of_median", "half_logged"}
 
 
 def load_statistics(path: Path) -> ServedStatistics:
     """The statistics listed in a rendered file; BuildError naming the file and entry if it is malformed."""
     try:
-        data = parse_nested(yaml.safe_load, path.read_text())
+        data = parse_nested(yaml.safe_load, read_bounded(path, MAX_STATISTICS_BYTES).decode())
+    except TooLarge as exc:
+        raise BuildError(f"{path}: the step statistics list is {exc}, more than {MAX_STATISTICS:,} statistics take "
+                         f"(is it the file `dashgen build` wrote?)") from None
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise BuildError(f"{path}: cannot read the step statistics: {exc}") from None
     if not isinstance(data, dict) or not isinstance(data.get("statistics"), list):
