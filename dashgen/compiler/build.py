@@ -116,6 +116,10 @@ def render_project(root: Path, config: Config) -> Rendered:
     if config.victoriametrics:
         from dashgen.compiler.targets.victoriametrics import render_victoriametrics
 
+        if rules.queries.source.victoriametrics_caveat:
+            out.notices.append(f"victoriametrics: true with source: {rules.queries.source.name}: "
+                               f"{rules.queries.source.victoriametrics_caveat}")
+
         out.files.update(render_victoriametrics(rules.files, config.rule_interval))
     if config.kubernetes:  # the objects' schemas only then
         from dashgen.compiler.targets.kubernetes import render_kubernetes

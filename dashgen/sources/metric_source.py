@@ -60,6 +60,8 @@ class MetricSource:
     unavailable_alerts: Mapping[str, str] = field(default_factory=dict)
     # How a source's own series differ from one value per step, for the runbook.
     caveat: str = ""
+    # What its rules lose when vmalert evaluates them on VictoriaMetrics, said by a build for it.
+    victoriametrics_caveat: str = ""
 
     @property
     def is_catalog(self) -> bool:

@@ -132,6 +132,16 @@ def test_keys_rl_insight_names_alike_are_one_clear_error(project, keys, first, s
     assert tree_digest(project / "rendered") == before
 
 
+@pytest.mark.heavy  # vmalert -dryRun of the rendered files
+def test_rl_insight_rules_for_victoriametrics_say_the_nan_alerts_fire_on_infinities_only(project):
+    (project / "dashgen.yaml").write_text("source: rl_insight\nvictoriametrics: true\n")
+    result = run("build", "--root", str(project))
+    assert result.exit_code == 0, result.output
+    assert ("notice: victoriametrics: true with source: rl_insight: VerlNaNMetrics, VerlNonFiniteStep and "
+            "VerlNonFiniteSteps see a NaN loss, grad norm, KL or entropy as x != x, which VictoriaMetrics never "
+            "matches") in result.output
+
+
 def test_verl_keys_become_rl_insight_gauge_names():
     assert series_name("actor/ppo_kl") == "rl_insight_monitor_actor_ppo_kl"
     assert series_name("timing_s/step") == "rl_insight_monitor_timing_s_step"
