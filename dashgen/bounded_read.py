@@ -1,12 +1,25 @@
-"""Reading a file a user names, with a ceiling: `/dev/zero` or a huge file is refused, not held in memory."""
+"""Reading a file a user names, with a ceiling: `/dev/zero` or a huge file is refused, not held in
+memory, and a document nested deeper than Python's parsers go is a clear error, not a traceback."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
+from typing import Any, Callable, TypeVar
+
+import yaml
+
+Text = TypeVar("Text", str, bytes)
 
 
 class TooLarge(Exception):
     """The file holds more than the limit; the message says how much is allowed."""
+
+
+class Unparseable(ValueError, yaml.YAMLError):
+    """A JSON or YAML document nested deeper than its parser goes, or holding an integer of more
+    digits than Python reads. Both a ValueError (as json's errors are) and a YAMLError, so the
+    handler that reports a file's other syntax errors reports this one too."""
 
 
 def read_bounded(path: Path, limit: int) -> bytes:
@@ -16,3 +29,18 @@ def read_bounded(path: Path, limit: int) -> bytes:
     if len(data) > limit:
         raise TooLarge(f"larger than {limit:,} bytes")
     return data
+
+
+def parse_nested(load: Callable[[Text], Any], text: Text) -> Any:
+    """`load(text)` (json.loads, a yaml loader), with nesting deeper than Python's recursion goes
+    and integers of thousands of digits as Unparseable, never a RecursionError or a bare ValueError:
+    the one reader every JSON and YAML a user gives goes through."""
+    try:
+        return load(text)
+    except RecursionError:
+        raise Unparseable("nested deeper than the parser goes (thousands of brackets or indents); "
+                          "is it the right file?") from None
+    except ValueError as exc:
+        if isinstance(exc, yaml.YAMLError) or "integer string conversion" not in str(exc):
+            raise
+        raise Unparseable(f"holds an integer of more than {sys.get_int_max_str_digits():,} digits") from None

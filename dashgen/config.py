@@ -27,7 +27,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 import yaml
 
-from dashgen.bounded_read import TooLarge, read_bounded
+from dashgen.bounded_read import TooLarge, parse_nested, read_bounded
 from dashgen.errors import BuildError, get_close_matches
 from dashgen.records import record
 
@@ -666,7 +666,7 @@ _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
 
 def load_yaml(text: str) -> Any:
     """A user's YAML file (dashgen.yaml, metrics.yaml) as data: safe tags only, no key twice, no aliases."""
-    return yaml.load(text, Loader=_UniqueKeyLoader)
+    return parse_nested(lambda each: yaml.load(each, Loader=_UniqueKeyLoader), text)
 
 
 def config_path(root: Path | None, explicit: Path | None) -> Path | None:
@@ -746,11 +746,32 @@ def areas_of(modules: typing.Iterable[types.ModuleType]) -> list[type[AreaConfig
     for module in modules:
         for value in vars(module).values():
             if isinstance(value, type) and issubclass(value, AreaConfig) and value.area:
+                _check_area_class(value)
                 other = found.setdefault(value.area, value)
                 if other is not value:
                     raise ConfigError(f"alert area {value.area!r} is declared twice: by {other.__qualname__} "
                                       f"({other.__module__}) and {value.__qualname__} ({value.__module__})")
     return list(found.values())
+
+
+def _check_area_class(cls: type[AreaConfig]) -> None:
+    """ConfigError naming the file and class if an area class cannot be read as one: not a
+    dataclass, a field without a default (dashgen.yaml only overrides), a field typed `object`
+    (which checks nothing), or an area named like a core field (dashgen.yaml could not tell them apart)."""
+    where = f"{_defined_in(cls)}: {cls.__qualname__}"
+    if not dataclasses.is_dataclass(cls):
+        raise ConfigError(f"{where} (alert area {cls.area!r}) is not a dataclass: put @dataclass(frozen=True) "
+                          f"above it")
+    if cls.area in _core_field_names():
+        raise ConfigError(f"{where}: alert area {cls.area!r} is named like a core config field, which dashgen.yaml "
+                          f"sets at its top level; name the area otherwise")
+    for f, hint in _schema(cls).items():
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise ConfigError(f"{where}.{f.name} has no default: every tunable needs one (dashgen.yaml only "
+                              f"overrides); give it the value that suits most runs")
+        if hint is object:
+            raise ConfigError(f"{where}.{f.name} is typed object, which checks nothing a dashgen.yaml gives; type "
+                              f"it as a number kind, Duration, StepCount or a Literal (see dashgen/config.py)")
 
 
 def default_areas() -> list[type[AreaConfig]]:

@@ -42,6 +42,15 @@ def dashgen_process(*args: str, **popen) -> subprocess.Popen:
     return subprocess.Popen(dashgen_command(*args), **{**options, **popen})
 
 
+def announced_port(process: subprocess.Popen, host: str = "127.0.0.1") -> int:
+    """The port a server started with `--listen HOST:0` says, in its first line on stderr, it bound."""
+    announced = process.stderr.readline()
+    assert f"on http://{host}:" in announced, announced
+    port = int(announced.split(f"on http://{host}:", 1)[1].split("/")[0])
+    assert port != 0, announced
+    return port
+
+
 def export_command(log: Path, port: int, *options: str, poll_interval: str = POLL_INTERVAL) -> list[str]:
     """`dashgen export` following `log` and serving on 127.0.0.1:`port`, then `options` (which may
     end in `--` and a trainer's command line)."""

@@ -26,6 +26,20 @@ config_option = click.option("--config", "config_path", type=click.Path(dir_okay
                                                 "Default: dashgen.yaml in the project folder, if there is one.")
 
 
+def built_step_statistics(root: Path, command: str, doing: str):
+    """The statistics over steps the project's rules read, as its last build listed them; none, said
+    on stderr, for a project never built (`doing`: what the command does with them)."""
+    from dashgen.sources.step_statistics import ServedStatistics, rendered_statistics, statistics_path
+
+    statistics = rendered_statistics(root)
+    if statistics is None:
+        click.echo(f"dashgen {command}: no {statistics_path(root)}: {doing} no statistics over steps, so the "
+                   f"alerts that count in steps read nothing; run `dashgen build` in the project (--root) first",
+                   err=True)
+        return ServedStatistics()
+    return statistics
+
+
 def collector_paused(command):
     """For a command that lasts a fraction of a second and keeps what it allocates to the end
     (build, check): the cycle collector waits until it returns. Collecting as it went cost about

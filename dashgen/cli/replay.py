@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from dashgen.cli.options import DEFAULT_GRACE, DEFAULT_HUNG_HOLD, config_option, root_option
+from dashgen.cli.options import DEFAULT_GRACE, DEFAULT_HUNG_HOLD, built_step_statistics, config_option, root_option
 from dashgen.config import Config, load_config
 from dashgen.errors import BuildError
 
@@ -100,8 +100,11 @@ def _timing(start: str | None, scrape_interval: str | None, default_step_time: s
 def _writable_folder(path: Path, option: str) -> None:
     """`path` is a folder, or can be made one: checked before any long work starts."""
     existing = path
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
+    try:
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+    except OSError as exc:  # a name too long, a symlink loop
+        raise BuildError(f"{option} {path}: {exc.strerror or exc}") from None
     if not existing.is_dir():
         raise BuildError(f"{option} {path}: {existing} is not a folder")
     if not os.access(existing, os.W_OK | os.X_OK):
@@ -112,14 +115,22 @@ PLOT_FORMATS = (".png", ".pdf", ".svg")
 
 
 def _check_plot_path(path: Path) -> None:
+    """The plot can be written where it is asked for: checked before the backtest runs."""
     if path.suffix.lower() not in PLOT_FORMATS:
         raise BuildError(f"--plot {path}: name a {', '.join(PLOT_FORMATS)} file")
-    if path.is_dir():
-        raise BuildError(f"--plot {path}: is a folder; name a file in it")
-    if not path.parent.is_dir():
-        raise BuildError(f"--plot {path}: the folder {path.parent} does not exist")
-    if not os.access(path.parent, os.W_OK | os.X_OK):
-        raise BuildError(f"--plot {path}: cannot write into {path.parent} (permission denied)")
+    try:
+        if path.is_dir():
+            raise BuildError(f"--plot {path}: is a folder; name a file in it")
+        if not path.parent.is_dir():
+            raise BuildError(f"--plot {path}: the folder {path.parent} does not exist")
+        existed = path.exists()
+        # Opened as the plot will be (not truncated; made and removed if new): a name too long, a
+        # read-only file system or a file without write permission is refused now, not after the replay.
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK, 0o666))
+    except OSError as exc:
+        raise BuildError(f"--plot {path}: cannot be written: {exc.strerror or exc}") from None
+    if not existed:
+        path.unlink(missing_ok=True)
 
 
 @click.command()
@@ -144,7 +155,6 @@ def backfill(run_path: Path, tsdb_dir: Path, start: str | None, scrape_interval:
     from dashgen.replay.backfill import create_blocks, read_run, run_labels, write_openmetrics
     from dashgen.replay.backtest import iso_time
     from dashgen.replay.work_dir import work_dir
-    from dashgen.sources.step_statistics import ServedStatistics, rendered_statistics
 
     config = replayed_config(load_config(config_path, root))
     timing = _timing(start, scrape_interval, default_step_time, run_end, hold, config)
@@ -155,7 +165,7 @@ def backfill(run_path: Path, tsdb_dir: Path, start: str | None, scrape_interval:
     find_binary("promtool")
     run = read_run(run_path, run_labels(run_path, config.verl_job, project, experiment, instance), timing,
                    export_unknown=unknown_keys, catalog=project_catalog(root),
-                   step_statistics=rendered_statistics(root) or ServedStatistics())
+                   step_statistics=built_step_statistics(root, "backfill", "writing"))
     try:  # before promtool's long work; a folder os.access calls writable may still refuse (/proc)
         tsdb_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

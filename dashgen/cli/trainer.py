@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from dashgen.cli.options import (DEFAULT_GRACE, DEFAULT_KILL_TIMEOUT, DEFAULT_POLL_SECONDS, MAX_SUPERVISOR_WAIT,
-                                 config_option, root_option)
+                                 built_step_statistics, config_option, root_option)
 from dashgen.config import load_config
 from dashgen.errors import BuildError
 from dashgen.runtime.log_watch import SHORT_POLL_SECONDS
@@ -101,6 +101,7 @@ def export(jsonl: str, listen: str | None, project: str | None, experiment: str 
     from dashgen.runtime.log_watch import LogChanges
     from dashgen.runtime.metrics_server import serve_metrics
     from dashgen.runtime.supervisor import Supervisor
+    from dashgen.sources.trl import is_trainer_state
 
     config = load_config(config_path, root)
     grace_seconds = _bounded_duration("--grace", grace, MAX_SUPERVISOR_WAIT, positive=False)
@@ -113,10 +114,15 @@ def export(jsonl: str, listen: str | None, project: str | None, experiment: str 
     path = Path(jsonl)
     if path.exists() and not path.is_file():
         raise BuildError(f"--jsonl {path}: not a regular file; verl's file logger writes one")
+    if is_trainer_state(path):  # one JSON document rewritten at each save, not a log of lines appended
+        raise BuildError(f"--jsonl {path}: a TRL trainer state, not a step log: follow the log that "
+                         f"dashgen.sources.trl_callback.StepLogCallback writes from inside the trainer (docs/"
+                         f"connect-a-run.md); backtest, backfill and preview read a trainer state as it is")
     host, port = _listen_address(listen or f"127.0.0.1:{config.exporter_address.rpartition(':')[2]}")
     default_project, default_experiment = run_from_path(path)
     state = RunState(project or default_project, experiment or default_experiment, export_unknown=unknown_keys,
-                     total_steps=total_steps, catalog=project_catalog(root), step_statistics=_step_statistics(root))
+                     total_steps=total_steps, catalog=project_catalog(root),
+                     step_statistics=built_step_statistics(root, "export", "serving"))
     registry = CollectorRegistry(auto_describe=False)
     registry.register(state)
     ray_link = _ray_link(state.labels, ray_session, ray_temp_dir or Path(config.ray_temp_dir))
@@ -153,19 +159,6 @@ def export(jsonl: str, listen: str | None, project: str | None, experiment: str 
                 pass
         finally:
             follower.stop()
-
-
-def _step_statistics(root: Path):
-    """The statistics over steps the project's rules read, as its last build listed them."""
-    from dashgen.sources.step_statistics import ServedStatistics, rendered_statistics, statistics_path
-
-    statistics = rendered_statistics(root)
-    if statistics is None:
-        click.echo(f"dashgen export: no {statistics_path(root)}: serving no statistics over "
-                   f"steps, so the alerts that count in steps read nothing; run `dashgen build` in the project "
-                   f"(--root) first", err=True)
-        return ServedStatistics()
-    return statistics
 
 
 def _ray_link(labels: tuple[str, str], session: str | None, temp_dir: Path):

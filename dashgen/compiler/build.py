@@ -21,7 +21,7 @@ import yaml
 from dashgen.catalog import Catalog
 from dashgen.compiler.dashboards import compile_dashboard, dashboard_to_text
 from dashgen.compiler.loader import call_definition, load_modules
-from dashgen.compiler.references import resolve_dashboard_references
+from dashgen.compiler.references import check_dashboard_links, resolve_dashboard_references
 from dashgen.compiler.rendering import markdown_text, templates
 from dashgen.compiler.tree_writer import existing_files, replace_tree
 from dashgen.compiler.validate import validate_dashboard
@@ -94,6 +94,7 @@ def render_project(root: Path, config: Config) -> Rendered:
         validate_dashboard(model, f"{definition.path}: dashboard {dashboard.uid!r}")
         out.files[f"dashboards/{dashboard.uid}.json"] = dashboard_to_text(model)
         out.dashboards.append((str(definition.path), dashboard))
+    check_dashboard_links(out.dashboards)
 
     env = templates()
     out.files["provisioning/dashboards/dashgen.yaml"] = env.get_template("provisioning-dashboards.yaml.j2").render(
@@ -114,6 +115,10 @@ def render_project(root: Path, config: Config) -> Rendered:
     alertmanager = alertmanager_config(config, alerting.inhibitions)
     if config.victoriametrics:
         from dashgen.compiler.targets.victoriametrics import render_victoriametrics
+
+        if rules.queries.source.victoriametrics_caveat:
+            out.notices.append(f"victoriametrics: true with source: {rules.queries.source.name}: "
+                               f"{rules.queries.source.victoriametrics_caveat}")
 
         out.files.update(render_victoriametrics(rules.files, config.rule_interval))
     if config.kubernetes:  # the objects' schemas only then

@@ -97,6 +97,20 @@ def metrics_in(expr: str) -> set[str]:
     return names
 
 
+def equal_matchers_of(expr: str, metric: str) -> list[dict[str, str]]:
+    """The labels each selector of `metric` in an expression pins with `=` (label -> value); none
+    for one with `or` between its matchers."""
+    found: list[dict[str, str]] = []
+
+    def visit(node):
+        if isinstance(node, pp.VectorSelector) and node.name == metric:
+            found.append({} if node.matchers.or_matchers else
+                         {m.name: m.value for m in node.matchers.matchers if m.op == pp.MatchOp.Equal})
+
+    pp.walk(_parsed(substitute_grafana_variables(expr)), visit)
+    return found
+
+
 @lru_cache(maxsize=4096)
 def _parsed(expr: str):
     """The syntax tree (read, never changed): a panel and a rule often share an expression, and a

@@ -9,12 +9,17 @@ import dataclasses
 import re
 from typing import Iterable, Mapping
 
+from dashgen.compiler.promql import equal_matchers_of, label_value
 from dashgen.conditions import AnyOf, Compare
 from dashgen.errors import BuildError, get_close_matches
 from dashgen.model import Alert, Dashboard, Stat, Threshold, TimeSeries
+from dashgen.sources.step_statistics import (STEP_STATISTIC_LABELS, STEP_STATISTIC_METRIC, STEP_STATISTICS_FILE,
+                                             ServedStatistics)
 
-# alertname="X" or alertname=~"X|Y" (a plain alternation of names) in a PromQL selector.
-_ALERTNAME_MATCHER = re.compile(r'alertname\s*(=~|=)\s*"([^"]*)"')
+# alertname="X", !="X", =~"X|Y" or !~"X|Y" (a plain alternation of names) in a PromQL selector or
+# a template variable's label_values(...), in each of PromQL's string forms: "X", 'X' and `X`. Read
+# as text, not parsed, so a variable's query (not PromQL) is read the same way.
+_ALERTNAME_MATCHER = re.compile(r"""\balertname\s*(=~|!~|!=|=)\s*(?:"([^"\\]*)"|'([^'\\]*)'|`([^`]*)`)""")
 _PLAIN_NAMES = re.compile(r"[A-Za-z0-9_]+(\|[A-Za-z0-9_]+)*")
 
 
@@ -31,11 +36,42 @@ def check_alertname_matchers(expr: str, known: Iterable[str], where: str) -> Non
     """Alert names matched in a query: each must be an alert (a regex other than a plain
     alternation of names is left alone)."""
     known = list(known)
-    for op, value in _ALERTNAME_MATCHER.findall(expr):
-        if op == "=~" and not _PLAIN_NAMES.fullmatch(value):
-            continue
-        for name in value.split("|") if op == "=~" else (value,):
+    for op, *quoted in _ALERTNAME_MATCHER.findall(expr):
+        value = "".join(quoted)  # the one string form that matched
+        regex = op in ("=~", "!~")
+        if not value or regex and not _PLAIN_NAMES.fullmatch(value):
+            continue  # alertname!="" (any alert), or a regex beyond a list of names
+        for name in value.split("|") if regex else (value,):
             check_alert_name(name, known, where)
+
+
+def check_step_statistics_listed(expr: str, listed: ServedStatistics, where: str) -> None:
+    """Each step statistic a rule reads is one the build lists, and so one `dashgen export` computes:
+    a statistic written by hand that no condition's step window asks for would fire in a backtest
+    (which computes what the rules read) and never live."""
+    names = {(stat.series, stat.name) for stat in listed.statistics}
+    for labels in equal_matchers_of(expr, STEP_STATISTIC_METRIC):
+        wanted = (labels.get("series"), labels.get("statistic"))
+        if wanted not in names:
+            shown = ", ".join(f"{label}={label_value(labels[label])}" for label in STEP_STATISTIC_LABELS
+                              if label in labels)
+            raise BuildError(f"{where}: reads {STEP_STATISTIC_METRIC}{{{shown}}}, which no condition's step window "
+                             f"asks for: the build does not list it in {STEP_STATISTICS_FILE}, so the exporter "
+                             f"never serves it (series and statistic must both be given with =). Write the window "
+                             f"as a condition over steps(N) (docs/add-an-alert.md) instead of the series by hand")
+
+
+def check_dashboard_links(dashboards: Iterable[tuple[str, Dashboard]]) -> None:
+    """Every link in a dashboard's header leads to a dashboard of the project (uid -> its file)."""
+    dashboards = list(dashboards)
+    uids = sorted(dashboard.uid for _, dashboard in dashboards)
+    for path, dashboard in dashboards:
+        for link in dashboard.links:
+            if link.uid not in uids:
+                close = get_close_matches(link.uid, uids, n=1, cutoff=0.6)
+                hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(uids)}"
+                raise BuildError(f"{path}: dashboard {dashboard.uid!r}: link {link.title!r} leads to uid {link.uid!r}, "
+                                 f"which no dashboard in panels/ has; {hint}")
 
 
 def alert_threshold(alert: Alert, where: str) -> float:
@@ -58,6 +94,8 @@ def resolve_dashboard_references(dashboard: Dashboard, alerts: Mapping[str, Aler
     line in `notices`."""
     for annotation in dashboard.annotations:
         check_alertname_matchers(annotation.expr, alerts, f"{where}: annotation {annotation.name!r}")
+    for variable in dashboard.variables:
+        check_alertname_matchers(variable.query, alerts, f"{where}: variable {variable.name!r}")
     rows = []
     for row in dashboard.rows:
         panels = []

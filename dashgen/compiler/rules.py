@@ -20,11 +20,12 @@ from dashgen.compiler.block_yaml import rule_yaml
 from dashgen.compiler.condition_compiler import BaselineDefaults, ConditionCompiler, expand_group
 from dashgen.compiler.loader import DefinitionModule, call_definition, load_modules
 from dashgen.compiler.promql import QueryError, label_value
-from dashgen.compiler.references import check_alertname_matchers
+from dashgen.compiler.references import check_alertname_matchers, check_step_statistics_listed
 from dashgen.compiler.rule_format import label_name_problem, template_problem
 from dashgen.compiler.rendering import runbook_anchor, templates
 from dashgen.compiler.selectors import checked_expression, expression_info, rule_selectors
 from dashgen.compiler.source_queries import Lacking, SourceQueries
+from dashgen.compiler.targets.victoriametrics import fired_recording, is_fired_recording
 from dashgen.conditions import RUN_NAME, VALUE, Steps, comparisons, windows_in
 from dashgen.config import Config, duration_problem, duration_seconds
 from dashgen.errors import BuildError
@@ -165,6 +166,9 @@ def render_rules(root: Path, config: Config, catalog: Catalog,
                 if isinstance(rule, Recording):
                     if not _RECORD_NAME.fullmatch(rule.record):
                         raise BuildError(f"{where}: not a valid metric name")
+                    if is_fired_recording(rule.record):
+                        raise BuildError(f"{where}: a name of the form {fired_recording('<alert>')} is dashgen's own "
+                                         f"(the recording of when an alert fired, under vmalert): rename it")
                     queries.remember(rule.record, expr)
                     try:
                         expr = queries.translate(expr, out.catalog, where)
@@ -215,6 +219,7 @@ def render_rules(root: Path, config: Config, catalog: Catalog,
         out.files[f"{RULES_DIR}/{definition.path.stem}.yaml"] = header + rule_yaml({"groups": rendered_groups})
     for where, expr in reading_alerts:  # a hand-written ALERTS{alertname="..."} names an alert of the project
         check_alertname_matchers(expr, out.alert_labels, where)
+        check_step_statistics_listed(expr, served, where)
     _render_derived(out, config)
     if exporter_source:  # the exporter reads the list, empty or not
         out.step_statistics = served

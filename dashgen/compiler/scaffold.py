@@ -75,13 +75,25 @@ def init_project(directory: Path, source: str = "exporter") -> list[str]:
     Every file is written into a staging folder inside `directory` first and moved into place
     once all are written, so a failed write (a full disk, a size limit) leaves no half project."""
     files = project_files(source)
-    _refuse_unsafe_target(directory, files)
-    created = not directory.exists()
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        _refuse_unsafe_target(directory, files)
+    except OSError as exc:  # a name too long, a folder on the way that cannot be looked into
+        raise BuildError(f"{directory}: cannot be the project folder: {exc.strerror or exc}") from None
+    except RuntimeError:  # Path.resolve() of a symlink that leads back to itself
+        raise BuildError(f"{directory}: cannot be the project folder: a symlink on the way leads back to "
+                         f"itself (a loop); give another folder") from None
+    created: list[Path] = []  # the project folder and the folders above it that were missing
+    try:
+        for folder in (*reversed(directory.parents), directory):
+            if not folder.is_dir():
+                folder.mkdir()
+                created.append(folder)
         staging = Path(tempfile.mkdtemp(prefix=".dashgen-init-", dir=directory))
     except OSError as exc:
-        raise BuildError(f"{directory}: cannot create the project folder: {exc.strerror or exc}") from None
+        for folder in reversed(created):
+            _remove_if_empty(folder)
+        raise BuildError(f"{directory}: cannot create the project folder: {exc.strerror or exc}; nothing was "
+                         f"left behind") from None
     placed: list[Path] = []
     made: list[Path] = []
     try:
@@ -99,8 +111,8 @@ def init_project(directory: Path, source: str = "exporter") -> list[str]:
         for folder in reversed(made):
             _remove_if_empty(folder)
         shutil.rmtree(staging, ignore_errors=True)
-        if created:
-            _remove_if_empty(directory)
+        for folder in reversed(created):
+            _remove_if_empty(folder)
         if isinstance(exc, OSError):
             raise BuildError(f"{directory}: cannot write the project ({exc.strerror or exc}); nothing was "
                              f"left behind") from None

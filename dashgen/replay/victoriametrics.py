@@ -100,8 +100,11 @@ def replay(server: VictoriaMetricsServer, rule_files: list[Path], start: float, 
                f"-datasource.queryStep={group_interval}", f"-replay.rulesDelay={RULES_DELAY}",
                f"-remoteWrite.flushInterval={REMOTE_WRITE_FLUSH}", "-replay.disableProgressBar",
                f"-httpListenAddr=127.0.0.1:{free_port()}", "-loggerLevel=ERROR"]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               stdin=subprocess.DEVNULL, preexec_fn=die_with_parent_hook())
+    try:
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                   stdin=subprocess.DEVNULL, preexec_fn=die_with_parent_hook())
+    except OSError as exc:
+        raise BuildError(f"cannot run vmalert ({vmalert}): {exc.strerror or exc}") from None
     try:
         output, _ = process.communicate(timeout=timeout)
     except BaseException:

@@ -525,8 +525,10 @@ def serve(settings: ActSettings, host: str, port: int, token: str, say=print) ->
         server = ActServer((host, port), token, actor)
     except OSError as exc:
         raise BuildError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    port = server.server_address[1]  # the port bound, when 0 asked for a free one
+    shown_host = f"[{host}]" if ":" in host else host
     actions = ", ".join(f"{name}: {action}" for name, action in sorted(settings.actions.items())) or "none"
-    say(f"dashgen act: guarding run {settings.project}/{settings.experiment} on http://{host}:{port}{ACT_PATH}"
+    say(f"dashgen act: guarding run {settings.project}/{settings.experiment} on http://{shown_host}:{port}{ACT_PATH}"
         f"{' (dry run)' if settings.dry_run else ''}; actions: {actions}; audit log: {settings.audit_log}")
     for action in sorted(set(settings.actions.values()) - {"log"}):
         say(f"dashgen act: {action} will {settings.describe(action)}")

@@ -37,7 +37,8 @@ BLOCK_BYTES = 1 << 20
 VALIDATION_MARKERS = tuple(f'"{section}/'.encode() for section in VALIDATION_FAMILIES) + (b"\\",)
 # `{"step": 12, ...`: the step as json.loads would read it, provided the line is a step record,
 # holds "step" once and no escape (a second "step" key, perhaps spelt with escapes, would win).
-_LEADING_STEP = re.compile(rb'\s*\{\s*"step"\s*:\s*(-?(?:0|[1-9][0-9]*))\s*[,}]')
+# At most 16 digits and never negative: a step beyond MAX_STEP, which parse_line refuses, is left to it.
+_LEADING_STEP = re.compile(rb'\s*\{\s*"step"\s*:\s*(0|[1-9][0-9]{0,15})\s*[,}]')
 
 
 def last_line_end(fd: int, size: int) -> int:

@@ -17,6 +17,7 @@ from typing import Callable, Mapping
 
 from dashgen.catalog import Catalog, Metric, Source
 from dashgen.config import Config
+from dashgen.errors import BuildError
 from dashgen.model import Recording
 from dashgen.records import record
 
@@ -59,6 +60,8 @@ class MetricSource:
     unavailable_alerts: Mapping[str, str] = field(default_factory=dict)
     # How a source's own series differ from one value per step, for the runbook.
     caveat: str = ""
+    # What its rules lose when vmalert evaluates them on VictoriaMetrics, said by a build for it.
+    victoriametrics_caveat: str = ""
 
     @property
     def is_catalog(self) -> bool:
@@ -87,19 +90,33 @@ class MetricSource:
         if self.is_catalog:
             return catalog
         names = self.series_map(catalog, config)
-        metrics = []
+        metrics: dict[str, tuple[Metric, Metric]] = {}  # the source's name -> (its metric, the catalog's)
+
+        def add(made: Metric, meaning: Metric) -> None:
+            if made.name in metrics:
+                raise BuildError(self._collision(made.name, metrics[made.name][1], meaning))
+            metrics[made.name] = (made, meaning)
+
         for metric in catalog.values():
             labels = frozenset(self.label(label) for label in metric.labels)
             if metric.source is Source.VERL and metric.verl_keys and metric.scale != 1.0:
                 # As logged, in the key's own unit; the catalog's meaning is a recording that rescales it.
-                metrics.append(Metric(self.series_of_key(metric.verl_keys[0]), metric.type, "none",
-                                      f"{metric.help} ({metric.verl_keys[0]}, as logged)", labels, metric.source,
-                                      metric.verl_keys))
+                add(Metric(self.series_of_key(metric.verl_keys[0]), metric.type, "none",
+                           f"{metric.help} ({metric.verl_keys[0]}, as logged)", labels, metric.source,
+                           metric.verl_keys), metric)
             if metric.source is Source.VERL and metric.name not in names:
                 continue
-            metrics.append(Metric(names.get(metric.name, metric.name), metric.type, metric.unit, metric.help, labels,
-                                  metric.source, metric.verl_keys, 1.0))
-        return Catalog(metrics)
+            add(Metric(names.get(metric.name, metric.name), metric.type, metric.unit, metric.help, labels,
+                       metric.source, metric.verl_keys, 1.0), metric)
+        return Catalog(made for made, _ in metrics.values())
+
+    def _collision(self, name: str, first: Metric, second: Metric) -> str:
+        """Two of the catalog's metrics whose keys the source names alike (`team/x` and `team_x`)."""
+        def shown(metric: Metric) -> str:
+            return f"{metric.name} (key {metric.verl_keys[0]!r})" if metric.verl_keys else metric.name
+        return (f"the project's metrics.yaml: {shown(first)} and {shown(second)} are both {name} under "
+                f"`source: {self.name}`, which writes each '/' of a logged key as '_': both keys land in one "
+                f"gauge, so leave the project's one out of metrics.yaml")
 
     def lacking_reason(self, name: str, catalog: Catalog, config: Config) -> str | None:
         """Why the source cannot give the catalog series `name`; None if it can (or `name` is not one)."""

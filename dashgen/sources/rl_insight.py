@@ -133,4 +133,7 @@ RL_INSIGHT = _RLInsight(
     },
     caveat="RL-Insight's gauges hold the newest logged value, read once a scrape: a step shorter than the "
            "scrape interval is never seen, and no series says when a step was logged.",
+    victoriametrics_caveat="VerlNaNMetrics, VerlNonFiniteStep and VerlNonFiniteSteps see a NaN loss, grad norm, KL "
+                           "or entropy as x != x, which VictoriaMetrics never matches (it drops NaN samples): under "
+                           "vmalert they fire on infinities only. Run the rules on Prometheus to page on NaN",
 )

@@ -28,6 +28,7 @@ from typing import Iterable
 
 import yaml
 
+from dashgen.bounded_read import TooLarge, parse_nested, read_bounded
 from dashgen.catalog import STEP_STATISTIC_METRIC, verl_metric_name
 from dashgen.conditions import MAX_STEPS
 from dashgen.errors import BuildError
@@ -237,12 +238,21 @@ _SELECTED = re.compile(STEP_STATISTIC_METRIC + r"\{([^}]*)\}")
 
 
 def parse_name(series: str, name: str) -> StepStatistic | None:
-    """The statistic a `statistic` label names (StepStatistic.name read back); None if none does."""
+    """The statistic a `statistic` label names (StepStatistic.name read back); None if none does;
+    ValueError if it names one out of range."""
     match = _NAME.fullmatch(name)
     if match is None:
         return None
     reduction, steps, ending, of_median, half = match.groups()
-    return StepStatistic(series, reduction, int(steps), int(ending or 0), int(of_median or 0), bool(half))
+    return StepStatistic(series, reduction, _count(steps), _count(ending), _count(of_median), bool(half))
+
+
+def _count(digits: str | None) -> int:
+    """A count of steps in a statistic's name: past MAX_STEPS, which StepStatistic refuses, when it
+    has more digits than MAX_STEPS (int() of thousands of digits raises a ValueError of its own)."""
+    if not digits:
+        return 0
+    return int(digits) if len(digits) <= len(str(MAX_STEPS)) else MAX_STEPS + 1
 
 
 @record
@@ -311,13 +321,19 @@ def dump_statistics(served: ServedStatistics) -> str:
 
 
 MAX_STATISTICS = 1_000
+# The list's size on disk that many statistics fit in as `dashgen build` writes them (a few hundred
+# bytes each): a larger file is refused before it is parsed, which would cost seconds and memory.
+MAX_STATISTICS_BYTES = MAX_STATISTICS * 1024
 _FIELDS = {"series", "reduction", "steps", "ending", "of_median", "half_logged"}
 
 
 def load_statistics(path: Path) -> ServedStatistics:
     """The statistics listed in a rendered file; BuildError naming the file and entry if it is malformed."""
     try:
-        data = yaml.safe_load(path.read_text())
+        data = parse_nested(yaml.safe_load, read_bounded(path, MAX_STATISTICS_BYTES).decode())
+    except TooLarge as exc:
+        raise BuildError(f"{path}: the step statistics list is {exc}, more than {MAX_STATISTICS:,} statistics take "
+                         f"(is it the file `dashgen build` wrote?)") from None
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise BuildError(f"{path}: cannot read the step statistics: {exc}") from None
     if not isinstance(data, dict) or not isinstance(data.get("statistics"), list):

@@ -15,6 +15,8 @@ import math
 from pathlib import Path
 from typing import Iterator
 
+from dashgen.bounded_read import parse_nested
+
 # TRL's key -> verl's step-log key of the same meaning.
 TRL_KEYS = {
     "loss": "actor/pg_loss",
@@ -39,17 +41,32 @@ EVAL_PREFIX = "eval_"
 
 
 def is_trainer_state(path: Path) -> bool:
-    """Whether `path` names a TRL/transformers trainer state (`trainer_state.json`)."""
-    return path.name == "trainer_state.json"
+    """Whether `path` holds a TRL/transformers trainer state: named `trainer_state.json`, or saved
+    under another name (renamed to keep two runs apart) and known by its content. A step log's
+    first line is a whole object on one line; a trainer state's is a lone `{` (transformers writes
+    it indented), or, written on one line, it holds `"log_history"`."""
+    if path.name == "trainer_state.json":
+        return True
+    try:
+        if not path.is_file():  # a FIFO is not opened: that would wait for a writer
+            return False
+        with open(path, "rb") as handle:
+            first = handle.read(_HEAD_BYTES).lstrip().split(b"\n", 1)[0]
+    except OSError:
+        return False  # the reader says why
+    return first.rstrip() == b"{" or b'"log_history"' in first
+
+
+_HEAD_BYTES = 64 << 10
 
 
 def step_data(entry: dict) -> dict[str, float | None]:
     """verl-named values of one log_history entry; eval metrics become val-aux/ keys (validation)."""
     data: dict[str, float | None] = {}
     for key, raw in entry.items():
-        if key == "step" or isinstance(raw, bool) or not isinstance(raw, (int, float)):
+        if not isinstance(key, str) or key == "step" or isinstance(raw, bool) or not isinstance(raw, (int, float)):
             continue
-        value = float(raw) if math.isfinite(raw) else None  # verl's file logger writes NaN as null
+        value = _finite(raw)
         if key.startswith(EVAL_PREFIX):
             data[f"val-aux/{key[len(EVAL_PREFIX):]}"] = value
             continue
@@ -58,6 +75,16 @@ def step_data(entry: dict) -> dict[str, float | None]:
             continue
         data[target] = value
     return data
+
+
+def _finite(raw: int | float) -> float | None:
+    """A logged number as a float; None (as verl's file logger writes NaN and infinities) for one
+    that is not finite, or an integer beyond a float's range."""
+    try:
+        value = float(raw)
+    except OverflowError:
+        return None
+    return value if math.isfinite(value) else None
 
 
 def step_records(state: dict) -> list[tuple[int, dict]]:
@@ -73,10 +100,16 @@ def step_records(state: dict) -> list[tuple[int, dict]]:
 def step_log_lines(path: Path) -> Iterator[bytes]:
     """A trainer state as verl's step-log lines ({"step": N, "data": {...}}), for the step-log reader."""
     try:
-        state = json.loads(path.read_bytes())
+        state = parse_nested(json.loads, path.read_bytes())
     except (ValueError, UnicodeDecodeError) as exc:
         raise ValueError(f"not a trainer state (JSON): {exc}") from None
     if not isinstance(state, dict) or not isinstance(state.get("log_history"), list):
         raise ValueError("not a trainer state: no log_history list")
-    for step, data in step_records(state):
+    records = step_records(state)
+    if not records:
+        entries = len(state["log_history"])
+        raise ValueError(f"a trainer state that holds no logged step: its log_history has no training or "
+                         f"evaluation entry ({entries} entr{'y' if entries == 1 else 'ies'} in all; did the run "
+                         f"stop before its first logging_steps?)")
+    for step, data in records:
         yield json.dumps({"step": step, "data": data}, sort_keys=True).encode()

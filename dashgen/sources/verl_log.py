@@ -12,6 +12,7 @@ import math
 from dataclasses import field
 from typing import Any, Iterator
 
+from dashgen.bounded_read import parse_nested
 from dashgen.catalog import (CATALOG, DROPPED_KEYS_METRIC, DROPPED_LINES_METRIC, EXIT_CODE_METRIC,
                              KEY_COLLISIONS_METRIC, LAST_STEP_METRIC, NONFINITE_LOSS_STREAK_METRIC,
                              NONFINITE_STREAK_METRIC, PARSE_ERRORS_METRIC,
@@ -76,22 +77,37 @@ class Step:
 def parse_line(line: str | bytes) -> tuple[int, dict]:
     """(step, data) of one log line; LineError if it is not a step record."""
     try:
-        record = json.loads(line)  # Python's json also honours NaN / Infinity tokens
-    except (ValueError, UnicodeDecodeError) as exc:
+        record = parse_nested(json.loads, line)  # Python's json also honours NaN / Infinity tokens
+    except (ValueError, UnicodeDecodeError) as exc:  # Unparseable among them
         raise LineError(f"not JSON: {exc}") from None
-    except RecursionError:
-        raise LineError("nested deeper than the JSON parser allows") from None
     if not isinstance(record, dict):
         raise LineError(f"not an object but {type(record).__name__}")
     data = record.get("data")
     step = record.get("step")
     if not isinstance(data, dict):
         raise LineError("no 'data' object")
-    if isinstance(step, bool) or not isinstance(step, (int, float)) or not math.isfinite(step):
-        step = data.get("training/global_step")
-        if isinstance(step, bool) or not isinstance(step, (int, float)) or not math.isfinite(step):
-            raise LineError("no numeric 'step'")
-    return int(step), data
+    number = _step_number(step)
+    if number is None:
+        number = _step_number(data.get("training/global_step"))
+        if number is None:
+            raise LineError(f"no step: a whole number from 0 to {MAX_STEP:,} under 'step' or "
+                            f"'data'/'training/global_step'")
+    return number, data
+
+
+# The highest step a line may log: every step up to it is exact as a float (a sample's value, a
+# window's arithmetic). A larger, negative, fractional or non-finite step is a line in error.
+MAX_STEP = 2 ** 53
+
+
+def _step_number(value: Any) -> int | None:
+    """A logged step as an int; None if it is not a whole number from 0 to MAX_STEP. Compared
+    as it is, never converted first: an integer of 400 digits has no float."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MAX_STEP:
+        return None  # NaN compares false: None too
+    if isinstance(value, float) and not value.is_integer():
+        return None
+    return int(value)
 
 
 @record(frozen=False)

@@ -52,6 +52,9 @@ def write_config(project, text: str):
     ("rule_interval: 1m\nrule_interval: 2m\n", "field 'rule_interval' is given twice"),
     ("- a\n- b\n", "config must be a mapping of field: value"),
     ("a: [\n", "not valid YAML"),
+    ("stability: " + "[" * 100_000 + "]" * 100_000 + "\n", "not valid YAML: nested deeper than the parser goes"),
+    ("stability: {kl_spike_threshold: " + "9" * 5000 + "}\n",
+     "not valid YAML: holds an integer of more than 4,300 digits"),
 ])
 def test_a_bad_value_names_the_field_and_the_file(project, text, expected):
     path = write_config(project, text)

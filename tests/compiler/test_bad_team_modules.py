@@ -194,6 +194,28 @@ def rules(config):
 INJECTION = 'team: {window: "5m]) or vector(1) #"}\n'
 
 
+AREA_CLASSES = {
+    "without @dataclass": (AREA.format(kind="Duration").replace("@dataclass(frozen=True)\n", ""),
+                           "alerts/team.py: TeamConfig (alert area 'team') is not a dataclass: put "
+                           "@dataclass(frozen=True) above it"),
+    "a field without a default": (AREA.format(kind="Duration").replace(' = "5m"', ""),
+                                  "alerts/team.py: TeamConfig.window has no default: every tunable needs one"),
+    "a field typed object": (AREA.format(kind="object"), "alerts/team.py: TeamConfig.window is typed object"),
+    "an area named like a core field": (AREA.format(kind="Duration").replace('area="team"', 'area="verl_job"'),
+                                        "alerts/team.py: TeamConfig: alert area 'verl_job' is named like a core "
+                                        "config field"),
+}
+
+
+@pytest.mark.parametrize("module, expected", AREA_CLASSES.values(), ids=AREA_CLASSES.keys())
+def test_an_area_class_that_cannot_be_read_is_refused_by_build_and_config(project, module, expected):
+    module = "from dashgen.config import Duration\n" + module
+    build_fails(project, module, expected)
+    for command in (("config",), ("config", "--describe")):
+        result = run(*command, "--root", str(project))
+        assert result.exit_code == 1 and result.output.startswith(f"Error: {expected}"), result.output
+
+
 @pytest.mark.parametrize("kind", ["str", "str | None", "typing.Any", "tuple[str, ...]"])
 def test_an_area_field_of_any_text_is_refused(project, kind):
     module = AREA.format(kind=kind) if kind != "typing.Any" else "import typing\n" + AREA.format(kind=kind)
@@ -230,10 +252,18 @@ def inhibits(equal: str, targets: str = "('VerlKLSpike',)") -> str:
                                        f"why='x', equal={equal}),)\n")
 
 
+def reads_statistic(matchers: str) -> str:
+    return ("def rules(config):\n    return RuleGroup('team', (Alert('TeamX', expr='max without(series, statistic) "
+            f"(verl_step_statistic{{verl, {matchers}}}) < 0.1', severity=Severity.WARNING, summary='x', "
+            "description='x'),))\n")
+
+
 REFERENCES = {
     "ALERTS of a misspelt alert": (reads_alerts("VerlKLSpik"),
                                    "alerts/team.py: alert 'TeamX': 'VerlKLSpik' is not an alert defined in alerts/; "
                                    "did you mean 'VerlKLSpike'?"),
+    "ALERTS of a misspelt alert in backticks": (reads_alerts("VerlKLSpik").replace('"VerlKLSpik"', "`VerlKLSpik`"),
+                                                "'VerlKLSpik' is not an alert defined in alerts/"),
     "a recording reading ALERTS of an unknown alert": (
         "def rules(config):\n    return RuleGroup('team', (Recording('team:firing:count', "
         "'count(ALERTS{alertname=~\"VerlKLSpike|NoSuchAlert\"})', 'x'),))\n",
@@ -248,6 +278,21 @@ REFERENCES = {
         "inhibition by 'TeamX': equal=('projct', 'experiment') does not name the run, so the source firing in one "
         "run would silence VerlKLSpike in every run"),
     "equal without the run": (inhibits("('job',)"), "equal=('job',) does not name the run"),
+    # Live and backtest agree: the exporter serves only what the build lists.
+    "a step statistic no condition asks for": (
+        reads_statistic('series="verl_actor_entropy", statistic="median_7steps"'),
+        "alerts/team.py: alert 'TeamX': reads verl_step_statistic{series=\"verl_actor_entropy\", "
+        "statistic=\"median_7steps\"}, which no condition's step window asks for: the build does not list it in "
+        "exporter/step-statistics.yaml, so the exporter never serves it"),
+    "a step statistic without its series": (reads_statistic('statistic="median_3steps"'),
+                                            "reads verl_step_statistic{statistic=\"median_3steps\"}, which no"),
+    "a step statistic matched by a regex": (reads_statistic('series="verl_actor_entropy", statistic=~"median.*"'),
+                                            "reads verl_step_statistic{series=\"verl_actor_entropy\"}, which no"),
+    "a recording named as dashgen's record of a fired alert": (
+        "def rules(config):\n    return RuleGroup('team', (Recording('dashgen:VerlKLSpike:fired', "
+        "'vector(1)', 'x'),))\n",
+        "alerts/team.py: recording rule 'dashgen:VerlKLSpike:fired': a name of the form dashgen:<alert>:fired is "
+        "dashgen's own (the recording of when an alert fired, under vmalert): rename it"),
     "equal naming a label only the target carries": (
         inhibits("('project', 'experiment', 'ip')", "('VerlGPUStraggler',)"),
         "equal label 'ip' is not a label of TeamX"),
@@ -257,6 +302,13 @@ REFERENCES = {
 @pytest.mark.parametrize("module, expected", REFERENCES.values(), ids=REFERENCES.keys())
 def test_every_reference_is_checked(project, module, expected):
     build_fails(project, module, expected)
+
+
+def test_a_step_statistic_the_build_lists_may_be_read_by_hand(project):
+    (project / "alerts" / "team.py").write_text(
+        HEADER + reads_statistic('series="verl_actor_entropy", statistic="median_3steps"'))
+    result = run("build", "--root", str(project))
+    assert result.exit_code == 0, result.output
 
 
 def test_an_inhibition_within_the_run_and_reading_a_real_alert_builds(project):

@@ -14,6 +14,7 @@ from dashgen.compiler.promql import metrics_in
 from dashgen.config import config_from
 from dashgen.sources.metric_source import map_identifiers
 from dashgen.sources.rl_insight import series_name
+from conftest import run, tree_digest
 from support import dashgen_command
 
 # Series of the other sources (Ray, the rollout engines, Prometheus' own) keep their names.
@@ -111,6 +112,34 @@ def test_stall_and_nan_are_rebuilt_from_the_global_step_and_prometheus_nan_compa
     assert f"{loss} != {loss}" in by_name["rl_insight:run:nonfinite_loss"]
     stalled = next(expr for _, alert, expr in rendered.alerts if alert.name == "VerlTrainingStalled")
     assert "rl_insight:run:last_step_timestamp_seconds" in stalled
+
+
+@pytest.mark.parametrize("keys, first, second", [
+    (("team/x", "team_x"), "verl_team_0 (key 'team/x')", "verl_team_1 (key 'team_x')"),
+    (("actor_ppo_kl",), "verl_actor_ppo_kl (key 'actor/ppo_kl')", "verl_team_0 (key 'actor_ppo_kl')"),
+], ids=["two keys of the project", "a key beside the catalog's"])
+def test_keys_rl_insight_names_alike_are_one_clear_error(project, keys, first, second):
+    rl_insight_project(project)
+    (project / "metrics.yaml").write_text(yaml.safe_dump({"metrics": [
+        {"name": f"verl_team_{index}", "type": "gauge", "unit": "none", "help": "x", "verl_keys": [key]}
+        for index, key in enumerate(keys)]}))
+    before = tree_digest(project / "rendered")
+    result = run("build", "--root", str(project))
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    name = series_name(keys[-1])
+    assert result.output.startswith(f"Error: the project's metrics.yaml: {first} and {second} are both {name} "
+                                    "under `source: rl_insight`"), result.output
+    assert tree_digest(project / "rendered") == before
+
+
+@pytest.mark.heavy  # vmalert -dryRun of the rendered files
+def test_rl_insight_rules_for_victoriametrics_say_the_nan_alerts_fire_on_infinities_only(project):
+    (project / "dashgen.yaml").write_text("source: rl_insight\nvictoriametrics: true\n")
+    result = run("build", "--root", str(project))
+    assert result.exit_code == 0, result.output
+    assert ("notice: victoriametrics: true with source: rl_insight: VerlNaNMetrics, VerlNonFiniteStep and "
+            "VerlNonFiniteSteps see a NaN loss, grad norm, KL or entropy as x != x, which VictoriaMetrics never "
+            "matches") in result.output
 
 
 def test_verl_keys_become_rl_insight_gauge_names():

@@ -157,6 +157,18 @@ def test_a_write_error_during_init_leaves_no_half_project(tmp_path, exists):
         assert not project.exists()
 
 
+@pytest.mark.parametrize("where, expected", [
+    ("a" * 300, "cannot be the project folder: File name too long"),
+    ("new/deeper/" + "a" * 300 + "/project", "cannot create the project folder: File name too long; nothing was left"),
+    ("loop/project", "cannot be the project folder: a symlink on the way leads back to itself"),
+], ids=["a name too long", "a name too long below new folders", "through a symlink loop"])
+def test_init_into_a_folder_that_cannot_be_is_one_clear_error_leaving_nothing(tmp_path, where, expected):
+    (tmp_path / "loop").symlink_to("loop")
+    result = run("init", str(tmp_path / where))
+    assert result.exit_code == 1 and result.output.startswith(f"Error: {tmp_path / where}: {expected}"), result.output
+    assert [p.name for p in tmp_path.iterdir()] == ["loop"]
+
+
 @pytest.mark.parametrize("name", ["", "  "])
 def test_init_refuses_an_empty_name(tmp_path, monkeypatch, name):
     monkeypatch.chdir(tmp_path)

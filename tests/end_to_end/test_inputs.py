@@ -7,7 +7,7 @@ import stat
 import pytest
 from dashgen.replay.synthetic_runs import write_run
 
-from conftest import REPO, run
+from conftest import REPO, run, tree_digest
 
 
 @pytest.fixture(scope="module")
@@ -69,11 +69,19 @@ def test_tsdb_under_a_file_is_refused_before_reading_the_run(tmp_path, run_file)
     ("missing/plot.png", 1, "the folder {tmp}/missing does not exist"),
     ("plot.txt", 1, "name a .png, .pdf, .svg file"),
     (".", 2, "is a directory"),
+    ("x" * 300 + ".png", 1, "cannot be written: File name too long"),
 ])
 def test_a_bad_plot_path_fails_at_once(tmp_path, run_file, plot, status, expected):
     result = run("backtest", str(run_file), "--root", str(REPO), "--plot", str(tmp_path / plot))
     assert result.exit_code == status and expected.format(tmp=tmp_path) in result.output, result.output
     assert "dashgen backtest:" not in result.output  # failed before the run was read
+
+
+def test_the_plot_check_leaves_no_file_behind(tmp_path, run_file):
+    plot = tmp_path / "plot.png"
+    result = run("backtest", str(run_file), "--root", str(REPO), "--plot", str(plot), "--rules", str(tmp_path / "no"))
+    assert result.exit_code == 1 and "--rules" in result.output, result.output
+    assert not plot.exists()
 
 
 def test_root_missing_or_without_definitions(tmp_path):
@@ -111,3 +119,17 @@ def test_a_promtool_that_cannot_run_is_named(tmp_path, monkeypatch):
     result = run("lint", "--root", str(REPO))
     assert result.exit_code == 1 and "which is not an executable file" in result.output
     assert os.access(script, os.X_OK)
+
+
+def test_a_vmalert_that_cannot_run_or_is_not_a_file_is_named_not_skipped(project, tmp_path, monkeypatch):
+    (project / "dashgen.yaml").write_text("victoriametrics: true\n")
+    script = tmp_path / "vmalert"
+    script.write_bytes(b"\x00\x01not a program")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    before = tree_digest(project / "rendered")
+    for vmalert, expected in ((script, f"cannot run vmalert ({script}): Exec format error"),
+                              (tmp_path, f"$VMALERT is set to {str(tmp_path)!r}, which is not an executable file")):
+        monkeypatch.setenv("VMALERT", str(vmalert))
+        result = run("build", "--root", str(project))
+        assert result.exit_code == 1 and result.output == f"Error: {expected}\n", result.output
+        assert tree_digest(project / "rendered") == before

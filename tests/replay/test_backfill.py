@@ -197,3 +197,13 @@ def test_a_validation_only_line_is_backfilled_as_the_exporter_serves_it(tmp_path
     state = RunState("proj", "exp")
     LogFollower(log, state, start_at_tail=False).poll()
     assert {name: value for name, value in recorded.values[1].items() if name in state._values} == state._values
+
+
+def test_a_project_never_built_is_said_to_backfill_no_step_statistics(tmp_path: Path):
+    log = write_run(tmp_path / "p" / "e.jsonl", "healthy", steps=3)
+    unbuilt = tmp_path / "project"
+    unbuilt.mkdir()
+    result = run("backfill", str(log), "--tsdb", str(tmp_path / "tsdb"), "--start", str(START), "--root", str(unbuilt))
+    assert result.exit_code == 0, result.output
+    assert (f"dashgen backfill: no {unbuilt}/rendered/exporter/step-statistics.yaml: writing no statistics over "
+            "steps, so the alerts that count in steps read nothing; run `dashgen build`") in result.output

@@ -48,3 +48,17 @@ def test_the_sample_run_makes_the_default_alerts_fire():
     assert result.exit_code == 0, result.output
     fired = {a["alertname"] for a in json.loads(result.stdout)["alerts"] if a["firing"]}
     assert "VerlTrainingDivergence" in fired
+
+
+WINDOWS = {"of 5,000 digits": "9" * 5000, "beyond the steps a window may hold": "99999999", "of no step": "0"}
+
+
+@pytest.mark.parametrize("steps", WINDOWS.values(), ids=WINDOWS.keys())
+def test_a_step_window_out_of_range_is_refused_naming_the_file_and_rule(tmp_path: Path, steps):
+    rules = tmp_path / "team.rules.yml"
+    rules.write_text(TEAM_RULES + "      - alert: TeamEntropyLow\n        expr: verl_step_statistic{series="
+                     f'"verl_actor_entropy", statistic="median_{steps}steps"}} < 0.1\n')
+    result = run("backtest", str(SAMPLE), "--rules", str(rules), "--root", str(tmp_path))
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert result.output.startswith(f"Error: --rules {rules}: alert TeamEntropyLow: step statistic of "
+                                    "verl_actor_entropy: steps must be from 1 to 10,000"), result.output

@@ -193,3 +193,21 @@ def test_validation_panels_read_val_aux_when_a_run_logs_no_val_core(tmp_path: Pa
         assert shown == ({"mean@32"} if core else {"mean@30"}), title  # val-aux's means only without val-core
         last = by_title[title].series[0].values[-1]
         assert last == pytest.approx(-0.65 if core else -0.75)
+
+
+@pytest.mark.live
+def test_values_beyond_what_an_axis_can_hold_are_drawn_as_gaps(tmp_path: Path):
+    """A logged 1.7e308 (finite, but past what matplotlib's ticks can span) and integers of 400
+    digits (served as infinities) draw, as gaps; the rest of the run draws as before."""
+    import json
+
+    sample = (REPO / "examples" / "runs" / "gsm8k" / "ppo-qwen-7b.jsonl").read_text().splitlines()
+    hostile = json.loads(sample[50])
+    hostile["data"].update({"critic/score/mean": 1.7e308, "actor/entropy": "HUGE", "actor/grad_norm": "-HUGE"})
+    sample[50] = json.dumps(hostile).replace('"HUGE"', "9" * 400).replace('"-HUGE"', "-" + "9" * 400)
+    path = tmp_path / "gsm8k" / "huge.jsonl"
+    path.parent.mkdir()
+    path.write_text("\n".join(sample) + "\n")
+    result = run("preview", str(path), "--out", str(tmp_path / "out"), "--root", str(REPO))
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "out" / "verl-training.png").stat().st_size > 0

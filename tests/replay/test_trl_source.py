@@ -1,5 +1,6 @@
 """A TRL trainer_state.json is read as a verl step log: every logged step, TRL's keys by meaning."""
 
+import json
 import math
 
 import pytest
@@ -7,7 +8,8 @@ import pytest
 from conftest import REPO
 from dashgen.errors import BuildError
 from dashgen.replay.backfill import Timing, read_run, run_labels
-from dashgen.sources.trl import step_records
+from dashgen.sources.trl import is_trainer_state, step_log_lines, step_records
+from dashgen.sources.verl_log import LineError, parse_line
 
 REAL_STATE = REPO / "bench/realruns/unsloth-llama31-8b-gsm8k-trainer-state/trainer_state.json"
 
@@ -47,3 +49,44 @@ def test_a_file_named_trainer_state_that_is_not_one_is_one_clear_error(tmp_path)
     bad.write_text('{"global_step": 3}')
     with pytest.raises(BuildError, match="trainer_state.json: not a trainer state: no log_history list"):
         read_run(bad, run_labels(bad, "verl"), Timing(start=1_735_689_600.0))
+
+
+def test_a_trainer_state_nested_deeper_than_json_goes_is_one_clear_error(tmp_path):
+    deep = tmp_path / "run" / "trainer_state.json"
+    deep.parent.mkdir()
+    deep.write_text('{"log_history": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    with pytest.raises(BuildError, match="trainer_state.json: not a trainer state \\(JSON\\): nested deeper than"):
+        read_run(deep, run_labels(deep, "verl"), Timing(start=1_735_689_600.0))
+
+
+def test_numbers_beyond_a_float_in_a_trainer_state_are_no_value_and_no_step(tmp_path):
+    state = tmp_path / "run" / "trainer_state.json"
+    state.parent.mkdir()
+    state.write_text(json.dumps({"log_history": [
+        {"step": 1, "loss": 0.5, "reward": 10 ** 400, "kl": -(10 ** 400)},
+        {"step": 10 ** 400, "loss": 0.4}]}))
+    lines = [json.loads(line) for line in step_log_lines(state)]
+    assert lines[0]["data"]["critic/score/mean"] is None and lines[0]["data"]["actor/kl_loss"] is None
+    with pytest.raises(LineError):  # a step of 400 digits: the step-log reader's parse error
+        parse_line(json.dumps(lines[1]))
+
+
+@pytest.mark.parametrize("name, indent", [("run_trainer_state.json", 2), ("renamed-run-a.json", None)],
+                         ids=["another name, as transformers writes it", "renamed, on one line"])
+def test_a_trainer_state_under_another_name_is_known_by_its_content(tmp_path, name, indent):
+    state = json.loads(REAL_STATE.read_text())
+    renamed = tmp_path / "run" / name
+    renamed.parent.mkdir()
+    renamed.write_text(json.dumps(state, indent=indent))
+    assert is_trainer_state(renamed) and not is_trainer_state(REPO / "examples/runs/gsm8k/ppo-qwen-7b.jsonl")
+    run = read_run(renamed, run_labels(renamed, "verl"), Timing(start=1_735_689_600.0))
+    assert run.steps == [step for step, _ in step_records(state)] and run.parse_errors == 0
+
+
+def test_a_trainer_state_with_no_logged_step_says_so(tmp_path):
+    empty = tmp_path / "run" / "trainer_state.json"
+    empty.parent.mkdir()
+    empty.write_text(json.dumps({"global_step": 0, "log_history": [{"train_runtime": 1.0}]}, indent=2))
+    with pytest.raises(BuildError, match="trainer_state.json: a trainer state that holds no logged step: its "
+                                         "log_history has no training or evaluation entry \\(1 entry in all"):
+        read_run(empty, run_labels(empty, "verl"), Timing(start=1_735_689_600.0))

@@ -90,3 +90,22 @@ def test_the_once_only_key_cannot_collide(tmp_path):
     with ActProcess(tmp_path / "act", {}) as act:
         decisions = act.post(notification(first, second))[1]["decisions"]
     assert [d["decision"] for d in decisions] == ["logged", "logged"]
+
+
+def test_port_0_announces_the_port_it_bound(tmp_path):
+    import urllib.request
+
+    from support import announced_port, dashgen_process
+
+    config, token = tmp_path / "act.yaml", tmp_path / "token"
+    config.write_text("act_project: gsm8k\nact_experiment: ppo\n")
+    token.write_text("a-token-of-more-than-16-characters\n")
+    process = dashgen_process("act", "--config", str(config), "--listen", "127.0.0.1:0", "--token-file", str(token),
+                              "--audit-log", str(tmp_path / "audit.jsonl"))
+    try:
+        port = announced_port(process)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/-/ready", timeout=5) as response:
+            assert response.status == 200
+    finally:
+        process.terminate()
+        process.communicate(timeout=30)

@@ -1,6 +1,7 @@
 """The exporter survives any line, stays stoppable, keeps its state bounded and reports what it drops."""
 
 import json
+import math
 import os
 import signal
 import time
@@ -12,7 +13,7 @@ from dashgen.runtime.exporter import RunState
 
 from dashgen.runtime.log_follower import MAX_LINE_BYTES, LogFollower, run_from_path
 from dashgen.sources.verl_log import MAX_REMEMBERED_KEYS, MAX_UNKNOWN_SERIES, LineError, StepMapper, parse_line
-from support import dashgen_process, start_exporter
+from support import announced_port, dashgen_process, start_exporter, wait_until
 
 
 def line(step: int, data: dict) -> bytes:
@@ -138,10 +139,7 @@ def test_port_0_announces_the_port_it_got(tmp_path):
     path.write_bytes(line(1, {"actor/ppo_kl": 0.25}))
     process = dashgen_process("export", "--jsonl", str(path), "--listen", "127.0.0.1:0")
     try:
-        announced = process.stderr.readline()
-        assert "on http://127.0.0.1:" in announced, announced
-        port = int(announced.rsplit(":", 1)[1].split("/")[0])
-        assert port != 0
+        port = announced_port(process)
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
             assert 'verl_actor_ppo_kl{experiment="exp",project="proj"} 0.25' in response.read().decode()
     finally:
@@ -176,3 +174,69 @@ def test_a_fifo_is_refused_at_start_and_waited_out_later_without_blocking_sigter
     finally:
         process.kill()
     assert process.returncode == 0 and "is not a regular file" in stderr
+
+
+# Lines a float, the JSON parser or the step's meaning cannot take: each one a parse error, never an end.
+HOSTILE_LINES = {
+    "step beyond a float (json reads inf)": b'{"step": 1e400, "data": {"actor/entropy": 1.0}}',
+    "step an integer of 400 digits": b'{"step": ' + b"9" * 400 + b', "data": {"actor/entropy": 1.0}}',
+    "step an integer of 5,000 digits": b'{"step": ' + b"9" * 5000 + b', "data": {"actor/entropy": 1.0}}',
+    "global step of 400 digits": b'{"data": {"training/global_step": ' + b"9" * 400 + b', "actor/entropy": 1.0}}',
+    "step beyond 2^53": b'{"step": 1e300, "data": {"actor/entropy": 1.0}}',
+    "step NaN": b'{"step": NaN, "data": {"actor/entropy": 1.0}}',
+    "step true": b'{"step": true, "data": {"actor/entropy": 1.0}}',
+    "step a string": b'{"step": "5", "data": {"actor/entropy": 1.0}}',
+    "step negative": b'{"step": -5, "data": {"actor/entropy": 1.0}}',
+    "step fractional": b'{"step": 4.5, "data": {"actor/entropy": 1.0}}',
+    "nested 100,000 deep": b'{"step": 4, "data": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+}
+
+
+@pytest.mark.parametrize("hostile", HOSTILE_LINES.values(), ids=HOSTILE_LINES.keys())
+def test_a_line_no_step_can_be_read_from_is_a_parse_error(hostile):
+    with pytest.raises(LineError):
+        parse_line(hostile)
+
+
+@pytest.mark.parametrize("start_at_tail", [False, True], ids=["appended", "in the log at a tail start"])
+def test_hostile_lines_are_counted_and_the_run_goes_on(tmp_path, start_at_tail):
+    good = [line(step, {"actor/entropy": 0.5}) for step in (1, 2)]
+    hostile = b"".join(each + b"\n" for each in HOSTILE_LINES.values())
+    if start_at_tail:  # read back from the log's end, then counted in the background
+        path = tmp_path / "proj" / "exp.jsonl"
+        path.parent.mkdir()
+        path.write_bytes(b"".join(good) + hostile)
+        state = RunState("proj", "exp")
+        follower = LogFollower(path, state, start_at_tail=True)
+        follower.poll()
+        assert follower.wait_for_history(30)
+        with open(path, "ab") as handle:
+            handle.write(line(3, {"actor/entropy": 0.4}))
+        follower.poll()
+    else:
+        state, _ = follow(tmp_path, *good, hostile, line(3, {"actor/entropy": 0.4}), start_at_tail=False)
+    assert state.last_step == 3 and state._values["verl_actor_entropy"] == 0.4
+    assert counters(state)["verl_exporter_parse_errors_total"] == len(HOSTILE_LINES)
+
+
+@pytest.mark.live
+def test_a_running_exporter_survives_every_hostile_line_and_serves_the_next_good_one(tmp_path, exporters):
+    path = tmp_path / "proj" / "exp.jsonl"
+    path.parent.mkdir()
+    path.write_bytes(b"".join(line(step, {"actor/entropy": value}) for step, value in ((1, 0.5), (2, 0.7), (3, 0.9))))
+    exporter = exporters(path)  # from this repository: it computes the rendered step windows
+    run = '{experiment="exp",project="proj"}'
+    wait_until(lambda: exporter.metrics().get(f"verl_exporter_steps_total{run}") == 3, 20, "the first steps counted")
+    with open(path, "ab") as handle:
+        for hostile in HOSTILE_LINES.values():  # one at a time, each read on its own
+            handle.write(hostile + b"\n")
+            handle.flush()
+            time.sleep(0.06)
+        handle.write(b'{"step": 4, "data": {"actor/entropy": 0.3, "custom/huge": ' + b"9" * 400 + b"}}\n")
+    metrics = wait_until(lambda: (m := exporter.metrics()).get(f"verl_training_global_step{run}") == 4 and m, 20,
+                         "the good line after the hostile ones served")
+    assert metrics[f"verl_exporter_parse_errors_total{run}"] == len(HOSTILE_LINES)
+    assert metrics[f"verl_actor_entropy{run}"] == 0.3 and metrics[f"verl_custom_huge{run}"] == math.inf
+    assert metrics['verl_step_statistic{experiment="exp",project="proj",series="verl_actor_entropy",'
+                   'statistic="median_3steps"}'] == 0.7
+    assert exporter.process.poll() is None

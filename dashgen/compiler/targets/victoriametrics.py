@@ -19,6 +19,7 @@ Everything else is rendered/rules/ as it is, so every vmalert from 1.79 on loads
 from __future__ import annotations
 
 import math
+import os
 import subprocess
 import tempfile
 from pathlib import Path
@@ -28,14 +29,18 @@ import yaml
 from dashgen.compiler.block_yaml import rule_yaml
 from dashgen.config import duration_seconds, format_duration
 from dashgen.errors import BuildError
-from dashgen.promtool import find_binary
+from dashgen.promtool import find_binary, run_tool
 
 RULES_DIR = "rules"
 VMALERT_RULES_DIR = "victoriametrics/rules"
 def vmalert_installed() -> bool:
+    """Whether vmalert is on PATH; BuildError if $VMALERT names something that is not an executable
+    file (a check asked for is not skipped in silence)."""
     try:
         find_binary("vmalert")
     except BuildError:
+        if os.environ.get("VMALERT"):
+            raise
         return False
     return True
 
@@ -43,6 +48,12 @@ def vmalert_installed() -> bool:
 def fired_recording(alertname: str) -> str:
     """The recording of when an alert fired that its hold reads (a valid metric name: alert names are)."""
     return f"dashgen:{alertname}:fired"
+
+
+def is_fired_recording(name: str) -> bool:
+    """Whether a recording's name is of fired_recording's form: a team's recording so named would be
+    read as an alert's hold (it would fire under vmalert and not under Prometheus)."""
+    return name.startswith("dashgen:") and name.endswith(":fired")
 
 
 def held_alert(rule: dict, interval: str) -> list[dict]:
@@ -86,8 +97,7 @@ def render_victoriametrics(files: dict[str, str], default_interval: str) -> dict
 
 def dry_run(paths: list[Path]) -> subprocess.CompletedProcess:
     """`vmalert -dryRun` on the rule files, as they are."""
-    return subprocess.run([find_binary("vmalert"), "-dryRun", "-loggerLevel=ERROR", *(f"-rule={p}" for p in paths)],
-                          capture_output=True, text=True, timeout=300, check=False)
+    return run_tool("vmalert", ["-dryRun", "-loggerLevel=ERROR", *(f"-rule={p}" for p in paths)])
 
 
 def check_with_vmalert(files: dict[str, str], where: str) -> bool:

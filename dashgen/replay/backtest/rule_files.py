@@ -12,6 +12,7 @@ from dashgen.compiler.rules import RULES_DIR, AlertRule, RecordingRule
 from dashgen.config import duration_seconds
 from dashgen.errors import BuildError
 from dashgen.promtool import run_promtool
+from dashgen.sources.step_statistics import statistics_in
 
 
 def load_rules(files: dict[str, str]) -> tuple[list[RecordingRule], list[AlertRule]]:
@@ -44,11 +45,26 @@ def read_rule_files(paths: list[Path]) -> tuple[list[RecordingRule], list[AlertR
     result = run_promtool(["check", "rules", *map(str, paths)])
     if result.returncode != 0:
         raise BuildError("--rules: promtool check rules refused them:\n" + (result.stdout + result.stderr).strip())
-    recordings, alerts = load_rules({f"{RULES_DIR}/{index}.yaml": path.read_text()
-                                     for index, path in enumerate(paths)})
+    recordings, alerts = [], []
+    for path in paths:
+        file_recordings, file_alerts = load_rules({f"{RULES_DIR}/given.yaml": path.read_text()})
+        for rule in file_recordings:
+            _check_step_windows(path, f"recording {rule.record}", rule.expr)
+        for rule in file_alerts:
+            _check_step_windows(path, f"alert {rule.name}", rule.expr)
+        recordings += file_recordings
+        alerts += file_alerts
     if not alerts:
         raise BuildError(f"--rules {' '.join(map(str, paths))}: no alerting rules to backtest")
     return recordings, alerts
+
+
+def _check_step_windows(path: Path, rule: str, expr: str) -> None:
+    """BuildError naming the file and rule if `expr` reads a step window no exporter computes."""
+    try:
+        statistics_in([expr])
+    except ValueError as exc:
+        raise BuildError(f"--rules {path}: {rule}: {exc}") from None
 
 
 def recording_levels(recordings: list[RecordingRule]) -> list[list[RecordingRule]]:

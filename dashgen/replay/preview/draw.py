@@ -179,6 +179,16 @@ def _draw_panel(canvas: _Canvas, panel: dict[str, Any], result: PanelResult, pre
         canvas.text(left + 6, top + 24, f"({kind} panels are not drawn by dashgen preview)", color=MUTED)
 
 
+# The largest magnitude drawn: matplotlib's axis limits and ticks overflow near a float's largest
+# (1.8e308); a value beyond it (a logged 1e308, an integer of 400 digits served as an infinity) is
+# drawn as a gap, as matplotlib draws an infinity. The legend and stats show the value itself.
+MAX_DRAWN = 1e300
+
+
+def _drawn(values) -> list[float]:
+    return [value if abs(value) <= MAX_DRAWN else math.nan for value in values]
+
+
 def _last(series: Series) -> float:
     finite = [v for v in series.values if not math.isnan(v)]
     return finite[-1] if finite else math.nan
@@ -296,11 +306,11 @@ def _time_series(canvas: _Canvas, panel: dict[str, Any], result: PanelResult, bo
     handles = []
     if custom.get("stacking", {}).get("mode", "none") != "none":
         times = sorted({at for s in series for at in s.times})
-        stacked = [[dict(zip(s.times, s.values)).get(at, 0.0) for at in times] for s in series]
+        stacked = [_drawn(dict(zip(s.times, s.values)).get(at, 0.0) for at in times) for s in series]
         handles = axes.stackplot(times, stacked, colors=colours, alpha=0.85, linewidth=0)
     else:
         for s, colour in zip(series, colours):
-            (line,) = axes.plot(s.times, s.values, color=colour, linewidth=1.0)
+            (line,) = axes.plot(s.times, _drawn(s.values), color=colour, linewidth=1.0)
             handles.append(line)
     for at, colour in marks:
         axes.axvline(at, color=colour, linewidth=0.7, alpha=0.55, linestyle=(0, (3, 2)))
@@ -325,7 +335,7 @@ def _heatmap(canvas: _Canvas, panel: dict[str, Any], result: PanelResult, box, p
     grid = np.full((len(series), len(times)), np.nan)
     index = {at: i for i, at in enumerate(times)}
     for row, s in enumerate(series):
-        for at, value in zip(s.times, s.values):
+        for at, value in zip(s.times, _drawn(s.values)):
             grid[row, index[at]] = value
     image = axes.imshow(grid, aspect="auto", interpolation="nearest", origin="lower",
                         extent=(times[0], times[-1], 0, len(series)),
@@ -358,8 +368,8 @@ def _step_chart(canvas: _Canvas, panel: dict[str, Any], result: PanelResult, box
     axes, columns, legend_px, legend_rows = _plot_area(canvas, box, len(lines), unit)
     handles, labels = [], []
     for index, (name, points) in enumerate(lines):
-        (line,) = axes.plot([p[0] for p in points], [p[1] for p in points], color=PALETTE[index % len(PALETTE)],
-                            linewidth=1.0)
+        (line,) = axes.plot([p[0] for p in points], _drawn(p[1] for p in points),
+                            color=PALETTE[index % len(PALETTE)], linewidth=1.0)
         handles.append(line)
         labels.append(f"{name}  {format_value(points[-1][1], unit) if points else ''}")
     axes.xaxis.set_major_locator(MaxNLocator(nbins=6, integer=True))
