@@ -22,7 +22,7 @@ class StabilityConfig(AreaConfig, area="stability"):
     # lowest median over signal_smoothing_window for KL and grad norm, the highest for entropy);
     # a signal breaks away if it crosses its factor at some point within the recent window.
     divergence_baseline_window: Interval = "1h"
-    # The recent window within which each signal must cross its factor.
+    # The recent window within which grad norm and entropy must cross their factors.
     divergence_recent_window: Interval = "10m"
     # PPO KL is read as its median over this many steps: a single step's KL of 7 in a healthy
     # off-policy run (bench/realruns/custom-qwen25math-15b-grpo-offpolicy-e2-tb256-200) is no divergence.

@@ -306,7 +306,7 @@ def test_every_reference_is_checked(project, module, expected):
 
 def test_a_step_statistic_the_build_lists_may_be_read_by_hand(project):
     (project / "alerts" / "team.py").write_text(
-        HEADER + reads_statistic('series="verl_actor_entropy", statistic="median_3steps"'))
+        HEADER + reads_statistic('series="verl_actor_entropy", statistic="median_5steps"'))
     result = run("build", "--root", str(project))
     assert result.exit_code == 0, result.output
 

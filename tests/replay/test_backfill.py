@@ -57,7 +57,7 @@ def test_backfilled_series_match_the_exporter(tmp_path: Path):
     by_series = {(name, tuple(sorted(set(key) - target))): value for (name, key), value in backfilled.items()}
     assert set(by_series) == set(exporter)
     assert ("verl_step_statistic", (("experiment", "ppo-7b"), ("project", "gsm8k"), ("series", "verl_actor_entropy"),
-                                    ("statistic", "median_3steps"))) in exporter
+                                    ("statistic", "median_5steps"))) in exporter
     for (name, key), value in exporter.items():
         if name == "verl_exporter_last_step_timestamp_seconds":
             continue  # the exporter's wall clock; the backfill's reconstructed time is checked above

@@ -215,7 +215,7 @@ def test_export_serves_the_step_windows_the_projects_rules_read(tmp_path):
     exporter = start_exporter(path)  # from this repository: its rendered/exporter/step-statistics.yaml
     try:
         assert ('verl_step_statistic{experiment="exp",project="proj",series="verl_actor_entropy",'
-                'statistic="median_3steps"} 0.7') in exporter.scrape()
+                'statistic="median_5steps"} 0.7') in exporter.scrape()
     finally:
         stop_process(exporter.process)
     unbuilt = start_exporter(path, "--root", str(tmp_path))  # a project never built: said, and none served
