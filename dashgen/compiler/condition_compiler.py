@@ -409,21 +409,22 @@ class ConditionCompiler:
         op = {"<": ">=", ">": "<="}[condition.op] if condition.negated else condition.op
         margins = [f"clamp_min({promql_number(condition.fraction)} * abs({reference}), "
                    f"{promql_number(condition.at_least)})"]
-        if condition.beyond_noise and self._logged(series):
-            # Only where the exporter computes the step-to-step spread: PromQL has no median of
-            # differences between consecutive steps, and a stand-in (a standard deviation, an
-            # interquartile range) moves with the change it is to judge.
-            margins.append(self.noise_margin(condition, series, where))
+        noise = self.noise_margin(condition, series, where) if condition.beyond_noise else None
+        if noise is not None:
+            margins.append(noise)
         parts = [f"{expr} {op} ({reference} {sign} {margin})" for margin in margins]
         if len(parts) == 1:
             return parts[0]
         joiner = "\nor\n" if condition.negated else f"\nand on({ON_RUN})\n"
         return joiner.join(f"({part})" for part in parts)
 
-    def noise_margin(self, shift: Shift, series: SignalSeries, where: str) -> str:
+    def noise_margin(self, shift: Shift, series: SignalSeries, where: str) -> str | None:
         """z standard errors of the difference between the signal's median over n steps and its
         baseline's median over m steps: z * 1.25 * sqrt(1/n + 1/m) times the signal's step-to-step
-        spread over the baseline's steps (see Shift.beyond_noise)."""
+        spread over the baseline's steps (see Shift.beyond_noise). None where the exporter does not
+        compute the spread: PromQL has no median of differences between consecutive steps, and a
+        stand-in (a standard deviation, an interquartile range) moves with the change it is to
+        judge. The shift is checked either way, so a wrong one fails the build under every source."""
         signal, baseline = shift.signal, shift.baseline
         if signal.reduction != "median" or not isinstance(signal.window, Steps):
             raise BuildError(f"{where}: {signal.ref}: beyond_noise compares medians: give the signal as "
@@ -431,6 +432,8 @@ class ConditionCompiler:
         if baseline.is_held or not isinstance(baseline.window, Steps):
             raise BuildError(f"{where}: {signal.ref}: beyond_noise needs a baseline counted in steps "
                              f"(Baseline(steps(100), ending=steps(30)) or Baseline.quietest(steps(10), over=steps(200)))")
+        if not self._logged(series):
+            return None
         span = baseline.over if baseline.is_quietest else baseline.window
         # The noise of the steps before those the signal's median reads: a quietest level's window
         # reaches to now, and the change itself is no noise.
