@@ -58,8 +58,10 @@ class RewardsConfig(AreaConfig, area="rewards"):
     no_signal_tolerance: NonNegative = 1e-9
     # (1) A grad norm of 0 on each of the last no_signal_broken_steps although every one of them
     # had groups whose rewards differ (score std above the tolerance, where the log has it): the
-    # update itself is broken, judged from the first line.
-    no_signal_broken_steps: StepCount = 3
+    # update itself is broken, judged from the first line. Ten steps, not a few: a console log's
+    # 0.000 is any grad norm below 0.0005, and a healthy small-batch run with 40% of its steps
+    # scoring apart has three such steps in a row by chance every 16 steps, ten every 10,000.
+    no_signal_broken_steps: StepCount = 10
     # (2) A grad norm of 0 on every one of the last no_signal_dead_steps (judged once half of them
     # are logged): a healthy small-batch run has a step with a gradient among 20.
     no_signal_dead_steps: StepCount = 20

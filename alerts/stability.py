@@ -68,12 +68,16 @@ class StabilityConfig(AreaConfig, area="stability"):
     # small-batch run's entropy swings from 0.001 to 1.0 between steps, and its 10-step medians
     # wander 10x by chance.
     entropy_collapse_noise_z: NonNegative = 3.0
-    # How long the collapse must hold before VerlEntropyCollapse fires.
-    entropy_collapse_for: Duration = "1m"
+    # How long the collapse must hold before VerlEntropyCollapse fires: at the first evaluation that
+    # sees it, as its noise guard, not a hold, keeps chance out. At 2 s a step an evaluation is 30
+    # steps, and the level before the fall takes it in within two.
+    entropy_collapse_for: Duration = "0s"
     # The steps each median of entropy is taken over (also for VerlEntropyExplosion's level).
     entropy_median_steps: StepCount = 10
     # The steps within which entropy's fall from its highest median is judged.
     entropy_rate_steps: StepCount = 60
+    # The steps of entropy's level before a fall: their median, ending entropy_median_steps ago.
+    entropy_level_steps: StepCount = 50
     # A slower collapse (an e-fold every 50 steps) counts only with the reward falling: below this
     # fraction of the highest median within the last entropy_slow_rate_steps.
     entropy_slow_collapse_fraction: Fraction = 0.2
@@ -83,17 +87,21 @@ class StabilityConfig(AreaConfig, area="stability"):
     # such median within the last entropy_rate_steps (the span of the entropy fall) by this fraction
     # of its magnitude and beyond entropy_reward_noise_z standard errors of its own noise.
     entropy_reward_rise_fraction: Fraction = 0.05
-    # For the slower collapse it "has fallen" when that median is below its median of the
-    # entropy_slow_reward_steps ending entropy_slow_reward_steps ago by this fraction (and beyond
-    # the noise): a converged run's reward wanders by a few percent late in the run.
-    entropy_reward_fall_fraction: Fraction = 0.1
+    # For the slower collapse it "has fallen" when that median is below its level from before the
+    # entropy fell (the median of entropy_slow_reward_steps ending entropy_slow_reward_ending_steps
+    # ago) by this fraction and beyond the noise: the noise guard keeps a converged run's wander
+    # out; the fraction keeps a reward whose noise is near 0 from "falling" by a hair.
+    entropy_reward_fall_fraction: Fraction = 0.05
     # Standard errors of the reward's noise its fall must exceed for the slower collapse: an entropy
     # 5x lower than 150 steps ago is what a converged run shows too, so the reward must say more.
     entropy_slow_reward_noise_z: NonNegative = 5.0
     # The steps the reward's current median is taken over.
     entropy_reward_steps: StepCount = 10
-    # The steps of the earlier reward median a slower collapse compares with, and how long ago they end.
+    # The steps of the earlier reward median a slower collapse compares with...
     entropy_slow_reward_steps: StepCount = 50
+    # ... and how long ago they end: the reward's level from before the entropy fell, as a slower
+    # collapse takes 100 steps to reach a fifth of its level (an e-fold every 50 steps).
+    entropy_slow_reward_ending_steps: StepCount = 100
     # Standard errors of the reward's own noise a rise or fall must exceed.
     entropy_reward_noise_z: NonNegative = 3.0
     # VerlEntropyExplosion: entropy (median of the last entropy_explosion_steps) above this multiple
@@ -144,6 +152,8 @@ class StabilityConfig(AreaConfig, area="stability"):
     reference_kl_steps: StepCount = 10
     # The steps its quietest median is taken from.
     reference_kl_over_steps: StepCount = 200
+    # How long the rise must hold before VerlReferenceKLBlowUp fires.
+    reference_kl_for: Duration = "1m"
     # Non-finite steps that verl skipped: more than this many in nonfinite_rate_window warns
     # (VerlNonFiniteSteps); a single one is VerlNonFiniteStep, an info.
     nonfinite_rate_max: NonNegative = 3
@@ -213,11 +223,12 @@ def rules(config: Config) -> list[RuleGroup]:
     )
     entropy_median = steps(tunables.entropy_median_steps)
     recent_steps = steps(tunables.entropy_rate_steps)
-    entropy_level = Baseline.quietest(entropy_median, over=recent_steps)
+    entropy_level = Baseline(steps(tunables.entropy_level_steps), ending=entropy_median)
     reward_now = REWARD.median_over(steps(tunables.entropy_reward_steps))
     noise = tunables.entropy_reward_noise_z
     slow_steps = steps(tunables.entropy_slow_rate_steps)
     slow_reward = steps(tunables.entropy_slow_reward_steps)
+    slow_reward_ending = steps(tunables.entropy_slow_reward_ending_steps)
     entropy_collapse = Alert.when(
         "VerlEntropyCollapse",
         any_of(all_of(ENTROPY.median_over(entropy_median).falls_by(
@@ -231,18 +242,17 @@ def rules(config: Config) -> list[RuleGroup]:
                           of=Baseline.quietest(entropy_median, over=slow_steps),
                           beyond_noise=tunables.entropy_collapse_noise_z),
                       reward_now.falls_by(tunables.entropy_reward_fall_fraction,
-                                          of=Baseline(slow_reward, ending=slow_reward),
+                                          of=Baseline(slow_reward, ending=slow_reward_ending),
                                           beyond_noise=tunables.entropy_slow_reward_noise_z))),
         for_=tunables.entropy_collapse_for,
         keep_firing_for=config.warning_keep_firing_for,
         severity=Severity.WARNING,
         summary="Policy entropy fell fast while the reward did not rise: the model is collapsing onto a few answers.",
         description=(f"Run {RUN_NAME}: the median of actor/entropy over its last {entropy_median} is {VALUE}, below "
-                     f"{tunables.entropy_collapse_fraction:.0%} of its highest such median within the last "
-                     f"{recent_steps} (beyond {tunables.entropy_collapse_noise_z:g} standard errors of its noise) "
-                     f"while the reward has not risen above its lowest {reward_now.window} median "
-                     f"within them, or below {tunables.entropy_slow_collapse_fraction:.0%} of it within the last "
-                     f"{slow_steps} while the reward fell below its median of the {slow_reward} ending {slow_reward} "
+                     f"{tunables.entropy_collapse_fraction:.0%} of its median over the {entropy_level.window} before "
+                     f"them (beyond {tunables.entropy_collapse_noise_z:g} standard errors of its noise) while the reward has not risen above its lowest {reward_now.window} median "
+                     f"within the last {recent_steps}, or below {tunables.entropy_slow_collapse_fraction:.0%} of it within the last "
+                     f"{slow_steps} while the reward fell below its median of the {slow_reward} ending {slow_reward_ending} "
                      f"ago (by {tunables.entropy_reward_rise_fraction:.0%} and {tunables.entropy_reward_fall_fraction:.0%} "
                      f"of the reward's magnitude, and beyond {noise:g} and "
                      f"{tunables.entropy_slow_reward_noise_z:g} standard errors of its noise)."),
@@ -314,7 +324,7 @@ def rules(config: Config) -> list[RuleGroup]:
         KL_REF.median_over(kl_ref_steps).rises_by(
             tunables.reference_kl_rise_factor, of=Baseline.quietest(kl_ref_steps, over=kl_ref_over),
             at_least=tunables.reference_kl_min_rise),
-        for_=tunables.entropy_collapse_for,
+        for_=tunables.reference_kl_for,
         keep_firing_for=config.warning_keep_firing_for,
         severity=Severity.WARNING,
         summary="KL to the reference policy has blown up: the policy is leaving what it was trained from.",

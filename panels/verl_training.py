@@ -130,14 +130,15 @@ kl = TimeSeries(
 
 def _entropy(config: Config) -> TimeSeries:
     stability = config.area(StabilityConfig)
-    collapse, over = stability.entropy_collapse_fraction, stability.entropy_rate_steps
+    collapse, over = stability.entropy_collapse_fraction, stability.entropy_level_steps
+    ending = stability.entropy_median_steps
     return TimeSeries(
         "Policy entropy",
         (Query("verl_actor_entropy{run}", "{{experiment}}"),
-         Query(f"{collapse:g} * verl:actor_entropy:baseline_ceiling_{over}steps{{run}}", "collapse below {{experiment}}")),
+         Query(f"{collapse:g} * verl:actor_entropy:baseline_median_{over}steps_ending{ending}{{run}}", "collapse below {{experiment}}")),
         unit=NATS,
         description=f"Mean token entropy. A slow decline is normal, and so is a level low from the start; a fall "
-                    f"below the dashed line (a fraction of the run's own best level of its last {over} steps) is "
+                    f"below the dashed line (a fraction of its {over}-step median before the last {ending}) is "
                     f"mode collapse (VerlEntropyCollapse).",
         width=6,
     )

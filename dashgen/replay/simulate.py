@@ -78,7 +78,7 @@ FAULT_ALERTS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     # A small-batch run whose reward sits at its floor: every step whose completions score alike (the
     # run's zero-std share, 86-97% in public runs) scores the lowest value, the others one completion above.
     "no_reward": (frozenset({"VerlNoLearningSignal"}),
-                  frozenset({"VerlRewardStagnation", "VerlImplausibleValue", "VerlEntropyCollapse",
+                  frozenset({"VerlRewardNeverPays", "VerlRewardStagnation", "VerlImplausibleValue", "VerlEntropyCollapse",
                              "VerlEntropyExplosion", "VerlResponseLengthCollapse"})),
     # Entropy doubling every `speed` steps up to 13x (0.76 to 9.8 in a public verl agent run at
     # 2,400-4,800 s a step) while the reward falls to 0; its NaN grad norms are the spec's skipped steps.

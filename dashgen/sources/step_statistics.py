@@ -111,6 +111,14 @@ _REDUCE = {"median": _median, "max": max, "min": min, "spread": step_to_step_spr
 # How many steps of history beyond its windows a series keeps for the floor (see StepStatistics):
 # a run faster than this many steps per floor has its floor cut to them.
 FLOOR_STEPS = 256
+# A window of N steps that holds fewer than min(N, this) logged values reads back to that many,
+# and a half-logged one exists once it holds half of them: a run that logs every 5th step has 2
+# values in 10 steps, and a median, a maximum or a "never" of 2 values is chance (two zero rewards
+# in a row of a healthy small-batch run). A run that logs every step is not affected; one that
+# logs rarely is judged over more steps than N, never fewer. Not more than 10: a window of 60
+# steps is about a rate (entropy falling 10x within 60 steps), and 60 values of a run logged every
+# 5th step would be 300 steps.
+MIN_WINDOW_VALUES = 10
 # The log's clock in microseconds (see StepStatistics).
 CLOCK_TICKS_PER_SECOND = 1_000_000
 # The time the log's clock gives a line without timing_s/step, per step (as the backfill's default).
@@ -150,10 +158,14 @@ class _History:
             del self.steps[:cut], self.clocks[:cut], self.values[:cut]
 
     def window(self, steps: int, end_step: int, end_clock: int, floor: int) -> list[float]:
-        """Values up to the end (step and clock), of the last `steps` steps or `floor` clock ticks."""
+        """Values up to the end (step and clock), of the last `steps` steps or `floor` clock ticks;
+        a window that holds a value but fewer than min(steps, MIN_WINDOW_VALUES) reads back to that
+        many logged values (one that holds none stays empty: a key no longer logged has no statistic)."""
         high = min(bisect.bisect_right(self.steps, end_step), bisect.bisect_right(self.clocks, end_clock))
         low = min(bisect.bisect_right(self.steps, end_step - steps),
                   bisect.bisect_right(self.clocks, end_clock - floor))
+        if low < high:
+            low = min(low, max(high - min(steps, MIN_WINDOW_VALUES), 0))
         if self.horizon is not None:  # what is past the reach counts for nothing, dropped yet or not
             low = max(low, bisect.bisect_right(self.steps, self.horizon))
         return self.values[low:high]
@@ -226,6 +238,8 @@ class StepStatistics:
                 if first is None or first > end_step - stat.steps // 2:
                     continue
             window = history.window(stat.steps, end_step, end_clock, self.floor)
+            if stat.half_logged and len(window) < min(stat.steps, MIN_WINDOW_VALUES) // 2:
+                continue  # half the window's steps, but not half the values it is to hold
             if window:
                 value = _REDUCE[stat.reduction](window)
                 if value is not None:

@@ -40,7 +40,6 @@ OPEN_ON_HOLDOUT = {
     "trl-qwen25-7b-gsm8k-grpo-rho030-length-cap-reward-collapse": "the reward cliff pages 10 logged steps late",
     "trl-qwen25-7b-gsm8k-grpo-rho050-length-collapse": "the length collapse is seen 7 logged steps late",
     "trl-qwen25-7b-gsm8k-grpo-rho100-seed43-entropy-blowup": "the entropy explosion is seen 3 logged steps late",
-    "trl-qwen25-7b-gsm8k-grpo-rho070-seed42": "a zero gradient on 20 logged steps (100 training steps) warns",
     "trl-qwen25-7b-gsm8k-grpo-rho200-seed43": "a zero gradient on 20 logged steps (100 training steps) warns",
     "trl-qwen25-7b-gsm8k-grpo-rho300-seed44": "a zero gradient on 20 logged steps (100 training steps) warns",
     "trl-qwen35-9b-gsm8k-grpo-rho070-spike": "a single step beyond a plausibility bound in a healthy run warns",

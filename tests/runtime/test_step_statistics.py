@@ -22,12 +22,28 @@ def fed(wanted: list[StepStatistic], lines: list[tuple[int, dict]]) -> dict[str,
 
 
 def test_a_window_counts_steps_not_lines_and_a_missing_key_is_no_value():
+    median = StepStatistic(KL, "median", 3)
+    lines = [(1, {KL: 1.0}), (2, {KL: 100.0}), (3, {}), (4, {KL: 9.0}), (5, {KL: 10.0})]
+    # Steps 3..5 hold two values (step 3 logged no KL, which is no 0): the window reads back to a third.
+    assert fed([median], lines) == {"median_3steps": 10.0}
+    assert fed([median], lines[:3] + [(6, {})]) == {}  # nothing logged within the last 3 steps
+
+
+def test_a_window_of_a_run_that_logs_rarely_reads_back_to_enough_values():
+    """Logged every 20 steps (TRL's logging_steps): 30 steps hold 1 or 2 values, too few for a
+    median; the window reads back to the last 10 (min(30, MIN_WINDOW_VALUES)), never to fewer."""
     median = StepStatistic(KL, "median", 30)
-    # Logged every 20 steps (TRL's logging_steps); step 50 is a line without the key.
-    lines = [(20, {KL: 1.0}), (40, {KL: 2.0}), (50, {}), (60, {KL: 9.0})]
-    assert fed([median], lines) == {"median_30steps": 5.5}  # steps 40 and 60: 31..60
-    assert fed([median], lines[:3]) == {"median_30steps": 2.0}  # steps 21..50: step 40's value only
-    assert fed([median], [(20, {KL: 1.0}), (100, {})]) == {}  # nothing logged within the last 30 steps
+    lines = [(step, {KL: float(step)}) for step in range(20, 301, 20)]
+    assert fed([median], lines) == {"median_30steps": 210.0}  # steps 120..300, not 280 and 300 alone
+    assert fed([median], lines[:2]) == {"median_30steps": 30.0}  # what there is: steps 20 and 40
+    assert fed([median], lines + [(240, {})]) == {}  # no value within its own 30 steps: none
+    # A baseline that exists once half its window is logged waits for half the values it is to hold.
+    young = StepStatistic(KL, "median", 30, half_logged=True)
+    assert fed([young], lines[:4]) == {}  # steps 20..80: past half of 30 steps, but 4 values of 10
+    assert fed([young], lines[:5]) == {"median_30steps_half_logged": 60.0}
+    # A run that logs every step is read over its 30 steps exactly.
+    every_step = [(step, {KL: float(step)}) for step in range(1, 101)]
+    assert fed([median], every_step) == {"median_30steps": 85.5}
 
 
 def test_a_baseline_exists_once_half_its_window_is_logged():
@@ -119,4 +135,4 @@ def test_the_exporter_serves_each_statistic_as_a_series_of_the_run():
     samples = {(s.name, tuple(sorted(s.labels.items()))): s.value for family in state.collect() for s in family.samples
                if s.name == "verl_step_statistic"}
     assert samples == {("verl_step_statistic", (("experiment", "e"), ("project", "p"), ("series", KL),
-                                                ("statistic", "median_3steps"))): 0.25}
+                                                ("statistic", "median_3steps"))): 0.2}  # steps 1..3: 2..4 hold 2 values
