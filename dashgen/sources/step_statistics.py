@@ -190,6 +190,16 @@ class StepStatistics:
         self.newest: int | None = None
         self.clock = 0
 
+    @property
+    def series(self) -> frozenset[str]:
+        """The series it keeps history of."""
+        return frozenset(self._values)
+
+    def given(self, logged: dict[str, float]) -> set[str]:
+        """The series a line's logged values give a value (observe: a NaN gives none)."""
+        return {series for series in self._values
+                if (value := logged.get(series)) is not None and not math.isnan(value)}
+
     def observe(self, step: int, logged: dict[str, float], seconds_per_step: float | None = None) -> None:
         """A line of the log: its step, the values it logged itself (none for a line that logs no
         training value: only the step moves), and its timing_s/step if it has one."""
