@@ -44,7 +44,7 @@ from dashgen.records import record
 from dashgen.runtime.log_follower import MAX_LINE_BYTES, run_from_path
 from dashgen.sources import trl
 from dashgen.sources.trl import is_trainer_state
-from dashgen.sources.step_statistics import MAX_STEP_SECONDS, ServedStatistics, StepStatistic, step_seconds
+from dashgen.sources.step_statistics import STEP_TIME_METRIC, ServedStatistics, StepStatistic
 from dashgen.sources.verl_log import LineError, StepMapper, ValidationSeries, is_training_line, parse_line
 
 LAST_STEP_METRIC = "verl_exporter_last_step_timestamp_seconds"
@@ -171,7 +171,7 @@ def read_run(path: Path, labels: dict[str, str], timing: Timing, export_unknown:
                 shown = mapper.step_values(number, data, shown)
                 if step_stats.wanted:
                     logged = shown if is_training_line(data) else {}
-                    step_stats.observe(number, logged, step_seconds(logged))
+                    step_stats.observe(number, logged, logged.get(STEP_TIME_METRIC))
                     run.statistics.append(step_stats.values())
                 values = dict(shown)
                 values[NONFINITE_STREAK_METRIC] = float(streak.observe(data))
@@ -209,8 +209,8 @@ def read_run(path: Path, labels: dict[str, str], timing: Timing, export_unknown:
     if run.parse_errors:
         run.notes.append(f"skipped {run.parse_errors} unparseable line(s)")
     if run.untimed_steps:
-        run.notes.append(f"{run.untimed_steps} step(s) without timing_s/step (or with none from 0 to "
-                         f"{MAX_STEP_SECONDS:,.0f} s) placed {timing.default_step_seconds:g} s after the previous one")
+        run.notes.append(f"{run.untimed_steps} step(s) without timing_s/step placed "
+                         f"{timing.default_step_seconds:g} s after the previous one")
     for note in mapper.counts.notes:
         run.notes.append(note)
     if any(steps_left_out):
@@ -259,12 +259,12 @@ def _steps_advanced(previous: int | None, number: int) -> int:
 
 
 def _has_timing(values: dict[str, float]) -> bool:
-    return step_seconds(values) is not None
+    value = values.get(STEP_TIME_METRIC)
+    return value is not None and math.isfinite(value) and value > 0
 
 
 def _step_seconds(values: dict[str, float], default: float) -> float:
-    seconds = step_seconds(values)
-    return default if seconds is None else seconds
+    return values[STEP_TIME_METRIC] if _has_timing(values) else default
 
 
 def _place_on_clock(run: RecordedRun, durations: list[float], timing: Timing, modified: float,

@@ -117,8 +117,9 @@ CLOCK_TICKS_PER_SECOND = 1_000_000
 UNTIMED_STEP_SECONDS = 60.0
 # The longest step time the log's clock takes: the slowest real verl steps last minutes to an hour
 # (the public corpus' slowest, 1,100 s). A longer timing_s/step is a unit mistake or a corrupt
-# value: the step counts as untimed, rather than moving the clock so far that the floor of every
-# window holds no step before it (or, past 1.8e302 s, ending the exporter on an OverflowError).
+# value: the step counts as untimed on this clock, rather than moving it so far that the floor of
+# every window holds no step before it (or, past 1.8e302 s, ending the exporter on an
+# OverflowError). A backfill still places such a step at its time, and refuses a run spanning too long.
 MAX_STEP_SECONDS = 86_400.0
 
 
