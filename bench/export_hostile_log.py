@@ -1,12 +1,19 @@
 """Benchmark `dashgen export` on a hostile log (issue 9: bounded memory whatever a line holds).
 
-Feeds the exporter, while it runs, with: 200 steps of 10,000 new keys each, one 300 MB line
-without a newline, and a line nested 100,000 deep; then a normal step. Prints the exporter's
+flood: feeds the exporter, while it runs, with: 200 steps of 10,000 new keys each, one 300 MB
+line without a newline, and a line nested 100,000 deep; then a normal step. Prints the exporter's
 peak resident memory (VmHWM) after each phase and the time it took to serve the final step.
 
-    .venv/bin/python bench/export_hostile_log.py
+repeated-step (issue 38): starts the exporter, in this project (so it computes the step
+statistics its build lists), on a log already holding 200,000 lines that all log one step, and on
+one of 200,000 distinct steps for comparison. Prints the time from start to the first scrape that
+serves the newest line, and the peak resident memory then. It models a trainer stuck re-logging
+one step (or a hostile writer); it leaves out a log that also grows meanwhile.
+
+    .venv/bin/python bench/export_hostile_log.py [flood|repeated-step]   (default: both)
 """
 
+import argparse
 import json
 import subprocess
 import sys
@@ -14,6 +21,7 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+from typing import Iterator
 
 from dashgen.replay.prometheus_server import free_port
 
@@ -21,6 +29,7 @@ from _process_memory import status_mib  # bench/, first on sys.path when a bench
 
 FLOOD_STEPS = 200
 KEYS_PER_STEP = 10_000
+REPEATED_LINES = 200_000
 
 
 def scrape(port: int) -> str:
@@ -40,7 +49,7 @@ def wait_for(port: int, text: str, timeout: float = 300) -> float:
     raise RuntimeError(f"not served within {timeout} s: {text}")
 
 
-def main() -> None:
+def flood() -> None:
     with tempfile.TemporaryDirectory(prefix="dashgen-bench-") as tmp:
         log = Path(tmp) / "runs" / "bench.jsonl"
         log.parent.mkdir()
@@ -78,5 +87,43 @@ def main() -> None:
             process.wait(timeout=30)
 
 
+def first_scrape(lines: Iterator[str], newest: str) -> tuple[float, float]:
+    """(seconds from start to a scrape serving `newest`, peak MiB then) of an exporter started on `lines`."""
+    with tempfile.TemporaryDirectory(prefix="dashgen-bench-") as tmp:
+        log = Path(tmp) / "runs" / "bench.jsonl"
+        log.parent.mkdir()
+        with open(log, "w") as handle:
+            handle.writelines(lines)
+        port = free_port()
+        started = time.perf_counter()
+        process = subprocess.Popen([sys.executable, "-m", "dashgen", "export", "--jsonl", str(log),
+                                    "--listen", f"127.0.0.1:{port}"], stderr=subprocess.DEVNULL)
+        try:
+            wait_for(port, newest)
+            return time.perf_counter() - started, status_mib(process.pid, "VmHWM")
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+
+
+def repeated_step() -> None:
+    def line(step: int) -> str:
+        return json.dumps({"step": step, "data": {"actor/ppo_kl": 0.5, "actor/entropy": 0.4,
+                                                 "timing_s/step": 60.0}}) + "\n"
+
+    served = 'verl_training_global_step{experiment="bench",project="runs"} '
+    took, peak = first_scrape((line(7) for _ in range(REPEATED_LINES)), served + "7.0")
+    print(f"{REPEATED_LINES:,} lines of one step:      first scrape {took:5.2f} s, peak {peak:6.1f} MiB")
+    took, peak = first_scrape((line(step) for step in range(1, REPEATED_LINES + 1)),
+                              served + f"{float(REPEATED_LINES)}")
+    print(f"{REPEATED_LINES:,} lines of distinct steps: first scrape {took:5.2f} s, peak {peak:6.1f} MiB")
+
+
 if __name__ == "__main__":
-    main()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("phase", nargs="?", choices=("flood", "repeated-step"))
+    phase = parser.parse_args().phase
+    if phase in (None, "flood"):
+        flood()
+    if phase in (None, "repeated-step"):
+        repeated_step()

@@ -33,6 +33,11 @@ VALUE = '{{ printf "%.4g" $value }}'
 # The most steps a window may count: 10,000 steps of the slowest rhythm compile to a window of
 # months, which no Prometheus keeps.
 MAX_STEPS = 10_000
+# The longest `for_=steps(N)`. A `for` rides out a condition that flickers between evaluations;
+# one held for hundreds of steps is a level, which a median over steps(N) states exactly (the
+# exporter computes it) and cheaply. Its generated test replays the N steps at 300 s a step, an
+# evaluation a minute: steps(3000) made `dashgen test` run for minutes (issue 38).
+MAX_FOR_STEPS = 500
 # The largest magnitude of a threshold, factor, fraction or floor: a generated test doubles it, and
 # PromQL and promtool's test files print it.
 MAX_MAGNITUDE = 1e100

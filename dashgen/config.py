@@ -378,7 +378,8 @@ class Config:
     kubernetes_dashboard_folder_annotation: LabelKey = "grafana_folder"
     # How the Operator finds `dashgen export`: a PodMonitor on pods with these labels, or a
     # ServiceMonitor on services with them; either scrapes the port of this name. The target's job
-    # label is set to verl_job, so the rules and dashboards match as with a static config.
+    # label is set to verl_job, so the rules and dashboards match as with a static config. Under
+    # source: rl_insight (no exporter) a PodMonitor for the hub is rendered instead, and these are refused.
     kubernetes_exporter_monitor: Literal["PodMonitor", "ServiceMonitor"] = "PodMonitor"
     # The labels of the exporter's pods (PodMonitor) or services (ServiceMonitor).
     kubernetes_exporter_selector: dict[LabelKey, LabelValue] = field(

@@ -173,21 +173,26 @@ def test(root: Path, config_path: Path | None, keep_generated: Path | None, modu
     import tempfile
 
     from dashgen.compiler.build import render_project
+    from dashgen.compiler.fixture_names import fixtures_for_source
     from dashgen.compiler.rule_test_report import explain_failures, unreachable_branches
     from dashgen.compiler.rule_tests import alerts_tested_by_fixtures, write_generated_tests
     from dashgen.compiler.targets.alertmanager import run_route_fixtures
+    from dashgen.project_metrics import project_catalog
     from dashgen.promtool import run_tool
+    from dashgen.sources.chosen import metric_source
 
     config = load_config(config_path, root)
     if keep_generated is not None:
         _writable_folder("--keep-generated", keep_generated)
     rendered = render_project(root, config)
-    fixtures = sorted((root / "tests" / "rules").glob("*.yaml"))
-    if config.source != "exporter" and fixtures:
-        # Hand-written fixtures feed series in the exporter's names; the generated tests are in the source's.
-        click.echo(f"source {config.source}: {len(fixtures)} fixture(s) of tests/rules/ are in the exporter's names "
-                   f"and not run; the alerts written with Alert.when are tested in the source's names", err=True)
-        fixtures = []
+    # Under another source, dashgen's own fixtures (in the exporter's names) are left out, a team's
+    # in the exporter's names refused; the generated tests are in the source's names.
+    fixtures, left_out = fixtures_for_source(sorted((root / "tests" / "rules").glob("*.yaml")),
+                                             metric_source(config), project_catalog(root), config)
+    if left_out:
+        click.echo(f"source {config.source}: dashgen's own {len(left_out)} fixture(s) of tests/rules/ are in the "
+                   f"exporter's names and not run; the alerts written with Alert.when are tested in the source's "
+                   f"names", err=True)
     # An alert is tested if any fixture tests it, whichever module's tests run.
     tested = alerts_tested_by_fixtures(fixtures)
     alerts = rendered.alerts

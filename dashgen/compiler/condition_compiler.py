@@ -209,14 +209,14 @@ class ConditionCompiler:
                       copied=self._copied(series.expr, series.stem, present),
                       sampled_every=self._sampled_every(series.expr))
 
-    def rolling_baseline(self, series: SignalSeries, baseline: Baseline) -> str:
+    def rolling_baseline(self, series: SignalSeries, baseline: Baseline, where: str) -> str:
         if isinstance(baseline.window, Steps) or isinstance(baseline.ending, Steps):
-            return self._rolling_in_steps(series, baseline)
+            return self._rolling_in_steps(series, baseline, where)
         window = baseline.window or self.defaults.window
         ending = baseline.ending or self.defaults.ending
         key = (series.stem, window, ending, baseline.min_history)
         if baseline.min_history and not 0 < duration_seconds(baseline.min_history) < duration_seconds(window):
-            raise BuildError(f"baseline of {series.expr}: min_history {baseline.min_history!r} must be a duration "
+            raise BuildError(f"{where}: baseline of {series.expr}: min_history {baseline.min_history!r} must be a duration "
                              f"longer than 0s and shorter than the window ({window})")
         if key not in self._rolling:
             # baseline_median, or baseline_median_early10m for one that exists after 10m of history;
@@ -235,11 +235,11 @@ class ConditionCompiler:
                 name, expr, f"Median of {series.expr.split('{')[0]} over {window}, ending {ending} ago, {since}"))
         return self._rolling[key]
 
-    def _rolling_in_steps(self, series: SignalSeries, baseline: Baseline) -> str:
+    def _rolling_in_steps(self, series: SignalSeries, baseline: Baseline, where: str) -> str:
         """The median of the run's `window` steps ending `ending` steps ago, from its first steps on."""
         window, ending = baseline.window, baseline.ending
         if not (isinstance(window, Steps) and isinstance(ending, Steps)) or baseline.min_history:
-            raise BuildError(f"baseline of {series.expr}: a baseline in steps gives its window and ending in steps "
+            raise BuildError(f"{where}: baseline of {series.expr}: a baseline in steps gives its window and ending in steps "
                              f"(Baseline(steps(100), ending=steps(20))) and needs no min_history")
         key = (series.stem, str(window), str(ending), "")
         if key in self._rolling:
@@ -462,12 +462,12 @@ class ConditionCompiler:
         if baseline.is_quietest:
             return self.quietest_baseline(series, baseline, condition.raises, where)
         if not baseline.is_held:
-            return self.rolling_baseline(series, baseline)
+            return self.rolling_baseline(series, baseline, where)
         if baseline.of is not None:
             if baseline.of.is_held or baseline.of.is_quietest:
                 raise BuildError(f"{where}: Baseline.held(of=...) holds a rolling Baseline(...), not a held or "
                                  f"quietest one")
-            return self.held_baseline(self.rolling_baseline(series, baseline.of), condition.raises)
+            return self.held_baseline(self.rolling_baseline(series, baseline.of, where), condition.raises)
         compared = [c for c in comparisons(onset) if c.signal.ref == condition.signal.ref
                     and c.baseline is not None and not c.baseline.is_held
                     and not c.baseline.is_quietest] if onset is not None else []
@@ -479,7 +479,7 @@ class ConditionCompiler:
         # The level before a fault is one of full windows: the median of a young run's first few
         # steps (min_history) is no level to hold a fault against for a day.
         complete = replace(compared[0].baseline, min_history="")
-        return self.held_baseline(self.rolling_baseline(onset_series, complete), compared[0].raises)
+        return self.held_baseline(self.rolling_baseline(onset_series, complete, where), compared[0].raises)
 
 
 def expand_group(group: RuleGroup, compiler: ConditionCompiler, expand_alert: Callable) -> list[RuleGroup]:

@@ -26,7 +26,7 @@ from dashgen.compiler.rendering import runbook_anchor, templates
 from dashgen.compiler.selectors import checked_expression, expression_info, rule_selectors
 from dashgen.compiler.source_queries import Lacking, SourceQueries
 from dashgen.compiler.targets.victoriametrics import fired_recording, is_fired_recording
-from dashgen.conditions import RUN_NAME, VALUE, Steps, comparisons, windows_in
+from dashgen.conditions import MAX_FOR_STEPS, RUN_NAME, VALUE, Steps, comparisons, windows_in
 from dashgen.config import Config, duration_problem, duration_seconds
 from dashgen.errors import BuildError
 from dashgen.model import ON_RUN, Alert, Recording, RuleGroup, Severity, Sustain
@@ -336,6 +336,10 @@ def _check_alert(alert: Alert, where: str) -> None:
     elif alert.condition is None:
         raise BuildError(f"{where}: for_=steps(N) counts the steps of a condition= (Alert.when); with a "
                          f"hand-written expr, give a duration")
+    elif alert.for_.count > MAX_FOR_STEPS:
+        raise BuildError(f"{where}: for_=steps({alert.for_.count}) holds the alert back more than {MAX_FOR_STEPS} "
+                         f"steps: a condition held that long is a level; state it as one, e.g. "
+                         f"Signal(...).median_over(steps({alert.for_.count})).above(...), with a short for_")
     for name, value in durations:
         problem = duration_problem(value)
         if problem:

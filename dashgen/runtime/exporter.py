@@ -9,20 +9,21 @@ memory stays flat however long the run.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
-from typing import Iterator
+from typing import Callable, Collection, Iterator
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from dashgen.catalog import (CATALOG, NONFINITE_LOSS_STREAK_METRIC, NONFINITE_STREAK_METRIC, RUN_STATE_METRIC,
                              STEP_STATISTIC_METRIC, STEP_WINDOWS_INFO_METRIC, VALIDATION_FAMILIES, VALIDATION_LABELS,
-                             Catalog)
+                             Catalog, verl_metric_name)
 from dashgen.lifecycle import NonFiniteStreak, RunPhase
-from dashgen.runtime.log_tail import HistoryCounts, TailStart
+from dashgen.runtime.log_tail import HistoryCounts, StatisticsInput, TailStart
 from dashgen.sources.step_statistics import STEP_STATISTIC_LABELS, ServedStatistics, step_seconds
-from dashgen.sources.verl_log import StepMapper, ValidationSeries, is_training_line
+from dashgen.sources.verl_log import MAX_REMEMBERED_KEYS, StepMapper, ValidationSeries, is_training_line
 
 LABELS = ("project", "experiment")
 
@@ -81,7 +82,7 @@ class RunState:
             self.version += 1
             self._mapper.count(data)  # its keys not exported count as if it had been served
             if self._statistics.wanted:
-                self._observe(step, self._mapper.map(data, counting=False) if is_training_line(data) else {})
+                self._observe(step, self._logged(data))
             self._count(step, data)
 
     def resume(self, tail: TailStart) -> None:
@@ -111,7 +112,15 @@ class RunState:
         with self._lock:
             self.version += 1
             for step, data in records:
-                self._observe(step, self._mapper.map(data, counting=False) if is_training_line(data) else {})
+                self._observe(step, self._logged(data))
+
+    def statistics_input(self) -> StatisticsInput:
+        """What the step statistics read of a record: which of a step's lines a tail start decodes."""
+        return _StatisticsInput(self)
+
+    def _logged(self, data: dict) -> dict[str, float]:
+        """A line's values as the step statistics take them: none from a line with no training value."""
+        return self._mapper.map(data, counting=False) if is_training_line(data) else {}
 
     def _observe(self, step: int, logged: dict[str, float]) -> None:
         self._statistics.observe(step, logged, step_seconds(logged))
@@ -251,3 +260,47 @@ class VerlPrometheusLogger:
             self.state.record(int(step), data)
         except Exception:  # monitoring must never take the training job down
             self.state.parse_error()
+
+
+# A line's strings, read without decoding it, each with the colon after it if it is a key. Read
+# from the line's start, its quotes pair as JSON's do (a string spelt with escapes is not read
+# so: a line with a backslash is decoded instead).
+_STRING = re.compile(rb'"([^"\\]*)"(\s*:)?')
+
+
+class _StatisticsInput:
+    """RunState.statistics_input: a record's series read through the run's own key mapping."""
+
+    def __init__(self, state: RunState):
+        self._state = state
+        self.series = state._statistics.series
+        self._catalog_keys = state.catalog.verl_key_map()
+        self._key_series: dict[bytes, frozenset[str]] = {}
+
+    def gives(self, data: dict) -> set[str]:
+        with self._state._lock:
+            return self._state._statistics.given(self._state._logged(data))
+
+    def may_give(self, series: Collection[str]) -> Callable[[bytes], bool]:
+        missing = frozenset(series)
+
+        def test(line: bytes) -> bool:
+            return b"\\" in line or any(colon and not missing.isdisjoint(self._series_of(key))
+                                         for key, colon in _STRING.findall(line))
+
+        return test
+
+    def _series_of(self, key: bytes) -> frozenset[str]:
+        """The series a key may be exported as: the catalog's, or its own escaped name (StepMapper)."""
+        if key not in self._key_series:
+            try:
+                text = key.decode()
+            except UnicodeDecodeError:  # never a key json reads: decoded and refused like any garbage
+                return self.series
+            named = {verl_metric_name(text)[0]}
+            if text in self._catalog_keys:
+                named.add(self._catalog_keys[text].name)
+            if len(self._key_series) >= MAX_REMEMBERED_KEYS:
+                self._key_series.clear()
+            self._key_series[key] = frozenset(named)
+        return self._key_series[key]

@@ -184,7 +184,8 @@ class LogFollower:
         fd = self._file.fileno()
         offset = last_line_end(fd, size)
         self.state.resume(read_tail(fd, offset, self.max_line_bytes, self.state.catalog))
-        self.state.take_recent(recent_records(fd, offset, self.state.statistics_reach, self.max_line_bytes))
+        self.state.take_recent(recent_records(fd, offset, self.state.statistics_reach, self.max_line_bytes,
+                                              self.state.statistics_input()))
         self._previous_step = self.state.last_step
         self._head = os.pread(fd, min(HEAD_BYTES, offset), 0)
         self._offset = offset

@@ -18,12 +18,13 @@ which the follower runs in the background after it serves the tail.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import threading
 import time
 from dataclasses import field
-from typing import Iterator
+from typing import Callable, Collection, Iterator, Protocol
 
 from dashgen.catalog import CATALOG, VALIDATION_FAMILIES, Catalog
 from dashgen.lifecycle import step_is_nonfinite, watched_keys, NONFINITE_FATAL
@@ -99,23 +100,153 @@ def last_marker_at(fd: int, end: int, markers: tuple[bytes, ...]) -> int | None:
     return None
 
 
-def recent_records(fd: int, offset: int, steps_back: int, max_line_bytes: int) -> list[tuple[int, dict]]:
-    """The step records of the last `steps_back` steps before `offset`, oldest first; not past a
-    restart (a step that goes back), whose earlier lines are another attempt's."""
-    records: list[tuple[int, dict]] = []
+class StatisticsInput(Protocol):
+    """What the step statistics read of a record (RunState.statistics_input)."""
+
+    series: frozenset[str]  # the series they keep history of
+
+    def gives(self, data: dict) -> Collection[str]:
+        """The series a record gives a value."""
+
+    def may_give(self, series: Collection[str]) -> Callable[[bytes], bool]:
+        """A test of a line, undecoded: False only if it surely gives none of `series` a value."""
+
+
+def recent_records(fd: int, offset: int, steps_back: int, max_line_bytes: int,
+                   reads: StatisticsInput | None = None) -> list[tuple[int, dict]]:
+    """The step records of the last `steps_back` steps before `offset`, oldest first: what the
+    step statistics read of them, not past a restart (a step that goes back), whose earlier lines
+    are another attempt's.
+
+    Of a step logged on many lines (a trainer re-logging one step 200,000 times), only the lines
+    that decide what a whole read leaves are decoded and returned: the newest line giving each
+    series a value (`reads`), and the step's first line, whose timing moves the statistics'
+    clock. The others are skimmed for their step, not decoded."""
+    records: list[tuple[int, dict]] = []  # newest first
     if steps_back <= 0:
         return records
-    for _, line in lines_backwards(fd, offset, max_line_bytes):
+    run: _OneStep | None = None  # the lines of the step being walked through
+    newest: int | None = None
+    for start, line in lines_backwards(fd, offset, max_line_bytes):
         if line is None or not line.strip():
+            continue
+        if run is not None and run.repeats(start, line):
+            continue
+        if run is not None and not run.may_give(line) and _leading_step(line) == run.step:
+            run.skim(start, line)
             continue
         try:
             step, data = parse_line(line)
         except LineError:
             continue
-        if records and (step > records[-1][0] or step <= records[0][0] - steps_back):
-            break
-        records.append((step, data))
+        if run is not None and step == run.step:
+            run.add(start, line, data)
+            continue
+        if run is not None:
+            records.extend(run.records(fd, max_line_bytes))
+            if step > run.step or step <= newest - steps_back:
+                run = None
+                break
+        newest = step if newest is None else newest
+        run = _OneStep(step, reads)
+        run.add(start, line, data)
+    if run is not None:
+        records.extend(run.records(fd, max_line_bytes))
     return records[::-1]
+
+
+class _OneStep:
+    """The lines of one step, walked newest first (recent_records). Decoded: those that may give
+    a series still without a value, and any whose step cannot be skimmed. Skimmed: the others,
+    of which only the oldest is kept, as the step's first line if it is a record."""
+
+    def __init__(self, step: int, reads: StatisticsInput | None):
+        self.step, self._reads = step, reads
+        self._missing = set(reads.series) if reads is not None else None  # None: every line decides
+        self._decided: list[dict] = []  # newest first: the decoded lines that gave a missing series a value
+        self._oldest: tuple[bytes, dict] | None = None  # the oldest decoded line, if not in _decided
+        self._oldest_at = 0  # where the oldest decoded line starts
+        self._skimmed: tuple[int, bytes] | None = None  # the oldest skimmed line, if older than _oldest
+        self._test: Callable[[bytes], bool] | None = None  # reads.may_give of the series still missing
+
+    def may_give(self, line: bytes) -> bool:
+        if self._missing is None:
+            return True
+        if self._test is None:
+            self._test = self._reads.may_give(self._missing) if self._missing else lambda line: False
+        return self._test(line)
+
+    def add(self, start: int, line: bytes, data: dict) -> None:
+        self._oldest_at, self._skimmed = start, None
+        given = self._reads.gives(data) if self._missing is not None else ()
+        if self._missing is None or not self._missing.isdisjoint(given):
+            self._decided.append(data)
+            self._oldest = None
+            if self._missing is not None:
+                self._missing.difference_update(given)
+                self._test = None
+        else:
+            self._oldest = (line, data)
+
+    def repeats(self, start: int, line: bytes) -> bool:
+        """Whether the line is a copy of the oldest line seen, which it then replaces as that
+        without a second look (a step logged again and again)."""
+        if self._skimmed is not None and self._skimmed[1] == line:
+            self._skimmed = (start, line)
+            return True
+        if self._skimmed is None and self._oldest is not None and self._oldest[0] == line:
+            self._oldest_at = start
+            return True
+        return False
+
+    def skim(self, start: int, line: bytes) -> None:
+        self._skimmed = (start, line)
+
+    def records(self, fd: int, max_line_bytes: int) -> list[tuple[int, dict]]:
+        """This step's records that decide what a whole read leaves, newest first."""
+        first = self._first_skimmed(fd, max_line_bytes)
+        if first is None and self._oldest is not None:
+            first = self._oldest[1]
+        return [(self.step, data) for data in (*self._decided, *([first] if first is not None else []))]
+
+    def _first_skimmed(self, fd: int, max_line_bytes: int) -> dict | None:
+        """The oldest skimmed line, if it is a record of this step: the step's first line. A line
+        whose start reads as this step may be garbage: then the lines after it are decoded."""
+        if self._skimmed is None:
+            return None
+        start, line = self._skimmed
+        for line in itertools.chain([line], _lines_from(fd, start + len(line) + 1, self._oldest_at, max_line_bytes)):
+            try:
+                step, data = parse_line(line)
+            except LineError:
+                continue
+            if step == self.step:
+                return data
+        return None
+
+
+def _lines_from(fd: int, start: int, end: int, max_line_bytes: int) -> Iterator[bytes]:
+    """The lines of [start, end), oldest first; `end` follows a newline; one longer than
+    max_line_bytes is left out, never held whole."""
+    held: list[bytes] = []
+    size = 0
+    too_long = False
+    position = start
+    while position < end:
+        block = os.pread(fd, min(BLOCK_BYTES, end - position), position)
+        if not block:
+            return
+        position += len(block)
+        cut = 0
+        while (newline := block.find(b"\n", cut)) >= 0:
+            if not too_long and size + newline - cut <= max_line_bytes:
+                yield b"".join([*held, block[cut:newline]])
+            held, size, too_long, cut = [], 0, False, newline + 1
+        if not too_long:
+            held.append(block[cut:])
+            size += len(block) - cut
+            if size > max_line_bytes:
+                held, too_long = [], True
 
 
 @record(frozen=False)

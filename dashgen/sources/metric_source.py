@@ -62,6 +62,9 @@ class MetricSource:
     caveat: str = ""
     # What its rules lose when vmalert evaluates them on VictoriaMetrics, said by a build for it.
     victoriametrics_caveat: str = ""
+    # Under Kubernetes, the labels of the pods that serve its series, which a PodMonitor scrapes at
+    # exporter_address's port; empty for dashgen's exporter, whose pods kubernetes_exporter_* name.
+    pod_labels: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def is_catalog(self) -> bool:

@@ -133,6 +133,8 @@ RL_INSIGHT = _RLInsight(
     },
     caveat="RL-Insight's gauges hold the newest logged value, read once a scrape: a step shorter than the "
            "scrape interval is never seen, and no series says when a step was logged.",
+    # KubeRay's label of a RayCluster's head pod, where the job's driver, and with it the hub, runs.
+    pod_labels={"ray.io/node-type": "head"},
     victoriametrics_caveat="VerlNaNMetrics, VerlNonFiniteStep and VerlNonFiniteSteps see a NaN loss, grad norm, KL "
                            "or entropy as x != x, which VictoriaMetrics never matches (it drops NaN samples): under "
                            "vmalert they fire on infinities only. Run the rules on Prometheus to page on NaN",

@@ -123,6 +123,12 @@ MIN_WINDOW_VALUES = 10
 CLOCK_TICKS_PER_SECOND = 1_000_000
 # The time the log's clock gives a line without timing_s/step, per step (as the backfill's default).
 UNTIMED_STEP_SECONDS = 60.0
+# The longest step time the log's clock takes: the slowest real verl steps last minutes to an hour
+# (the public corpus' slowest, 1,100 s). A longer timing_s/step is a unit mistake or a corrupt
+# value: the step counts as untimed on this clock, rather than moving it so far that the floor of
+# every window holds no step before it (or, past 1.8e302 s, ending the exporter on an
+# OverflowError). A backfill still places such a step at its time, and refuses a run spanning too long.
+MAX_STEP_SECONDS = 86_400.0
 
 
 class _History:
@@ -202,6 +208,16 @@ class StepStatistics:
         self.newest: int | None = None
         self.clock = 0
 
+    @property
+    def series(self) -> frozenset[str]:
+        """The series it keeps history of."""
+        return frozenset(self._values)
+
+    def given(self, logged: dict[str, float]) -> set[str]:
+        """The series a line's logged values give a value (observe: a NaN gives none)."""
+        return {series for series in self._values
+                if (value := logged.get(series)) is not None and not math.isnan(value)}
+
     def observe(self, step: int, logged: dict[str, float], seconds_per_step: float | None = None) -> None:
         """A line of the log: its step, the values it logged itself (none for a line that logs no
         training value: only the step moves), and its timing_s/step if it has one."""
@@ -209,9 +225,9 @@ class StepStatistics:
         if restarted:  # its steps are counted anew
             for history in (*self._values.values(), *self._medians.values()):
                 history.clear()
-        timed = seconds_per_step is not None and math.isfinite(seconds_per_step) and seconds_per_step > 0
+        seconds = clock_reading(seconds_per_step)
         advanced = 1 if self.newest is None or restarted else max(step - self.newest, 0)
-        self.clock += round((seconds_per_step if timed else self.untimed_step_seconds) * CLOCK_TICKS_PER_SECOND) * advanced
+        self.clock += round((self.untimed_step_seconds if seconds is None else seconds) * CLOCK_TICKS_PER_SECOND) * advanced
         self.newest = step
         for series, history in self._values.items():
             value = logged.get(series)
@@ -292,8 +308,14 @@ class ServedStatistics:
 
 
 def step_seconds(logged: dict[str, float]) -> float | None:
-    """A line's timing_s/step, as the exporter names it; None if it logged none."""
-    return logged.get(STEP_TIME_METRIC)
+    """A line's timing_s/step, as the exporter names it, if the log's clock can read it: None if it
+    logged none, or one that is no plausible step time (see MAX_STEP_SECONDS)."""
+    return clock_reading(logged.get(STEP_TIME_METRIC))
+
+
+def clock_reading(seconds: float | None) -> float | None:
+    """A step time the log's clock takes: finite, positive and at most MAX_STEP_SECONDS; else None."""
+    return seconds if seconds is not None and math.isfinite(seconds) and 0 < seconds <= MAX_STEP_SECONDS else None
 
 
 def statistics_in(expressions: Iterable[str]) -> set[StepStatistic]:

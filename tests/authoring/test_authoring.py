@@ -323,6 +323,23 @@ def test_a_quietest_baseline_longer_than_its_look_back_is_refused(team):
     assert "TeamKLAboveSettled" in result.output and "its window '2h' must be shorter than over '1h'" in result.output, result.output
 
 
+@pytest.mark.parametrize("baseline, problem", [
+    ('Baseline("1h", ending="10m", min_history="2h")', "min_history '2h' must be a duration longer than 0s and "
+                                                       "shorter than the window (1h)"),
+    ('Baseline(steps(100), ending=steps(20), min_history="10m")', "a baseline in steps gives its window and ending in "
+                                                                  "steps"),
+])
+def test_a_min_history_refusal_names_the_file_and_the_alert(team, baseline, problem):
+    """Issue 38: this refusal alone said neither where nor which alert."""
+    (team / "alerts" / "team.py").write_text(
+        WARM_UP_ALERTS.replace('Baseline("1h", ending="10m", min_history="10m")', baseline)
+        .replace("import Baseline, Signal", "import Baseline, Signal, steps"))
+    result = run("build", "--root", str(team))
+    assert result.exit_code != 0
+    assert f"alerts/team.py: alert 'TeamKLAboveMedian': baseline of verl_actor_ppo_kl{{verl}}: {problem}" \
+        in result.output, result.output
+
+
 def test_dashgen_test_of_one_module_runs_its_tests_only_and_names_an_unknown_one(team):
     add_team_alert(team)
     (team / "tests" / "rules" / "team-test.yaml").write_text(WARM_UP_FIXTURE)  # reads team.yaml and stability.yaml

@@ -47,3 +47,17 @@ def rules(config):
     result = run("build", "--root", str(project))
     assert result.exit_code != 0
     assert "alerts/team.py: alert 'TeamGradNormHigh': for_=steps(N) counts the steps of a condition=" in result.output
+
+
+def test_a_for_beyond_any_sensible_count_of_steps_is_refused_before_its_test_runs_for_minutes(project):
+    """Issue 38: for_=steps(3000) built, and its generated test replayed 3,000 steps at 300 s a step (5 minutes)."""
+    (project / "alerts" / "team.py").write_text(TEAM_MODULE.format(threshold=5, for_="steps(500)"))
+    assert run("build", "--root", str(project)).exit_code == 0
+    before = (project / "rendered" / "rules" / "team.yaml").read_text()
+    (project / "alerts" / "team.py").write_text(TEAM_MODULE.format(threshold=5, for_="steps(3000)"))
+    for command in ("build", "test"):
+        result = run(command, "--root", str(project))
+        assert result.exit_code != 0
+        assert ("alerts/team.py: alert 'TeamGradNormHigh': for_=steps(3000) holds the alert back more than 500 "
+                "steps: a condition held that long is a level") in result.output, result.output
+    assert (project / "rendered" / "rules" / "team.yaml").read_text() == before

@@ -186,3 +186,26 @@ def test_the_docs_say_which_grafana_chart_values_make_the_folder_annotation_work
     config_map = yaml.safe_load(kubernetes_files["kubernetes/dashboards/verl-training.yaml"])
     assert list(config_map["metadata"]["annotations"]) == [dashboards["folderAnnotation"]]
     assert dashboards["provider"]["foldersFromFilesStructure"] is True
+
+
+def test_under_rl_insight_the_monitor_is_for_the_hub_not_for_an_exporter():
+    """Issue 38: the build rendered a monitor for dashgen's exporter, which this source does not run."""
+    config = config_from({**ON, "source": "rl_insight", "exporter_address": "ray-head:9092"})
+    files = render_project(REPO, config).files
+    monitors = sorted(rel for rel in files if rel.startswith("kubernetes/monitors/"))
+    assert monitors == ["kubernetes/monitors/ray.yaml", "kubernetes/monitors/rl-insight-hub.yaml"]
+    hub = yaml.safe_load(files["kubernetes/monitors/rl-insight-hub.yaml"])
+    assert schema_problems(hub) == []
+    assert hub["kind"] == "PodMonitor" and hub["spec"]["selector"] == {"matchLabels": {"ray.io/node-type": "head"}}
+    assert hub["spec"]["podMetricsEndpoints"] == [{
+        "portNumber": 9092, "path": "/metrics", "interval": config.scrape_interval,
+        "relabelings": [{"action": "replace", "targetLabel": "job", "replacement": config.verl_job}]}]
+
+
+@pytest.mark.parametrize("field, value", [("kubernetes_exporter_selector", {"app": "hub"}),
+                                          ("kubernetes_exporter_port", "hub"),
+                                          ("kubernetes_exporter_monitor", "ServiceMonitor")])
+def test_under_rl_insight_an_exporter_monitor_field_is_refused_not_left_unread(field, value):
+    with pytest.raises(BuildError, match=f"config: {field} is set, but it names `dashgen export`'s pods, and with "
+                                         f"source: rl_insight there is no exporter"):
+        render_project(REPO, config_from({**ON, "source": "rl_insight", field: value}))

@@ -253,3 +253,58 @@ def test_series_names_are_those_rl_insight_serves_for_verl_keys():
     served = prometheus_client.generate_latest().decode()
     for key in keys:
         assert f'{series_name(key)}{{experiment_name="e",project="p"}} 1.0' in served, key
+
+
+TEAM_GRAD_ALERT = '''
+from dashgen.conditions import Signal
+from dashgen.model import Alert, RuleGroup, Severity
+
+
+def rules(config):
+    return RuleGroup("team-grad", (Alert.when(
+        "TeamGradNormHigh", Signal("actor/grad_norm").above(5), for_="2m",
+        severity=Severity.WARNING, summary="Grad norm stayed high."),))
+'''
+# A case that expects no alert: fed series no rule reads, it passes whatever the rules do.
+TEAM_GRAD_FIXTURE = '''
+rule_files: [../../rendered/rules/team.yaml]
+evaluation_interval: 1m
+tests:
+  - interval: 1m
+    input_series:
+      - {series: 'SERIES{job="verl",instance="t:9464",project="p",RUN="e"}', values: '9x20'}
+    alert_rule_test:
+      - {eval_time: 15m, alertname: TeamGradNormHigh, exp_alerts: []}
+'''
+
+
+@pytest.mark.heavy
+def test_a_team_fixture_in_the_exporters_names_is_refused_and_one_in_the_sources_names_runs(project):
+    """Issue 38: under rl_insight every fixture of tests/rules/ was left out, so a team's fixture
+    that fails in promtool was reported green."""
+    from conftest import REPO
+    rl_insight_project(project)
+    (project / "alerts" / "team.py").write_text(TEAM_GRAD_ALERT)
+    assert run("build", "--root", str(project)).exit_code == 0
+    fixtures = project / "tests" / "rules"
+    fixtures.mkdir(parents=True)
+    (fixtures / "stability-test.yaml").write_text((REPO / "tests" / "rules" / "stability-test.yaml").read_text())
+    team_fixture = fixtures / "team-test.yaml"
+    team_fixture.write_text(TEAM_GRAD_FIXTURE.replace("SERIES", "verl_actor_grad_norm").replace("RUN", "experiment"))
+    result = run("test", "--root", str(project), "team")
+    assert result.exit_code == 1
+    assert (f"{team_fixture}: input series verl_actor_grad_norm is in the exporter's names, and with source: "
+            f"rl_insight no rule reads it (rl_insight serves it as rl_insight_monitor_actor_grad_norm)") \
+        in result.output, result.output
+    # In the source's names it runs: the grad norm of 9 fires the alert the case says stays silent.
+    team_fixture.write_text(TEAM_GRAD_FIXTURE.replace("SERIES", series_name("actor/grad_norm"))
+                            .replace("RUN", "experiment_name"))
+    result = run("test", "--root", str(project), "team")
+    assert result.exit_code == 1 and "FAILED" in result.output and "alertname: TeamGradNormHigh" in result.output
+    assert "dashgen's own 1 fixture(s) of tests/rules/ are in the exporter's names and not run" in result.output
+    team_fixture.write_text(team_fixture.read_text().replace("exp_alerts: []", (
+        "exp_alerts: [{exp_labels: {severity: warning, job: verl, instance: 't:9464', project: p, experiment_name: e}, "
+        "exp_annotations: {summary: 'Grad norm stayed high.', runbook_url: 'rendered/docs/alerts.md#teamgradnormhigh', "
+        "description: 'Run p/e: actor/grad_norm is above 5 (actor/grad_norm: 9).'}}]")))
+    result = run("test", "--root", str(project), "team")
+    assert result.exit_code == 0, result.output

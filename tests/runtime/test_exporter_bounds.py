@@ -8,10 +8,12 @@ import time
 import tracemalloc
 
 import pytest
+from prometheus_client import CollectorRegistry, generate_latest
 
 from dashgen.runtime.exporter import RunState
 
 from dashgen.runtime.log_follower import MAX_LINE_BYTES, LogFollower, run_from_path
+from dashgen.sources.step_statistics import ServedStatistics, StepStatistic
 from dashgen.sources.verl_log import MAX_REMEMBERED_KEYS, MAX_UNKNOWN_SERIES, LineError, StepMapper, parse_line
 from support import announced_port, dashgen_process, start_exporter, wait_until
 
@@ -240,3 +242,26 @@ def test_a_running_exporter_survives_every_hostile_line_and_serves_the_next_good
     assert metrics['verl_step_statistic{experiment="exp",project="proj",series="verl_actor_entropy",'
                    'statistic="median_5steps"}'] == pytest.approx(0.6)  # of 0.5, 0.7, 0.9, 0.3
     assert exporter.process.poll() is None
+
+
+@pytest.mark.parametrize("start_at_tail", [False, True])
+def test_a_step_time_past_any_plausible_one_is_untimed_not_the_exporters_end(tmp_path, start_at_tail):
+    """timing_s/step 1e303 overflowed the step statistics' clock: an OverflowError ended `dashgen export`."""
+    lines = [line(step, {"actor/entropy": 0.5, "timing_s/step": 1e303 if step == 3 else 2.0}) for step in range(1, 6)]
+    path = tmp_path / "proj" / "exp.jsonl"
+    path.parent.mkdir()
+    path.write_bytes(b"".join(lines))
+    statistics = ServedStatistics((StepStatistic("verl_actor_entropy", "median", 3),), 60.0)
+    state = RunState("proj", "exp", step_statistics=statistics)
+    follower = LogFollower(path, state, say=lambda _: None, start_at_tail=start_at_tail)
+    try:
+        follower.poll()
+        with open(path, "ab") as log:
+            log.write(line(6, {"actor/entropy": 0.5, "timing_s/step": 1e303}))
+        follower.poll()
+    finally:
+        follower.stop()
+    assert state.last_step == 6
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(state)
+    assert 'statistic="median_3steps"} 0.5' in generate_latest(registry).decode()

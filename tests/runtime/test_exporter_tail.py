@@ -13,7 +13,7 @@ from dashgen.runtime.exporter import RunState
 import dashgen.runtime.log_follower
 from dashgen.runtime.log_follower import LogFollower
 import dashgen.runtime.log_tail
-from dashgen.runtime.log_tail import lines_backwards, read_tail
+from dashgen.runtime.log_tail import lines_backwards, read_tail, recent_records
 from dashgen.sources.step_statistics import rendered_statistics
 from dashgen.sources.verl_log import MAX_VALIDATION_SERIES
 
@@ -271,3 +271,65 @@ def test_lines_backwards_returns_every_line_newest_first_and_marks_long_ones(tmp
         found = list(lines_backwards(log.fileno(), path.stat().st_size, max_line_bytes=1000))
     assert [line for _, line in found] == [None if len(line) > 1000 else line for line in reversed(lines)]
     assert [start for start, _ in found][-1] == 0
+
+
+def relogged(step: int, rng: random.Random) -> bytes:
+    """One of many lines a trainer writes for one step: some of its series, timed or not, NaN or
+    garbage that reads as the step; a copy of the line before it is made by the caller."""
+    kind = rng.choice(["subset", "subset", "nan", "untimed", "validation only", "garbage with the step", "escaped",
+                       "healthy"])
+    if kind == "garbage with the step":
+        return b'{"step": %d, "data": {"actor/entropy": 0.' % step + b"\n"
+    if kind == "escaped":
+        return b'{"step": %d, "data": {"actor\\/entropy": %.3f}}\n' % (step, rng.random())
+    if kind == "validation only":
+        return record(step, **{"val-aux/openai/gsm8k/reward/mean@1": rng.random()})
+    data = step_data(step, "healthy", None, rng.randint(0, 9))
+    if kind == "healthy":
+        return record(step, **data)
+    data = {key: value for key, value in data.items() if rng.random() < 0.3}
+    if kind == "nan":
+        data["actor/entropy"] = float("nan")
+    if kind == "untimed":
+        data.pop("timing_s/step", None)
+    else:
+        data["timing_s/step"] = rng.choice([1.0, 30.0, 90.0])
+    return record(step, **data)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_a_step_logged_on_many_lines_serves_from_the_tail_what_a_whole_read_serves(tmp_path, small_blocks, seed):
+    """The tail start decodes only the lines of a step that decide its statistics (issue 38)."""
+    rng = random.Random(seed)
+    lines = []
+    step = 1
+    for _ in range(rng.randint(1, 40)):
+        for _ in range(rng.choice([1, 1, 2, 5, 30])):
+            lines.append(lines[-1] if lines and rng.random() < 0.3 else relogged(step, rng))
+        step += rng.choice([1, 1, 2, 7])
+    pair = Pair(written_log(tmp_path, b"".join(lines)))
+    try:
+        pair.poll()
+        pair.assert_same()
+    finally:
+        pair.stop()
+
+
+def test_a_step_logged_again_and_again_is_skimmed_not_decoded(tmp_path, monkeypatch):
+    """200,000 lines of one step made the first scrape take 8 s and 140 MiB: each was decoded and observed."""
+    timed = [record(300, **{"actor/ppo_kl": 0.5, "actor/entropy": 0.4, "timing_s/step": 60.0 + i}) for i in range(50)]
+    path = written_log(tmp_path, b"".join([*map(healthy, range(1, 300)), *[timed[0]] * 5000, *timed * 100]))
+    pair = Pair(path, max_line_bytes=1 << 20)
+    try:
+        pair.poll()
+        pair.assert_same()
+        decoded = []
+        parse_line = dashgen.runtime.log_tail.parse_line
+        monkeypatch.setattr(dashgen.runtime.log_tail, "parse_line", lambda line: decoded.append(line) or parse_line(line))
+        with open(path, "rb") as log:
+            recent = recent_records(log.fileno(), path.stat().st_size, pair.tail_state.statistics_reach, 1 << 20,
+                                    pair.tail_state.statistics_input())
+    finally:
+        pair.stop()
+    assert recent[-2:] == [(300, json.loads(timed[0])["data"]), (300, json.loads(timed[-1])["data"])]
+    assert len(recent) < 350 and len(decoded) < 350  # the steps before, and of 10,000 lines of step 300 two

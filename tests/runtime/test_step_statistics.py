@@ -81,6 +81,17 @@ def test_no_window_or_ending_is_shorter_than_the_floor_of_the_logs_own_clock():
     assert untimed.values()[peak] == 1.0
 
 
+@pytest.mark.parametrize("huge", [1e303, 1e200, 2 * 86_400.0])
+def test_an_implausible_step_time_is_no_reading_of_the_clock(huge):
+    """Issue 38: a timing_s/step of 1e303 ended the exporter (OverflowError); one of 1e200 moved the
+    clock so far that the floor of every window held no step before it. Either counts as untimed."""
+    median = StepStatistic(KL, "median", 3)
+    statistics = StepStatistics([median], floor_seconds=60.0, untimed_step_seconds=2.0)
+    for step in range(1, 101):
+        statistics.observe(step, {KL: 1.0 if step <= 90 else 50.0}, huge if step == 95 else 2.0)
+    assert statistics.values() == {median: 1.0}  # the last 60 s: steps 71..100, 20 of them at 1.0
+
+
 def test_a_restart_starts_the_windows_again_and_nan_is_no_value():
     median = StepStatistic(KL, "median", 10)
     lines = [(1, {KL: 5.0}), (2, {KL: 5.0}), (3, {KL: float("nan")}), (2, {KL: 1.0})]

@@ -5,8 +5,10 @@ rendered (so the objects hold exactly what rendered/rules/ and rendered/dashboar
 
 - prometheus-rules/<module>.yaml: a PrometheusRule per rule file;
 - dashboards/<uid>.yaml: a ConfigMap per dashboard, labelled for Grafana's dashboard sidecar;
-- monitors/verl-exporter.yaml (PodMonitor or ServiceMonitor) and monitors/ray.yaml (PodMonitor
-  for KubeRay's pods), each setting the target's `job` to the config's job name;
+- monitors/verl-exporter.yaml (PodMonitor or ServiceMonitor; under `source: rl_insight`,
+  monitors/rl-insight-hub.yaml, a PodMonitor for the hub on KubeRay's head pod) and
+  monitors/ray.yaml (PodMonitor for KubeRay's pods), each setting the target's `job` to the
+  config's job name;
 - alertmanager-config.yaml: an AlertmanagerConfig with the routes, receivers and inhibitions.
 
 Every object is checked against the vendored schemas (dashgen/compiler/targets/kubernetes_schemas.py).
@@ -29,6 +31,8 @@ from dashgen.config import Config
 from dashgen.errors import BuildError
 from dashgen.model import Dashboard
 from dashgen.records import record
+from dashgen.sources.chosen import metric_source
+from dashgen.sources.metric_source import MetricSource
 
 KUBERNETES_DIR = "kubernetes"
 MONITORING_API = "monitoring.coreos.com/v1"
@@ -57,7 +61,7 @@ def render_kubernetes(config: Config, files: dict[str, str], dashboards: list[tu
     if not config.kubernetes:
         return {}
     objects = [*_prometheus_rules(config, files), *_dashboard_config_maps(config, files, dashboards),
-               _exporter_monitor(config), *([_ray_monitor(config)] if config.kubernetes_ray_monitor else []),
+               _verl_monitor(config), *([_ray_monitor(config)] if config.kubernetes_ray_monitor else []),
                _alertmanager_config(config, alertmanager)]
     names: dict[tuple[str, str], str] = {}
     rendered = {}
@@ -122,11 +126,46 @@ def _dashboard_config_maps(config: Config, files: dict[str, str],
     return objects
 
 
-def _endpoint(port: str, interval: str, job: str) -> dict[str, Any]:
-    """A scrape endpoint whose targets get `job` as their job label (the Operator's default job
-    is the monitor's or service's name, which the rules' selectors would not match)."""
-    return {"port": port, "path": "/metrics", "interval": interval,
+def _endpoint(port: str | int, interval: str, job: str) -> dict[str, Any]:
+    """A scrape endpoint, at a port named (str) or numbered (int), whose targets get `job` as their
+    job label (the Operator's default job is the monitor's or service's name, which the rules'
+    selectors would not match)."""
+    return {"portNumber" if isinstance(port, int) else "port": port, "path": "/metrics", "interval": interval,
             "relabelings": [{"action": "replace", "targetLabel": "job", "replacement": job}]}
+
+
+def _verl_monitor(config: Config) -> KubernetesObject:
+    """The monitor of what serves the verl job's series: `dashgen export`, or the source's own pods."""
+    source = metric_source(config)
+    return _exporter_monitor(config) if source.is_catalog else _source_monitor(config, source)
+
+
+def _source_monitor(config: Config, source: MetricSource) -> KubernetesObject:
+    """A PodMonitor for the pods of a source that is not dashgen's exporter (RL-Insight's hub on
+    KubeRay's head pod), at exporter_address's port; the kubernetes_exporter_* fields name an
+    exporter's pods, so one set away from its default is refused rather than left unread."""
+    defaults = Config()
+    for name in ("kubernetes_exporter_monitor", "kubernetes_exporter_selector", "kubernetes_exporter_port"):
+        if getattr(config, name) != getattr(defaults, name):
+            raise BuildError(
+                f"config: {name} is set, but it names `dashgen export`'s pods, and with source: {source.name} there "
+                f"is no exporter: the build renders a PodMonitor for {source.title} on the pods labelled "
+                f"{_labels_text(source.pod_labels)}, at exporter_address's port ({config.exporter_address}). Remove "
+                f"{name}; for a hub elsewhere, set kubernetes_exporter_* back and scrape it with a monitor of your own "
+                f"whose job label is verl_job ({config.verl_job!r})")
+    port = int(config.exporter_address.rsplit(":", 1)[1])
+    suffix = f"{source.name.replace('_', '-')}-hub"
+    return KubernetesObject(
+        f"{KUBERNETES_DIR}/monitors/{suffix}.yaml", f"dashgen/sources/{source.name}.py and config: exporter_address",
+        {"apiVersion": MONITORING_API, "kind": "PodMonitor",
+         "metadata": _metadata(config, _name(config, suffix, "config: kubernetes_name_prefix")),
+         "spec": {"selector": {"matchLabels": dict(sorted(source.pod_labels.items()))},
+                  "namespaceSelector": {"any": True},
+                  "podMetricsEndpoints": [_endpoint(port, config.scrape_interval, config.verl_job)]}})
+
+
+def _labels_text(labels: dict[str, str]) -> str:
+    return ", ".join(f"{key}: {value}" for key, value in sorted(labels.items()))
 
 
 def _exporter_monitor(config: Config) -> KubernetesObject:
