@@ -10,7 +10,8 @@ and the backfill of `dashgen backtest` compute the same list with this module, s
 what a live run would.
 
 A statistic reads the values a series logged at steps S-E-N < step <= S-E, S being the run's
-newest logged step, N the window and E its ending. A key missing from a line is no value, and a
+newest logged step, N the window and E its ending; where those steps hold fewer than
+min(N, MIN_WINDOW_VALUES) values, and at least one, it reads back to that many. A key missing from a line is no value, and a
 step window holding no value has no statistic. A run whose step goes back (restarted, or resumed
 from a checkpoint) starts its windows again: an exporter started at the log's tail reads back
 to that point only, and serves what a whole read would.
