@@ -89,6 +89,10 @@ def rules(config: Config) -> list[RuleGroup]:
                 "session several runs share, their phases differ and nothing tells which node serves which "
                 "run, so a node is compared only within itself there: a node lagging as a whole goes "
                 "unflagged, and the alert names the session, not a run.",
+        healthy_runs=("Every rank of a synchronous step waits for the same collective, so healthy GPUs of a node "
+                      "are busy alike; a phase that idles them all (validation, a checkpoint save, rollout waiting "
+                      "on the trainer) lowers the node's median below 30% busy, where it is not judged, and a lag "
+                      "must last 15m."),
         next_steps=(
             "Pick the node in the dashboard's Node variable: its per-GPU heatmap shows which GPU lags and "
             "whether it idles at every step or drifted (a whole node idling is a hung or slow worker).",
@@ -111,6 +115,9 @@ def rules(config: Config) -> list[RuleGroup]:
                      f"{window} before the last {recent}."),
         meaning="Responses got much longer (the policy learned to ramble or loop), which slows every step and "
                 "pushes memory towards out-of-memory; sometimes a reward that favours length.",
+        healthy_runs=("Healthy runs' responses grow slowly as the policy learns to reason: it needs tokens per "
+                      "batch above twice their median of the hour before the last 10m, for 10m, so a growth spread "
+                      "over hours moves the baseline with it."),
         next_steps=(
             "Check response length mean/max and the clip ratio on the dashboard.",
             "Look at sample responses for repetition; consider a length penalty or a lower "

@@ -85,6 +85,10 @@ def rules(config: Config) -> RuleGroup:
                 "first branch: fragmentation), so the next longer batch can fail with CUDA out-of-memory although "
                 "allocated memory looks fine; or the run simply uses nearly all of the card (the second branch). "
                 "Common with variable sequence lengths and with vLLM/SGLang sharing the GPU with the trainer.",
+        healthy_runs=("A healthy run reserves what it reserves from its first steps and keeps most of it allocated: "
+                      "it needs 92% of the card reserved with a fifth of that unallocated, or 97% reserved, for 5m. "
+                      "A run on a larger card than gpu_memory_bytes says is not judged (VerlGPUMemoryCapacityTooLow "
+                      "says so)."),
         next_steps=(
             "Compare the Memory timeline's allocated and reserved curves: a widening gap is fragmentation.",
             "Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, lower the rollout engine's "

@@ -70,6 +70,9 @@ def rules(config: Config) -> RuleGroup:
                 "uniform noise over a hundred tokens. Each bound's origin is in the tunable's comment "
                 "(alerts/plausibility.py). A warning, not a page: a lone gradient explosion that verl's clip "
                 "absorbs can recover.",
+        healthy_runs=("Its bounds are beyond what any healthy run logs whatever the model, task or batch size, each "
+                      "with its origin beside it in alerts/plausibility.py: healthy runs of the corpus stay below 3 "
+                      "nats of KL, a grad norm of 75 and an entropy of 2.5 nats."),
         next_steps=(
             "Find the first step beyond the bound in the step log; a bound broken at the first logged step "
             "points at the setup: a wrong reference or checkpoint, a tokenizer mismatch between the rollout "
@@ -101,6 +104,9 @@ def rules(config: Config) -> RuleGroup:
                 "reward function that never pays (a parser that never matches the answer format); later, a "
                 "policy collapsed onto an answer that earns nothing. Read only where the log has the score's "
                 "spread within groups (TRL's reward_std, or its share of groups with equal rewards).",
+        healthy_runs=("A healthy small-batch run has all-equal steps too (30-60%), but steps that pay among them: "
+                      "it needs 10 logged steps without a reward above 0 and half of them all-equal (or TRL's share "
+                      "of such groups above 90%), judged once half the window is logged."),
         next_steps=(
             "Read a few completions and their rewards: does the reward function parse the answer format?",
             "Make the data easier or harder, raise the number of generations per prompt or the temperature.",

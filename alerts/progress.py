@@ -104,6 +104,10 @@ def rules(config: Config) -> RuleGroup:
                 "step, although the run has shown its rhythm (two step-log lines at least). The usual cause in Ray-based RL is one hung "
                 "worker (an NCCL collective waiting forever, a stuck rollout request, a dead node) that "
                 "blocks every other rank, or a checkpoint save or validation that takes far longer than usual.",
+        healthy_runs=("The silence it waits for is the longest of 5m, three median step times and 1.5x the longest "
+                      "gap between two of the run's lines in the last day, so the gaps a healthy run shows (a "
+                      "validation, a checkpoint save, a log written every N steps) widen it; before the first save "
+                      "it waits at least 15m, and a run that has not shown its rhythm yet (two lines) is not judged."),
         next_steps=(
             "Look at the Per-rank heatmap: a GPU at 0% while others wait at 100% (or all at 0%) points at "
             "the stuck rank.",
@@ -133,6 +137,10 @@ def rules(config: Config) -> RuleGroup:
                 "down, or the network between Prometheus and it is. Every other verl alert is blind while this "
                 "fires. An exporter that goes away after its run finished, crashed or was stopped does not fire "
                 f"this; nor does one whose last run Prometheus saw more than {memory} ago.",
+        healthy_runs=("It reads whether Prometheus can scrape the exporter, not a training signal: no noise, rhythm "
+                      "or phase of a run moves it. An exporter that goes away after its run finished, crashed or "
+                      "was stopped is a run's end, not an absence, and one whose last run is more than 24h old is "
+                      "forgotten."),
         next_steps=(
             "Check that `dashgen export` is running next to the trainer and listening on the scraped address.",
             "Check the target on Prometheus' /targets page for the scrape error.",
@@ -148,6 +156,9 @@ def rules(config: Config) -> RuleGroup:
         meaning="The training process is gone: an exception (CUDA out-of-memory, NCCL error, a failed Ray "
                 "actor), a kill by the scheduler or the OOM killer. It keeps firing until the run is restarted "
                 f"under the same project and experiment, or for {memory} after its exporter went away.",
+        healthy_runs=("It reads the exit code the exporter saw the trainer leave with: a finished run exits 0, and "
+                      "a run told its total steps, or stopped by `dashgen act`, ends finished or stopped, never "
+                      "crashed."),
         next_steps=(
             "Read the end of the trainer's output (the exporter passes it through) for the exception.",
             "Check `dmesg` for the OOM killer, `ray status` for dead nodes, and the scheduler's log for a kill.",
@@ -169,6 +180,9 @@ def rules(config: Config) -> RuleGroup:
                 "the project folder, before `dashgen build` changed the list, or it is a library logger given no "
                 "list. VerlEntropyCollapse, VerlRewardCliff and the other alerts that count in steps read "
                 "nothing for this run until it serves the list these rules were built with.",
+        healthy_runs=("It compares the fingerprint of the statistics the exporter serves with the one the rules "
+                      "were built with, not a training signal: an exporter started in the project folder after the "
+                      "last build serves the same list whatever its run does."),
         next_steps=(
             "Run `dashgen build` and deploy its rendered/ to Prometheus and to the exporter's host together.",
             "Restart `dashgen export` from the project folder (or with --root): a restart loses nothing, it "

@@ -97,6 +97,10 @@ def rules(config: Config) -> list[RuleGroup]:
                      f"errors of its own step-to-step noise."),
         meaning="A sudden, sustained reward drop: the policy has unlearned something (often after a "
                 "divergent update), the reward function or its data changed, or the critic went wrong.",
+        healthy_runs=("A small-batch reward jumps across its whole range between consecutive steps, and its 30-step "
+                      "median wanders: the fall must be half the 100-step level before the last 30 steps, at least "
+                      "0.2, and beyond 5 standard errors of the reward's own step-to-step spread; no healthy run of "
+                      "the corpus does that."),
         next_steps=(
             "Look at the critic value loss and explained variance first: a critic that blew up produces "
             "bad advantages and drags the policy down (PPO only; GRPO has no critic).",
@@ -153,6 +157,10 @@ def rules(config: Config) -> list[RuleGroup]:
                 "does (all right, all wrong, or a reward that no longer varies, e.g. after a length collapse), "
                 "the gradient vanishes and the GPUs train nothing. The policy loss is no sign of it: GRPO's "
                 "logged loss is 0 on healthy steps too.",
+        healthy_runs=("Healthy small-batch GRPO has a grad norm of exactly 0 on 30-60% of its steps (a step whose "
+                      "groups all score alike) and a console log prints a healthy 0.0004 as 0.000: it needs 0 on 10 "
+                      "steps in a row whose rewards differed, or on 20 in a row. A console log whose grad norms "
+                      "print 0.000 for 20 steps is a case it cannot tell (see issue 35's note)."),
         next_steps=(
             "Check the score's min/max spread and the response length: identical or minimal answers?",
             "Make the data harder or easier, raise the rollout temperature or n, or fix the reward.",

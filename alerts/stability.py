@@ -196,6 +196,11 @@ def rules(config: Config) -> list[RuleGroup]:
                 "the new policy moves far from the old one (KL), gradients blow up (grad norm), and the policy "
                 "collapses onto a few tokens (entropy). One of them alone is routine noise; all three together "
                 "usually precede a reward collapse and rarely recover on their own.",
+        healthy_runs=("One of the three alone is routine: a lone KL spike (a 3-step median reads it, so one step of "
+                      "KL 7 in a healthy off-policy run is none), a grad norm spike, an entropy dip. It needs all "
+                      "three beyond their factors against the run's quietest level of the last hour, and PPO KL to "
+                      "rise by 0.01 too (early console logs print it to 3 decimals): no healthy run of the corpus "
+                      "does."),
         next_steps=(
             "Open the dashboard's Training stability row for this experiment and find the step where the "
             "three curves turned; compare with the PPO clip fraction at that step.",
@@ -262,6 +267,12 @@ def rules(config: Config) -> list[RuleGroup]:
                 "run's own steps and asks the reward too: entropy falling while the reward rises is a policy "
                 "becoming sure of what works (convergence), the same fall with the reward flat or falling is a "
                 "collapse. The slower collapse is judged once the reward has 75 logged steps.",
+        healthy_runs=("A healthy run's entropy falls 10x within 50 steps while its reward climbs, and 40x over a "
+                      "few hundred once the reward has plateaued; a small-batch run's swings across three decades "
+                      "from step to step. So the fall is measured from the median of the 50 steps before the last "
+                      "10 (not the highest of many medians, which noise alone puts 10x above the median), beyond 3 "
+                      "standard errors of its step-to-step spread, and only with the reward not rising; a slower "
+                      "fall needs the reward falling beyond 5."),
         next_steps=(
             "Look at sample responses of recent steps: are they identical or repetitive?",
             "Raise the entropy bonus (entropy_coeff) or lower the KL penalty; consider a higher rollout "
@@ -286,6 +297,9 @@ def rules(config: Config) -> list[RuleGroup]:
                 "with noise and run to the length cap, and the reward falls. Usually an update that left the "
                 "trust region (learning rate, stale rollouts, a numerics problem between the rollout engine "
                 "and the trainer).",
+        healthy_runs=("Entropy rises a little as a run explores and swings across orders of magnitude in "
+                      "small-batch runs: it needs the 5-step median 3x above the lowest 10-step median of the last "
+                      "200 steps, by a whole nat, and beyond 5 standard errors of its step-to-step spread."),
         next_steps=(
             "Check the response length and its clip ratio, and read a few recent responses.",
             "Compare the rollout engine's and the trainer's log-probs (a mismatch after a version change), "
@@ -311,6 +325,9 @@ def rules(config: Config) -> list[RuleGroup]:
                 "unclipped ratios, a numerics problem). The clip keeps each update bounded, and validation may "
                 "still rise for a while, so it warns; KL and entropy breaking away with it page "
                 "(VerlTrainingDivergence).",
+        healthy_runs=("Healthy PPO grad norms move between 0.2 and 70 and spike for a step: it needs the 3-step "
+                      "median 10x above the lowest 10-step median of the last 100 steps, by at least 10, and beyond "
+                      "5 standard errors of its step-to-step spread."),
         next_steps=(
             "Compare with PPO KL, the clip fraction and entropy on the Training stability row.",
             "Lower the learning rate or tighten the clip ratio; resume from the checkpoint before the rise "
@@ -337,6 +354,9 @@ def rules(config: Config) -> list[RuleGroup]:
                 "rise by an order of magnitude means the KL term no longer holds the policy: a KL coefficient too "
                 "small for the learning rate, reward hacking, or an update that has gone unstable (grad norm "
                 "spikes usually come with it).",
+        healthy_runs=("KL to the reference grows smoothly under a KL penalty by design (0 to 0.2 over 200 steps) "
+                      "and spikes for single steps: it needs the 10-step median 10x its quietest 10-step median of "
+                      "the last 200 steps, and 0.3 above it."),
         next_steps=(
             "Compare with the grad norm and the reward: a KL rise without a reward gain is drift, not learning.",
             "Raise the KL coefficient (kl_loss_coef; TRL's beta) or lower the learning rate; resume from the "
@@ -364,6 +384,9 @@ def rules(config: Config) -> list[RuleGroup]:
                 "overflow or a division by zero in the update; once NaN reaches the weights every later step is "
                 "wasted compute. (verl skips the optimizer step when the grad norm is not finite, so one such "
                 "step alone is VerlNonFiniteStep, an info.)",
+        healthy_runs=("verl skips the optimizer step of a non-finite grad norm, and a healthy run has such a step "
+                      "now and then (VerlNonFiniteStep, an info): it needs a non-finite loss, or non-finite updates "
+                      "on consecutive steps, which no healthy run of the corpus logs."),
         next_steps=(
             "Find the first NaN step in the step log; check grad norm and KL just before it.",
             "Resume from the last good checkpoint; with bf16/fp16 check loss scaling, lower the learning rate, "

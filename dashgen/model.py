@@ -253,6 +253,8 @@ class Alert:
     sustain: Sustain | None = None
     meaning: str = ""  # runbook: what it usually means in RL training
     next_steps: tuple[str, ...] = ()  # runbook: what to look at next, in order
+    # runbook: why a healthy run does not trip it (the noise, warm-up or phase it is built to pass)
+    healthy_runs: str = ""
     labels: tuple[tuple[str, str], ...] = ()
     condition: Condition | None = None
     # Hysteresis in the vocabulary: once firing, stay firing while this (weaker) condition holds.
