@@ -32,7 +32,21 @@ def work_dir(purpose: str) -> Iterator[Path]:
         finally:
             os.close(lock)
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        _remove(folder)
+
+
+def _remove(folder: Path) -> None:
+    """Remove `folder` whole: a SIGTERM that arrives while it is being removed (the CLI turns it into
+    an exception) is raised once the folder is gone, not in the middle of removing it."""
+    interrupted: BaseException | None = None
+    while True:
+        try:
+            shutil.rmtree(folder, ignore_errors=True)
+            break
+        except BaseException as exc:  # noqa: BLE001 - re-raised below, once the folder is gone
+            interrupted = exc
+    if interrupted is not None:
+        raise interrupted
 
 
 def _hold_lock(folder: Path) -> int:
