@@ -107,7 +107,6 @@ FAULT_ALERTS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
 PLANNED_ALERTS: dict[str, str] = {
     "VerlImplausibleValue": "warning",  # a value no healthy run logs, from the first line (issue 35)
     "VerlGradNormExplosion": "warning",  # grad norm far above its own quiet level and noise (issue 40)
-    "VerlRewardHacking": "warning",  # training reward rising while validation falls (issue 40)
 }
 # Faults that end the log: the trainer hangs or dies at `at`.
 TERMINAL = {"stall": "hung", "crash": "crashed"}

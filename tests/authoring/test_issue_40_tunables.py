@@ -1,0 +1,54 @@
+"""The tunables of VerlRewardHacking (alerts/validation.py): each reaches the condition it tunes,
+and a value out of range is refused naming its field. What the rule does on series is in
+tests/rules/validation-test.yaml."""
+
+import pytest
+
+from dashgen.conditions import Shift, Steps, comparisons
+from dashgen.config import ConfigError, config_from
+from dashgen_alerts import validation
+
+
+def _alert(module, config, name):
+    groups = module.rules(config)
+    groups = groups if isinstance(groups, list) else [groups]
+    return next(rule for group in groups for rule in group.rules if getattr(rule, "name", "") == name)
+
+
+def test_reward_hacking_compares_validation_with_its_level_and_the_reward_with_its_own_past():
+    hacking = _alert(validation, config_from({}), "VerlRewardHacking")
+    fall, rise = comparisons(hacking.condition)
+    # Validation first: the alert carries its data_source, variable and metric labels.
+    assert fall.signal.ref == "verl_val_core" and fall.op == "<"
+    assert fall.signal.window == Steps(40) and fall.baseline.over == Steps(200) and fall.baseline.window == Steps(40)
+    assert (fall.fraction, fall.at_least, fall.beyond_noise) == (0.25, 0.05, 0.0)
+    assert rise.signal.ref == "critic/score/mean" and rise.op == ">" and not rise.negated
+    assert rise.baseline.window == Steps(50) and rise.baseline.ending == Steps(20)
+    assert (rise.fraction, rise.beyond_noise) == (0.05, 3.0)
+    (sustain,) = comparisons(hacking.keep_firing_while)
+    assert sustain.signal == fall.signal and sustain.baseline == fall.baseline
+    assert (sustain.fraction, sustain.at_least) == (0.125, 0.025)
+    assert hacking.severity.value == "warning" and hacking.for_ == "0s"
+
+
+def test_a_team_tunes_reward_hacking_in_its_validation_section():
+    config = config_from({"validation": {"hacking_validation_steps": 20, "hacking_validation_level_steps": 100,
+                                         "hacking_validation_fall_fraction": 0.5, "hacking_reward_noise_z": 5}})
+    hacking = _alert(validation, config, "VerlRewardHacking")
+    fall, rise = comparisons(hacking.condition)
+    assert fall.signal.window == Steps(20) and fall.baseline.over == Steps(100) and fall.fraction == 0.5
+    assert rise.beyond_noise == 5.0
+    assert "more than 50% (and at least 0.05) below its highest such median within the last 100 steps" in \
+        hacking.description
+
+
+@pytest.mark.parametrize("area, field, value, expected", [
+    ("validation", "hacking_validation_fall_fraction", 1.5, "must be at most 1"),
+    ("validation", "hacking_validation_steps", 0, "validation.hacking_validation_steps"),
+    ("validation", "hacking_reward_noise_z", -1, "validation.hacking_reward_noise_z"),
+    ("validation", "hacking_for", "soon", "is not a Prometheus duration"),
+])
+def test_an_out_of_range_tunable_is_refused_naming_its_field(area, field, value, expected):
+    section = {"validation": validation.ValidationConfig}[area]
+    with pytest.raises(ConfigError, match=expected):  # checked where the area's module reads its section
+        config_from({area: {field: value}}).area(section)
