@@ -163,7 +163,7 @@ response_clip_ratio = TimeSeries(
     unit="percentunit",
     description="Fraction of responses cut at max_response_length; rising means answers are being truncated.",
     width=6,
-    thresholds=(Threshold(alert="VerlResponseTruncation"),),
+    thresholds=(Threshold(alert="VerlResponseTruncationHigh"),),
 )
 aborted_ratio = TimeSeries(
     "Rollout aborted ratio",

@@ -1,12 +1,12 @@
-"""The tunables of VerlRewardHacking (alerts/validation.py): each reaches the condition it tunes,
-and a value out of range is refused naming its field. What the rule does on series is in
-tests/rules/validation-test.yaml."""
+"""The tunables of VerlRewardHacking (alerts/validation.py) and of truncation judged as a change
+(alerts/rollout.py): each reaches the condition it tunes, and a value out of range is refused
+naming its field. What the rules do on series is in tests/rules/{validation,rollout}-test.yaml."""
 
 import pytest
 
 from dashgen.conditions import Shift, Steps, comparisons
 from dashgen.config import ConfigError, config_from
-from dashgen_alerts import validation
+from dashgen_alerts import rollout, validation
 
 
 def _alert(module, config, name):
@@ -42,13 +42,36 @@ def test_a_team_tunes_reward_hacking_in_its_validation_section():
         hacking.description
 
 
+def test_truncation_warns_on_a_rise_from_the_runs_level_and_reports_a_high_share_as_an_info():
+    config = config_from({})
+    warning = _alert(rollout, config, "VerlResponseTruncation")
+    assert isinstance(warning.condition, Shift) and warning.condition.op == ">"
+    assert warning.condition.signal.window == Steps(3)
+    assert warning.condition.baseline.window == Steps(3) and warning.condition.baseline.over == Steps(1000)
+    assert (warning.condition.fraction, warning.condition.at_least, warning.condition.beyond_noise) == (1.0, 0.03, 5.0)
+    info = _alert(rollout, config, "VerlResponseTruncationHigh")
+    assert info.severity.value == "info" and info.condition.baseline is None and info.condition.value == 0.1
+    assert info.keep_firing_while.value == 0.05  # reported once while the share wavers around 10%
+
+
+def test_a_team_tunes_truncation_in_its_rollout_section():
+    config = config_from({"rollout": {"truncation_rise_factor": 3, "truncation_rise_floor": 0.1,
+                                      "truncation_level_steps": 200, "truncation_threshold": 0.4}})
+    warning = _alert(rollout, config, "VerlResponseTruncation")
+    assert (warning.condition.fraction, warning.condition.at_least) == (2.0, 0.1)
+    assert warning.condition.baseline.over == Steps(200)
+    assert _alert(rollout, config, "VerlResponseTruncationHigh").condition.value == 0.4
+
+
 @pytest.mark.parametrize("area, field, value, expected", [
     ("validation", "hacking_validation_fall_fraction", 1.5, "must be at most 1"),
     ("validation", "hacking_validation_steps", 0, "validation.hacking_validation_steps"),
     ("validation", "hacking_reward_noise_z", -1, "validation.hacking_reward_noise_z"),
     ("validation", "hacking_for", "soon", "is not a Prometheus duration"),
+    ("rollout", "truncation_rise_floor", 2, "must be at most 1"),
+    ("rollout", "truncation_steps", 2.5, "rollout.truncation_steps"),
 ])
 def test_an_out_of_range_tunable_is_refused_naming_its_field(area, field, value, expected):
-    section = {"validation": validation.ValidationConfig}[area]
+    section = {"validation": validation.ValidationConfig, "rollout": rollout.RolloutConfig}[area]
     with pytest.raises(ConfigError, match=expected):  # checked where the area's module reads its section
         config_from({area: {field: value}}).area(section)
