@@ -20,10 +20,11 @@ class RolloutConfig(AreaConfig, area="rollout"):
     # responses cut): from a level of 0, any factor is reached.
     truncation_rise_floor: Fraction = 0.03
     # Standard errors of its own noise the rise must exceed: agent runs whose share swings between
-    # 30% and 60% from step to step double their 3-step median by chance.
+    # 30% and 60% from step to step double their 5-step median by chance.
     truncation_noise_z: NonNegative = 5.0
-    # The steps each median of the share is taken over: one odd step is no rise, two are.
-    truncation_steps: StepCount = 3
+    # The steps each median of the share is taken over: two odd steps are no rise (a share of 1%
+    # with heavy-tailed noise spikes to 5% on two steps of three now and then), three of five are.
+    truncation_steps: StepCount = 5
     # The steps its level before the rise (the lowest such median) is taken from.
     truncation_level_steps: StepCount = 1000
     # How long the rise must hold before VerlResponseTruncation warns.

@@ -20,25 +20,29 @@ def test_reward_hacking_compares_validation_with_its_level_and_the_reward_with_i
     fall, rise = comparisons(hacking.condition)
     # Validation first: the alert carries its data_source, variable and metric labels.
     assert fall.signal.ref == "verl_val_core" and fall.op == "<"
-    assert fall.signal.window == Steps(40) and fall.baseline.over == Steps(200) and fall.baseline.window == Steps(40)
-    assert (fall.fraction, fall.at_least, fall.beyond_noise) == (0.25, 0.05, 0.0)
+    # Every validation point of the last 80 steps below the highest 100-step median of the last 300.
+    assert fall.signal.reduction == "max" and fall.signal.window == Steps(80)
+    assert fall.baseline.window == Steps(100) and fall.baseline.over == Steps(300)
+    assert (fall.fraction, fall.at_least, fall.beyond_noise) == (0.25, 0.1, 0.0)
     assert rise.signal.ref == "critic/score/mean" and rise.op == ">" and not rise.negated
-    assert rise.baseline.window == Steps(50) and rise.baseline.ending == Steps(20)
+    # The reward against its median from before the validation window: both over the same span.
+    assert rise.signal.window == Steps(20) and rise.baseline.window == Steps(50) and rise.baseline.ending == Steps(80)
     assert (rise.fraction, rise.beyond_noise) == (0.05, 3.0)
     (sustain,) = comparisons(hacking.keep_firing_while)
     assert sustain.signal == fall.signal and sustain.baseline == fall.baseline
-    assert (sustain.fraction, sustain.at_least) == (0.125, 0.025)
+    assert (sustain.fraction, sustain.at_least) == (0.125, 0.05)
     assert hacking.severity.value == "warning" and hacking.for_ == "0s"
 
 
 def test_a_team_tunes_reward_hacking_in_its_validation_section():
-    config = config_from({"validation": {"hacking_validation_steps": 20, "hacking_validation_level_steps": 100,
-                                         "hacking_validation_fall_fraction": 0.5, "hacking_reward_noise_z": 5}})
+    config = config_from({"validation": {"hacking_validation_steps": 40, "hacking_validation_level_median_steps": 50,
+                                         "hacking_validation_level_steps": 200, "hacking_validation_fall_fraction": 0.5,
+                                         "hacking_reward_noise_z": 5}})
     hacking = _alert(validation, config, "VerlRewardHacking")
     fall, rise = comparisons(hacking.condition)
-    assert fall.signal.window == Steps(20) and fall.baseline.over == Steps(100) and fall.fraction == 0.5
-    assert rise.beyond_noise == 5.0
-    assert "more than 50% (and at least 0.05) below its highest such median within the last 100 steps" in \
+    assert fall.signal.window == Steps(40) and fall.baseline.window == Steps(50) and fall.baseline.over == Steps(200)
+    assert fall.fraction == 0.5 and rise.beyond_noise == 5.0 and rise.baseline.ending == Steps(40)
+    assert "more than 50% (and at least 0.1) below its highest median of 50 steps within the last 200 steps" in \
         hacking.description
 
 
@@ -46,8 +50,8 @@ def test_truncation_warns_on_a_rise_from_the_runs_level_and_reports_a_high_share
     config = config_from({})
     warning = _alert(rollout, config, "VerlResponseTruncation")
     assert isinstance(warning.condition, Shift) and warning.condition.op == ">"
-    assert warning.condition.signal.window == Steps(3)
-    assert warning.condition.baseline.window == Steps(3) and warning.condition.baseline.over == Steps(1000)
+    assert warning.condition.signal.window == Steps(5)
+    assert warning.condition.baseline.window == Steps(5) and warning.condition.baseline.over == Steps(1000)
     assert (warning.condition.fraction, warning.condition.at_least, warning.condition.beyond_noise) == (1.0, 0.03, 5.0)
     info = _alert(rollout, config, "VerlResponseTruncationHigh")
     assert info.severity.value == "info" and info.condition.baseline is None and info.condition.value == 0.1
