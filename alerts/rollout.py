@@ -2,23 +2,44 @@
 
 from dataclasses import dataclass
 
-from dashgen.conditions import RUN_NAME, VALUE, Baseline, Signal, all_of, any_of, steps
-from dashgen.config import AreaConfig, Config, Duration, Factor, Fraction, StepCount
+from dashgen.conditions import RUN_NAME, VALUE, Baseline, Signal, steps
+from dashgen.config import AreaConfig, Config, Duration, Factor, Fraction, NonNegative, StepCount
 
 
 @dataclass(frozen=True)
 class RolloutConfig(AreaConfig, area="rollout"):
     """The tunables of alerts/rollout.py: the config file's `rollout:` section."""
 
-    # VerlResponseTruncation: share of responses cut at max_response_length above this...
-    truncation_threshold: Fraction = 0.1
-    # ... or, rising early, above truncation_rise_factor times the run's own lowest hourly median
-    # of the last baseline_hold_window and above truncation_rise_floor.
-    truncation_rise_factor: Factor = 3.0
-    # The share of truncated responses the early rise must also exceed.
+    # VerlResponseTruncation: the share of responses cut at max_response_length (median of its last
+    # truncation_steps) rising above this multiple of its level before the rise: the lowest such
+    # median within the last truncation_level_steps (from the run's first steps on, so a run's
+    # early level), by at least truncation_rise_floor and beyond truncation_noise_z standard errors
+    # of its step-to-step noise.
+    truncation_rise_factor: Factor = 2.0
+    # The least rise of the share that counts, in the share's own units (0.03: 3 in 100 more
+    # responses cut): from a level of 0, any factor is reached.
     truncation_rise_floor: Fraction = 0.03
-    # How long either must hold before VerlResponseTruncation warns.
-    truncation_for: Duration = "15m"
+    # Standard errors of its own noise the rise must exceed: agent runs whose share swings between
+    # 30% and 60% from step to step double their 5-step median by chance.
+    truncation_noise_z: NonNegative = 5.0
+    # The steps each median of the share is taken over: two odd steps are no rise (a share of 1%
+    # with heavy-tailed noise spikes to 5% on two steps of three now and then), three of five are.
+    truncation_steps: StepCount = 5
+    # The steps its level before the rise (the lowest such median) is taken from.
+    truncation_level_steps: StepCount = 1000
+    # How long the rise must hold before VerlResponseTruncation warns.
+    truncation_for: Duration = "1m"
+    # Once firing, it stays firing while the share is this fraction of the rise (and of the floor)
+    # above its level: a share drifting up wavers around the onset's margins.
+    truncation_sustain_fraction: Fraction = 0.5
+    # VerlResponseTruncationHigh (an info): the share's median of its last truncation_steps above
+    # this, whether the run has had it from its first steps (its max_response_length) or it rose.
+    truncation_threshold: Fraction = 0.1
+    # Once firing, the info stays firing while the share is above this fraction of the threshold,
+    # so a share that wavers around it is reported once.
+    truncation_high_sustain_fraction: Fraction = 0.5
+    # How long the share must stay above the threshold before VerlResponseTruncationHigh fires.
+    truncation_high_for: Duration = "1m"
     # VerlResponseLengthCollapse: mean response length (median of the last length_median_steps)
     # below this fraction of its highest such median within the last length_rate_steps: a fall
     # fast for the run's rhythm (305 to 14 tokens within 3 steps), from the run's first steps on.
@@ -38,26 +59,51 @@ from dashgen.model import Alert, RuleGroup, Severity
 
 def rules(config: Config) -> RuleGroup:
     tunables = config.area(RolloutConfig)
-    hourly = Baseline(config.baseline_window, ending=config.baseline_recent_window)
-    clip_ratio = Signal("response_length/clip_ratio").median_over(config.signal_smoothing_window)
-    truncation = Alert(
-        name="VerlResponseTruncation",
+    share_steps = steps(tunables.truncation_steps)
+    level_over = steps(tunables.truncation_level_steps)
+    clip_ratio = Signal("response_length/clip_ratio").median_over(share_steps)
+    factor, floor = tunables.truncation_rise_factor, tunables.truncation_rise_floor
+    early_level, sustain = Baseline.quietest(share_steps, over=level_over), tunables.truncation_sustain_fraction
+    truncation = Alert.when(
+        "VerlResponseTruncation",
+        clip_ratio.rises_by(factor - 1, of=early_level, at_least=floor, beyond_noise=tunables.truncation_noise_z),
         severity=Severity.WARNING,
-        condition=any_of(
-            clip_ratio.above(tunables.truncation_threshold),
-            all_of(clip_ratio.above(tunables.truncation_rise_factor, times=Baseline.held(of=hourly)),
-                   clip_ratio.above(tunables.truncation_rise_floor))),
         for_=tunables.truncation_for,
-        summary="Many responses are cut at the maximum response length.",
-        description=(f"Run {RUN_NAME}: {{{{ $value | humanizePercentage }}}} of responses hit "
-                     f"max_response_length (median of {config.signal_smoothing_window}; threshold "
-                     f"{tunables.truncation_threshold:.0%}, or {tunables.truncation_rise_factor:g}x the run's own "
-                     f"lowest hourly level and at least {tunables.truncation_rise_floor:.0%})."),
-        meaning="Truncated responses get no final answer, so they usually score zero; if the share grows, the "
-                "policy is drifting to longer outputs than the budget allows, or is looping.",
+        keep_firing_while=clip_ratio.rises_by((factor - 1) * sustain, of=early_level, at_least=floor * sustain),
+        keep_firing_for=config.warning_keep_firing_for,
+        summary="The share of responses cut at the maximum response length has risen well above the run's own "
+                "level.",
+        description=(f"Run {RUN_NAME}: {{{{ $value | humanizePercentage }}}} of responses hit max_response_length "
+                     f"(median of its last {share_steps}), above {factor:g}x its lowest such median within the "
+                     f"last {level_over}, by at least {floor:.0%} of responses and beyond "
+                     f"{tunables.truncation_noise_z:g} standard errors of its step-to-step noise."),
+        meaning="Truncated responses get no final answer, so they usually score zero. A share that grows during "
+                "the run means the policy is drifting to longer outputs than the budget allows, or is looping; "
+                "a share that was high from the run's first steps is its configuration, which "
+                "VerlResponseTruncationHigh (an info) reports instead.",
         next_steps=(
             "Compare with response length mean/max: a steady rise means longer reasoning, a jump means loops.",
             "Raise data.max_response_length if the budget is too tight, or add an overlong penalty.",
+        ),
+    )
+    threshold = tunables.truncation_threshold
+    truncation_high = Alert.when(
+        "VerlResponseTruncationHigh",
+        clip_ratio.above(tunables.truncation_threshold),
+        severity=Severity.INFO,
+        for_=tunables.truncation_high_for,
+        keep_firing_while=clip_ratio.above(threshold * tunables.truncation_high_sustain_fraction),
+        summary="Many responses are cut at the maximum response length.",
+        description=(f"Run {RUN_NAME}: {{{{ $value | humanizePercentage }}}} of responses hit max_response_length "
+                     f"(median of its last {share_steps}; threshold {threshold:.0%})."),
+        meaning="The length budget cuts many responses. A share this high from the run's first steps is the "
+                "run's setup, not a fault: agent and long-reasoning runs are often published with 30-60% of "
+                "their responses cut by their own max_response_length. It is an info: it never pages, and "
+                "Alertmanager routes it nowhere by default. A share that rises during the run warns as "
+                "VerlResponseTruncation.",
+        next_steps=(
+            "If the run was set up this way, nothing; otherwise raise data.max_response_length or add an "
+            "overlong penalty, since cut responses usually score zero.",
         ),
     )
     aborts = Alert(
@@ -98,4 +144,4 @@ def rules(config: Config) -> RuleGroup:
             "spread (all equal rewards give GRPO no signal).",
         ),
     )
-    return RuleGroup("verl-rollout", (truncation, aborts, length_collapse))
+    return RuleGroup("verl-rollout", (truncation, truncation_high, aborts, length_collapse))

@@ -162,9 +162,9 @@ response_clip_ratio = TimeSeries(
     "Response length clip ratio",
     (Query("verl_response_length_clip_ratio{run}", "{{experiment}}"),),
     unit="percentunit",
-    description="Fraction of responses cut at max_response_length; rising means answers are being truncated.",
+    description="Responses cut at max_response_length; a rise from the run's early level warns.",
     width=6,
-    thresholds=(Threshold(alert="VerlResponseTruncation"),),
+    thresholds=(Threshold(alert="VerlResponseTruncationHigh"),),
 )
 aborted_ratio = TimeSeries(
     "Rollout aborted ratio",

@@ -30,27 +30,28 @@ from dashgen.catalog import CATALOG
 from dashgen.records import record
 
 # The one place that names the alerts each fault is judged on; rename an alert here.
+# A fault that cuts more responses at the length cap may raise both: the rise warns, the high share is an info.
+TRUNCATION = frozenset({"VerlResponseTruncation", "VerlResponseTruncationHigh"})
 # fault kind -> (alerts that must fire, alerts it may also raise)
 FAULT_ALERTS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "divergence": (frozenset({"VerlTrainingDivergence"}),
                    frozenset({"VerlKLSpike", "VerlEntropyCollapse", "VerlRewardCliff", "VerlRewardStagnation",
-                              "VerlResponseTruncation", "VerlBatchTokenRunaway"})),
+                              "VerlBatchTokenRunaway"}) | TRUNCATION),
     "kl_spike": (frozenset({"VerlKLSpike"}), frozenset()),
     "entropy_collapse": (frozenset({"VerlEntropyCollapse"}), frozenset({"VerlRewardStagnation"})),
     "reward_cliff": (frozenset({"VerlRewardCliff"}), frozenset({"VerlRewardStagnation"})),
-    "reward_hacking": (frozenset({"VerlBatchTokenRunaway"}), frozenset({"VerlResponseTruncation"})),
-    "truncation": (frozenset({"VerlResponseTruncation"}), frozenset()),
+    "reward_hacking": (frozenset({"VerlBatchTokenRunaway"}), TRUNCATION),
+    "truncation": (frozenset({"VerlResponseTruncation"}), frozenset({"VerlResponseTruncationHigh"})),
     # The held last step is a flat reward; Alertmanager inhibits the stagnation it causes.
     "stall": (frozenset({"VerlTrainingStalled"}), frozenset({"VerlRewardStagnation"})),
     "crash": (frozenset({"VerlRunCrashed"}), frozenset()),
     "nan": (frozenset({"VerlNaNMetrics"}), frozenset({"VerlNonFiniteStep", "VerlRunCrashed"})),
     "memory_pressure": (frozenset({"VerlGPUMemoryPressure"}), frozenset()),
-    "token_runaway": (frozenset({"VerlBatchTokenRunaway"}), frozenset({"VerlResponseTruncation"})),
+    "token_runaway": (frozenset({"VerlBatchTokenRunaway"}), TRUNCATION),
     "rollout_aborts": (frozenset({"VerlRolloutAborts"}), frozenset()),
     # Entropy rising several-fold within a few steps, responses running to the length cap.
     "entropy_explosion": (frozenset({"VerlEntropyExplosion"}),
-                          frozenset({"VerlResponseTruncation", "VerlRewardCliff", "VerlRewardStagnation",
-                                     "VerlBatchTokenRunaway"})),
+                          frozenset({"VerlRewardCliff", "VerlRewardStagnation", "VerlBatchTokenRunaway"}) | TRUNCATION),
     # Responses shrink to a few tokens while the reward stays up (hacked by minimal answers).
     "length_collapse": (frozenset({"VerlResponseLengthCollapse"}),
                         frozenset({"VerlEntropyCollapse", "VerlRewardStagnation", "VerlNoLearningSignal"})),
@@ -71,10 +72,11 @@ FAULT_ALERTS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     # Reference KL ~11,000 and grad norm ~420,000 from `at`; from `at + speed` a reward of 0 and
     # every completion cut at the length cap (a public run logged every 10th step).
     "implausible_start": (frozenset({"VerlImplausibleValue"}),
-                          frozenset({"VerlResponseTruncation", "VerlReferenceKLBlowUp", "VerlRewardCliff",
+                          frozenset({"VerlReferenceKLBlowUp", "VerlRewardCliff",
                                      "VerlRewardStagnation", "VerlNoLearningSignal", "VerlKLSpike",
                                      "VerlTrainingDivergence", "VerlBatchTokenRunaway", "VerlGradNormExplosion",
-                                     "VerlEntropyCollapse", "VerlEntropyExplosion", "VerlResponseLengthCollapse"})),
+                                     "VerlEntropyCollapse", "VerlEntropyExplosion", "VerlResponseLengthCollapse"})
+                          | TRUNCATION),
     # A small-batch run whose reward sits at its floor: every step whose completions score alike (the
     # run's zero-std share, 86-97% in public runs) scores the lowest value, the others one completion above.
     "no_reward": (frozenset({"VerlNoLearningSignal"}),
@@ -83,9 +85,9 @@ FAULT_ALERTS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     # Entropy doubling every `speed` steps up to 13x (0.76 to 9.8 in a public verl agent run at
     # 2,400-4,800 s a step) while the reward falls to 0; its NaN grad norms are the spec's skipped steps.
     "entropy_growth": (frozenset({"VerlEntropyExplosion"}),
-                       frozenset({"VerlRewardCliff", "VerlRewardStagnation", "VerlResponseTruncation",
+                       frozenset({"VerlRewardCliff", "VerlRewardStagnation",
                                   "VerlBatchTokenRunaway", "VerlImplausibleValue", "VerlGradNormExplosion",
-                                  "VerlNonFiniteStep", "VerlNonFiniteSteps", "VerlNaNMetrics"})),
+                                  "VerlNonFiniteStep", "VerlNonFiniteSteps", "VerlNaNMetrics"}) | TRUNCATION),
     # Entropy falling by e every `speed` steps (3.3x in 60 steps, not 10x) while the reward slips.
     "entropy_slow_collapse": (frozenset({"VerlEntropyCollapse"}),
                               frozenset({"VerlRewardStagnation", "VerlRewardCliff", "VerlNoLearningSignal",
@@ -98,8 +100,8 @@ FAULT_ALERTS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "late_entropy_explosion": (frozenset({"VerlEntropyExplosion"}),
                                frozenset({"VerlResponseLengthCollapse", "VerlGradNormExplosion",
                                           "VerlImplausibleValue", "VerlRewardCliff", "VerlRewardStagnation",
-                                          "VerlResponseTruncation", "VerlNoLearningSignal", "VerlBatchTokenRunaway",
-                                          "VerlKLSpike", "VerlEntropyCollapse"})),
+                                          "VerlNoLearningSignal", "VerlBatchTokenRunaway",
+                                          "VerlKLSpike", "VerlEntropyCollapse"}) | TRUNCATION),
     # The validation score falls to 0 over `speed` steps while the training reward keeps rising.
     "reward_hacking_validation": (frozenset({"VerlRewardHacking"}), frozenset({"VerlRewardStagnation"})),
 }
@@ -107,7 +109,6 @@ FAULT_ALERTS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
 PLANNED_ALERTS: dict[str, str] = {
     "VerlImplausibleValue": "warning",  # a value no healthy run logs, from the first line (issue 35)
     "VerlGradNormExplosion": "warning",  # grad norm far above its own quiet level and noise (issue 40)
-    "VerlRewardHacking": "warning",  # training reward rising while validation falls (issue 40)
 }
 # Faults that end the log: the trainer hangs or dies at `at`.
 TERMINAL = {"stall": "hung", "crash": "crashed"}

@@ -101,7 +101,7 @@ def test_a_ratio_threshold_out_of_range_fails_its_generated_test(project, tmp_pa
     rollout.write_text(text.replace("clip_ratio.above(tunables.truncation_threshold),", "clip_ratio.above(10),"))
     assert run("build", "--root", str(project)).exit_code == 0
     result = run("test", "--root", str(project), "rollout")
-    assert result.exit_code == 1 and "VerlResponseTruncation-fires" in result.output
+    assert result.exit_code == 1 and "VerlResponseTruncationHigh-fires" in result.output
 
 
 def test_the_hysteresis_case_fails_on_a_rule_without_its_keep_firing_branch(project, tmp_path):

@@ -261,7 +261,7 @@ def test_a_replaced_default_alert_area_drops_its_thresholds_from_the_default_das
     assert notices == [
         f"notice: panels/verl_training.py: dashboard 'verl-training': panel {panel!r}: dropped the threshold of "
         f"{alert}: one of dashgen's default rollout alerts, which this project's alerts/ no longer define"
-        for panel, alert in (("Response length clip ratio", "VerlResponseTruncation"),
+        for panel, alert in (("Response length clip ratio", "VerlResponseTruncationHigh"),
                              ("Rollout aborted ratio", "VerlRolloutAborts"))]
     panels = {panel["title"]: panel for panel in iter_panels(load(team))}
     assert panels["Response length clip ratio"]["fieldConfig"]["defaults"].get("thresholds") is None

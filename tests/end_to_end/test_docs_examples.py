@@ -70,7 +70,7 @@ def test_the_docs_team_alert_and_panel_build_and_their_generated_tests_pass(tmp_
     assert "< 0.4 * verl:critic_score_mean:baseline_median" in rules  # the dashgen.yaml override
     model = json.loads((project / "rendered" / "dashboards" / "verl-training.json").read_text())
     panel = next(p for p in model["panels"] if p.get("title") == "Truncated responses")
-    assert panel["links"][0]["url"].endswith("#verlresponsetruncation")
+    assert panel["links"][0]["url"].endswith("#verlresponsetruncationhigh")
     assert panel["fieldConfig"]["defaults"]["thresholds"]["steps"][1]["value"] == 0.1  # the alert's threshold
     tested = dashgen_run("test", "team")  # the team's tests; the shipped ones run in tests/compiler/test_rules.py
     assert tested.returncode == 0, tested.stdout + tested.stderr
