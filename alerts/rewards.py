@@ -58,10 +58,8 @@ class RewardsConfig(AreaConfig, area="rewards"):
     no_signal_tolerance: NonNegative = 1e-9
     # (1) A grad norm of 0 on each of the last no_signal_broken_steps although every one of them
     # had groups whose rewards differ (score std above the tolerance, where the log has it): the
-    # update itself is broken, judged from the first line. Ten steps, not a few: a console log's
-    # 0.000 is any grad norm below 0.0005, and a healthy small-batch run with 40% of its steps
-    # scoring apart has three such steps in a row by chance every 16 steps, ten every 10,000.
-    no_signal_broken_steps: StepCount = 10
+    # update itself is broken, judged from the first line.
+    no_signal_broken_steps: StepCount = 3
     # (2) A grad norm of 0 on every one of the last no_signal_dead_steps (judged once half of them
     # are logged): a healthy small-batch run has a step with a gradient among 20.
     no_signal_dead_steps: StepCount = 20
@@ -158,9 +156,9 @@ def rules(config: Config) -> list[RuleGroup]:
                 "the gradient vanishes and the GPUs train nothing. The policy loss is no sign of it: GRPO's "
                 "logged loss is 0 on healthy steps too.",
         healthy_runs=("Healthy small-batch GRPO has a grad norm of exactly 0 on 30-60% of its steps (a step whose "
-                      "groups all score alike) and a console log prints a healthy 0.0004 as 0.000: it needs 0 on 10 "
+                      "groups all score alike) and a console log prints a healthy 0.0004 as 0.000: it needs 0 on 3 "
                       "steps in a row whose rewards differed, or on 20 in a row. A console log whose grad norms "
-                      "print 0.000 for 20 steps is a case it cannot tell (see issue 35's note)."),
+                      "print 0.000 for that long is a case it cannot tell yet (issue 35's note says why)."),
         next_steps=(
             "Check the score's min/max spread and the response length: identical or minimal answers?",
             "Make the data harder or easier, raise the rollout temperature or n, or fix the reward.",

@@ -25,8 +25,13 @@ class RolloutConfig(AreaConfig, area="rollout"):
     # The steps each median of the share is taken over: two odd steps are no rise (a share of 1%
     # with heavy-tailed noise spikes to 5% on two steps of three now and then), three of five are.
     truncation_steps: StepCount = 5
-    # The steps its level before the rise (the lowest such median) is taken from.
+    # The steps its level before the rise (the lowest median of truncation_level_median_steps) is
+    # taken from.
     truncation_level_steps: StepCount = 1000
+    # The steps each median of that level is taken over: more than the current median's, as the
+    # lowest of hundreds of 5-step medians of a noisy share sits far below its level by chance
+    # (the same bias as the highest of many entropy medians, issue 35).
+    truncation_level_median_steps: StepCount = 20
     # How long the rise must hold before VerlResponseTruncation warns.
     truncation_for: Duration = "1m"
     # Once firing, it stays firing while the share is this fraction of the rise (and of the floor)
@@ -63,7 +68,8 @@ def rules(config: Config) -> RuleGroup:
     level_over = steps(tunables.truncation_level_steps)
     clip_ratio = Signal("response_length/clip_ratio").median_over(share_steps)
     factor, floor = tunables.truncation_rise_factor, tunables.truncation_rise_floor
-    early_level, sustain = Baseline.quietest(share_steps, over=level_over), tunables.truncation_sustain_fraction
+    early_level = Baseline.quietest(steps(tunables.truncation_level_median_steps), over=level_over)
+    sustain = tunables.truncation_sustain_fraction
     truncation = Alert.when(
         "VerlResponseTruncation",
         clip_ratio.rises_by(factor - 1, of=early_level, at_least=floor, beyond_noise=tunables.truncation_noise_z),
@@ -74,7 +80,7 @@ def rules(config: Config) -> RuleGroup:
         summary="The share of responses cut at the maximum response length has risen well above the run's own "
                 "level.",
         description=(f"Run {RUN_NAME}: {{{{ $value | humanizePercentage }}}} of responses hit max_response_length "
-                     f"(median of its last {share_steps}), above {factor:g}x its lowest such median within the "
+                     f"(median of its last {share_steps}), above {factor:g}x its lowest {early_level.window} median within the "
                      f"last {level_over}, by at least {floor:.0%} of responses and beyond "
                      f"{tunables.truncation_noise_z:g} standard errors of its step-to-step noise."),
         meaning="Truncated responses get no final answer, so they usually score zero. A share that grows during "
