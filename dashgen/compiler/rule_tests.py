@@ -306,6 +306,7 @@ def _cases(alert: Alert, catalog: Catalog, config: Config, rhythm: float | None,
 
     reduce, baseline = _windows(alert.condition, config, rhythm)
     _check_runnable(alert, max(reduce, baseline), step, rhythm)
+    _check_levels_suffice(alert)
     if rhythm is not None:  # the run's rhythm is known from its second line on
         baseline = max(baseline, 2 * rhythm)
     holds = any(c.baseline is not None and c.baseline.is_held for c in (*onset, *keep))
@@ -465,6 +466,17 @@ def _check_runnable(alert: Alert, longest: float, step: float, rhythm: float | N
             f"{PROMTOOL_TEST_MAX_SAMPLES:,} `promtool test rules` loads in one query (\"too many samples\"). "
             f"Test it with a fixture in tests/rules/ whose series are sampled less often, and say so with "
             f"untested=\"...\" (its generated test is then left out)")
+
+
+def _check_levels_suffice(alert: Alert) -> None:
+    counting = [c.signal.ref for c in (*comparisons(alert.condition),
+                                       *(comparisons(alert.keep_firing_while) if alert.keep_firing_while else ()))
+                if c.signal.reduction == "changes"]
+    if counting:
+        raise UntestableAlert(
+            f"alert {alert.name!r}: its generated test cannot show it: it counts the changes of {counting[0]!r}, and "
+            f"a generated case holds each signal at a level. Test it with a fixture in tests/rules/ whose series "
+            f"move, and say so with untested=\"...\" (its generated test is then left out)")
 
 
 def _steps(seconds: float, step: float) -> int:
