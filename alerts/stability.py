@@ -55,6 +55,15 @@ class StabilityConfig(AreaConfig, area="stability"):
     # off-policy step (a KL of 7 in a healthy run) or one high step in four is no spike. Judged once
     # 5 of them are logged.
     kl_spike_steps: StepCount = 10
+    # ... and a rise: that median at least this multiple of its quietest such median within the last
+    # kl_spike_over_steps, beyond kl_spike_noise_z standard errors of its step-to-step noise. A GRPO
+    # warm-up starts high and falls (0.3 fading over 10 steps; 0.15, 0.04, 0.03 in a real run): its
+    # median is its own quietest, so a warm-up is no spike, where a KL that climbs from 0.01 is.
+    kl_spike_rise_factor: Factor = 2.0
+    # The steps its quietest median is taken from.
+    kl_spike_over_steps: StepCount = 100
+    # Standard errors of KL's step-to-step noise the rise must exceed.
+    kl_spike_noise_z: NonNegative = 3.0
     # A young run is watched from this much history on, against the quietest level of its own
     # first steps (a divergence in the first hour pages too).
     divergence_min_history: Interval = "10m"
@@ -203,25 +212,34 @@ def rules(config: Config) -> list[RuleGroup]:
             "a stronger KL penalty (kl_loss_coef) or tighter clipping (clip_ratio).",
         ),
     )
-    kl_steps = steps(tunables.kl_spike_steps)
+    kl_steps, kl_over = steps(tunables.kl_spike_steps), steps(tunables.kl_spike_over_steps)
+    kl_median = KL.median_over(kl_steps).after_half_window()
     kl_spike = Alert(
         name="VerlKLSpike",
         severity=Severity.WARNING,
         # Judged once half of its steps are logged: a GRPO run's first update moves the policy by 0.15
         # (bench/realruns/custom-qwen25math-15b-grpo-clip-asym-200), then 0.04, 0.03, ...
-        condition=KL.median_over(kl_steps).after_half_window().above(tunables.kl_spike_threshold),
+        condition=all_of(kl_median.above(tunables.kl_spike_threshold),
+                         kl_median.rises_by(tunables.kl_spike_rise_factor - 1,
+                                            of=Baseline.quietest(kl_steps, over=kl_over),
+                                            beyond_noise=tunables.kl_spike_noise_z)),
         keep_firing_for=config.warning_keep_firing_for,
         summary="PPO KL has stayed above its threshold: updates move the policy too far per step.",
         description=(f"Run {RUN_NAME}: the median of actor/ppo_kl over its last {kl_steps} is {VALUE} "
                      f"(threshold {tunables.kl_spike_threshold:g}): more than half of those updates moved the "
-                     f"policy that far."),
+                     f"policy that far, and it is {tunables.kl_spike_rise_factor:g}x its quietest such median "
+                     f"within the last {kl_over} or more, beyond {tunables.kl_spike_noise_z:g} standard errors of "
+                     f"its noise."),
         meaning="Each PPO update changes the policy more than usual. Common causes: learning rate too high, "
                 "too many PPO epochs or mini-batches over the same data, or stale rollouts (off-policy data). "
                 f"It compares the median of PPO KL over the run's last {tunables.kl_spike_steps} logged steps "
                 f"with {tunables.kl_spike_threshold:g}, at any rhythm (15 s at 1.5 s a step, 10 hours at an hour "
-                "a step). KL between consecutive policies is in nats per token whatever the model, so a fixed "
-                "bound travels between runs; a healthy run's KL sits near 0.01 with single-step spikes (a lone "
-                "off-policy step reaches 7), and a median of 10 steps moves only when most of them are high.",
+                "a step), and with its own quietest level of the last "
+                f"{tunables.kl_spike_over_steps} steps. KL between consecutive policies is in nats per token "
+                "whatever the model, so a fixed bound travels between runs; a healthy run's KL sits near 0.01 "
+                "with single-step spikes (a lone off-policy step reaches 7), and a median of 10 steps moves only "
+                "when most of them are high. A GRPO warm-up starts above the bound and falls: a rise from the "
+                "run's quieter level is asked too, so the warm-up is not a spike.",
         next_steps=(
             "Compare with actor/pg_clipfrac: a high clip fraction confirms the updates hit the clip range.",
             "Lower the actor learning rate or ppo_epochs; check that rollout and actor weights are in sync.",
