@@ -143,7 +143,7 @@ def test_dashgen_config_prints_the_effective_config(project):
 def test_a_team_config_tunes_an_area_and_the_rules_follow(project):
     write_config(project, "stability:\n  kl_spike_threshold: 0.25\n")
     assert run("build", "--root", str(project)).exit_code == 0
-    assert "verl:actor_ppo_kl:median_10steps_half_logged > 0.25\n" in (project / "rendered" / "rules" / "stability.yaml").read_text()
+    assert "(verl:actor_ppo_kl:median_10steps_half_logged > 0.25)\n" in (project / "rendered" / "rules" / "stability.yaml").read_text()
 
 
 def test_describe_lists_every_field_with_its_type_default_and_description(project):
