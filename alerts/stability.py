@@ -46,10 +46,24 @@ class StabilityConfig(AreaConfig, area="stability"):
     divergence_sustain_grad_norm_factor: Factor = 2.0
     # ... or entropy this multiple of it (below 1: entropy falls when the policy diverges).
     divergence_sustain_entropy_factor: Factor = 0.5
-    # VerlKLSpike: PPO KL (median over signal_smoothing_window) above this, for kl_spike_for.
+    # VerlKLSpike: PPO KL, its median of the last kl_spike_steps logged steps, above this. KL between
+    # the policy before and after an update is in nats per token whatever the model or batch: the
+    # PPO paper's adaptive-KL targets are 0.003 to 0.03, and 0.1 is an update far beyond the trust
+    # region its clip intends.
     kl_spike_threshold: NonNegative = 0.1
-    # How long KL must stay above it before VerlKLSpike warns.
-    kl_spike_for: Duration = "10m"
+    # The steps of that median: more than half of the last 10 updates above the threshold, so a lone
+    # off-policy step (a KL of 7 in a healthy run) or one high step in four is no spike. Judged once
+    # 5 of them are logged.
+    kl_spike_steps: StepCount = 10
+    # ... and a rise: that median at least this multiple of its quietest such median within the last
+    # kl_spike_over_steps, beyond kl_spike_noise_z standard errors of its step-to-step noise. A GRPO
+    # warm-up starts high and falls (0.3 fading over 10 steps; 0.15, 0.04, 0.03 in a real run): its
+    # median is its own quietest, so a warm-up is no spike, where a KL that climbs from 0.01 is.
+    kl_spike_rise_factor: Factor = 2.0
+    # The steps its quietest median is taken from.
+    kl_spike_over_steps: StepCount = 100
+    # Standard errors of KL's step-to-step noise the rise must exceed.
+    kl_spike_noise_z: NonNegative = 3.0
     # A young run is watched from this much history on, against the quietest level of its own
     # first steps (a divergence in the first hour pages too).
     divergence_min_history: Interval = "10m"
@@ -154,11 +168,14 @@ class StabilityConfig(AreaConfig, area="stability"):
     reference_kl_over_steps: StepCount = 200
     # How long the rise must hold before VerlReferenceKLBlowUp fires.
     reference_kl_for: Duration = "1m"
-    # Non-finite steps that verl skipped: more than this many in nonfinite_rate_window warns
-    # (VerlNonFiniteSteps); a single one is VerlNonFiniteStep, an info.
+    # Non-finite steps that verl skipped: more than this many within the last nonfinite_steps logged
+    # steps warns (VerlNonFiniteSteps); a single one is VerlNonFiniteStep, an info.
     nonfinite_rate_max: NonNegative = 3
-    # The window the non-finite steps are counted over.
-    nonfinite_rate_window: Interval = "1h"
+    # The logged steps the skipped ones are counted within: more than 3 of 100 is more than 3% of the
+    # updates lost, where an isolated bf16 overflow every few hundred steps, or two a few steps
+    # apart, never makes 4. 100 and not fewer: the count reads the exporter's streak, scraped every
+    # 15 s, and at 1.5 s a step 100 steps are the 10 scrapes it takes to tell 4 skips apart.
+    nonfinite_steps: StepCount = 100
 
 
 def rules(config: Config) -> list[RuleGroup]:
@@ -210,17 +227,34 @@ def rules(config: Config) -> list[RuleGroup]:
             "a stronger KL penalty (kl_loss_coef) or tighter clipping (clip_ratio).",
         ),
     )
+    kl_steps, kl_over = steps(tunables.kl_spike_steps), steps(tunables.kl_spike_over_steps)
+    kl_median = KL.median_over(kl_steps).after_half_window()
     kl_spike = Alert(
         name="VerlKLSpike",
         severity=Severity.WARNING,
-        condition=KL.median_over(smoothing).above(tunables.kl_spike_threshold),
-        for_=tunables.kl_spike_for,
+        # Judged once half of its steps are logged: a GRPO run's first update moves the policy by 0.15
+        # (bench/realruns/custom-qwen25math-15b-grpo-clip-asym-200), then 0.04, 0.03, ...
+        condition=all_of(kl_median.above(tunables.kl_spike_threshold),
+                         kl_median.rises_by(tunables.kl_spike_rise_factor - 1,
+                                            of=Baseline.quietest(kl_steps, over=kl_over),
+                                            beyond_noise=tunables.kl_spike_noise_z)),
         keep_firing_for=config.warning_keep_firing_for,
         summary="PPO KL has stayed above its threshold: updates move the policy too far per step.",
-        description=(f"Run {RUN_NAME}: the median of actor/ppo_kl over {smoothing} is {VALUE} "
-                     f"(threshold {tunables.kl_spike_threshold:g})."),
+        description=(f"Run {RUN_NAME}: the median of actor/ppo_kl over its last {kl_steps} is {VALUE} "
+                     f"(threshold {tunables.kl_spike_threshold:g}): more than half of those updates moved the "
+                     f"policy that far, and it is {tunables.kl_spike_rise_factor:g}x its quietest such median "
+                     f"within the last {kl_over} or more, beyond {tunables.kl_spike_noise_z:g} standard errors of "
+                     f"its noise."),
         meaning="Each PPO update changes the policy more than usual. Common causes: learning rate too high, "
-                "too many PPO epochs or mini-batches over the same data, or stale rollouts (off-policy data).",
+                "too many PPO epochs or mini-batches over the same data, or stale rollouts (off-policy data). "
+                f"It compares the median of PPO KL over the run's last {tunables.kl_spike_steps} logged steps "
+                f"with {tunables.kl_spike_threshold:g}, at any rhythm (15 s at 1.5 s a step, 10 hours at an hour "
+                "a step), and with its own quietest level of the last "
+                f"{tunables.kl_spike_over_steps} steps. KL between consecutive policies is in nats per token "
+                "whatever the model, so a fixed bound travels between runs; a healthy run's KL sits near 0.01 "
+                "with single-step spikes (a lone off-policy step reaches 7), and a median of 10 steps moves only "
+                "when most of them are high. A GRPO warm-up starts above the bound and falls: a rise from the "
+                "run's quieter level is asked too, so the warm-up is not a spike.",
         next_steps=(
             "Compare with actor/pg_clipfrac: a high clip fraction confirms the updates hit the clip range.",
             "Lower the actor learning rate or ppo_epochs; check that rollout and actor weights are in sync.",
@@ -406,21 +440,32 @@ def rules(config: Config) -> list[RuleGroup]:
             "Nothing, unless it recurs: check how often on the dashboard's grad norm panel (gaps are NaN steps).",
         ),
     )
-    rate_window, rate_max = tunables.nonfinite_rate_window, tunables.nonfinite_rate_max
-    nonfinite_steps = Alert(
-        name="VerlNonFiniteSteps",
-        severity=Severity.WARNING,
-        # Each skipped step raises the streak to 1 and the next finite step sets it back: two changes.
-        # Consecutive NaN steps are VerlNaNMetrics' to page, not skips to count.
-        expr=(f"ceil(changes({STREAK}[{rate_window}]) / 2) > {rate_max:g}\n"
-              f"unless on({ON_RUN})\n"
-              f"max_over_time({STREAK}[{rate_window}]) >= 2"),
+    counted, rate_max = steps(tunables.nonfinite_steps), tunables.nonfinite_rate_max
+    streak = Signal(NONFINITE_STREAK_METRIC)
+    nonfinite_steps = Alert.when(
+        "VerlNonFiniteSteps",
+        # Each skipped step raises the streak to 1 and the next finite step sets it back: two changes,
+        # so more than rate_max skips is more than 2 * rate_max changes (the newest skip, not yet
+        # followed by a finite step, counts one). Consecutive NaN steps are VerlNaNMetrics' to page,
+        # not skips to count.
+        all_of(streak.changes_over(counted).above(2 * rate_max),
+               streak.max_over(counted).below(2)),
         keep_firing_for=config.warning_keep_firing_for,
+        severity=Severity.WARNING,
         summary="verl keeps skipping updates with a NaN or infinite grad norm.",
-        description=(f"Run {RUN_NAME}: {VALUE} steps with non-finite update statistics in the last "
-                     f"{rate_window} (more than {rate_max:g}); each was skipped."),
+        description=(f"Run {RUN_NAME}: the non-finite streak changed {VALUE} times within the last {counted} "
+                     f"logged: more than {rate_max:g} steps with non-finite update statistics (two changes each), "
+                     f"none of them consecutive; each was skipped."),
         meaning="Isolated overflows that have become frequent: each one is a wasted step, and a rising rate "
-                "often comes before consecutive NaNs (VerlNaNMetrics).",
+                "often comes before consecutive NaNs (VerlNaNMetrics). It counts the skipped steps within the "
+                f"run's last {tunables.nonfinite_steps} logged steps, at any rhythm (150 s at 1.5 s a step, four "
+                f"days at an hour a step), and warns on more than {rate_max:g}. A healthy bf16 run skips a step "
+                "now and then (one every few hundred steps, or two close together once), which never makes four "
+                f"within {tunables.nonfinite_steps}. It reads the exporter's streak twice a step: at steps "
+                "shorter than the scrape interval, a skip no scrape falls on is not counted, and two skips "
+                "between the same two scrapes count once.",
+        untested=("its generated cases hold each signal at a level, and a count of changes needs a streak that "
+                  "moves: tests/rules/stability-test.yaml tests it at 1.5 s, 60 s and 3,600 s a step"),
         next_steps=(
             "Look at the grad norm and the loss scale around the skipped steps (gaps on the grad norm panel).",
             "Lower the learning rate, check bf16/fp16 settings, and look for degenerate (empty) responses.",

@@ -138,7 +138,7 @@ class Signal:
     and min catch one within the window)."""
 
     ref: str
-    reduction: str = ""  # "", "median", "max" or "min"
+    reduction: str = ""  # "", "median", "max", "min" or "changes"
     window: Window = ""
     half_logged: bool = False  # see after_half_window
 
@@ -155,6 +155,12 @@ class Signal:
 
     def min_over(self, window: Window) -> "Signal":
         return replace(self, reduction="min", window=window)
+
+    def changes_over(self, window: Window) -> "Signal":
+        """How many times the series changed its value within the window: a gauge of events that
+        rises for a step and falls back (verl_nonfinite_streak_steps on a skipped step) changes twice
+        an event. Of a series the exporter does not compute step windows of: read in PromQL, twice a step."""
+        return replace(self, reduction="changes", window=window)
 
     def above(self, value: float, times: Baseline | None = None) -> "Compare":
         """Greater than `value`, or than `value` times a baseline."""
@@ -185,7 +191,8 @@ class Signal:
         return Shift(self, ">", fraction, of, at_least, beyond_noise, negated=True)
 
     def describe(self) -> str:
-        what = {"median": "the median", "max": "the highest value", "min": "the lowest value"}.get(self.reduction)
+        what = {"median": "the median", "max": "the highest value", "min": "the lowest value",
+                "changes": "the number of changes"}.get(self.reduction)
         return f"{what} of {self.ref} over {self.window}" if what else self.ref
 
 

@@ -175,7 +175,7 @@ def test(root: Path, config_path: Path | None, keep_generated: Path | None, modu
     from dashgen.compiler.build import render_project
     from dashgen.compiler.fixture_names import fixtures_for_source
     from dashgen.compiler.rule_test_report import explain_failures, unreachable_branches
-    from dashgen.compiler.rule_tests import alerts_tested_by_fixtures, write_generated_tests
+    from dashgen.compiler.rule_tests import alerts_tested_by_fixtures, known_gaps, write_generated_tests
     from dashgen.compiler.targets.alertmanager import run_route_fixtures
     from dashgen.project_metrics import project_catalog
     from dashgen.promtool import run_tool
@@ -237,6 +237,8 @@ def test(root: Path, config_path: Path | None, keep_generated: Path | None, modu
     finally:
         if folder is not None:
             shutil.rmtree(folder, ignore_errors=True)
+    for line in known_gaps(alert for _, alert, _ in alerts):
+        click.echo(line, err=True)
     unreachable = unreachable_branches(alerts, rendered.catalog, config)
     for line in unreachable:
         click.echo(line, err=True)

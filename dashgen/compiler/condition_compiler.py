@@ -8,7 +8,8 @@ from dataclasses import field, replace
 from typing import Callable
 
 from dashgen.catalog import Catalog, Metric, Source
-from dashgen.compiler.step_windows import MAX_SAMPLES_OF_MEDIANS, STEP_BAND, banded, near_band_copy, rhythm_recordings
+from dashgen.compiler.step_windows import (MAX_SAMPLES, MAX_SAMPLES_OF_MEDIANS, STEP_BAND, banded, near_band_copy,
+                                          rhythm_recordings)
 from dashgen.conditions import (AllOf, AnyOf, Baseline, Compare, Comparison, Condition, Shift, Signal, Steps,
                                 comparisons)
 from dashgen.config import duration_seconds, format_duration
@@ -99,11 +100,14 @@ def smoothed(series: str, window: str) -> str:
 
 
 _REDUCTIONS = {"median": smoothed, "max": lambda s, w: f"max_over_time({s}[{w}])",
-               "min": lambda s, w: f"min_over_time({s}[{w}])"}
+               "min": lambda s, w: f"min_over_time({s}[{w}])", "changes": lambda s, w: f"changes({s}[{w}])"}
 # The same over a range written whole (`[1h:1m]`, `[1h:1m] offset 10m`): step windows.
 _RANGE_REDUCTIONS = {"median": lambda s, r: f"quantile_over_time(0.5, {s}{r})",
                      "max": lambda s, r: f"max_over_time({s}{r})", "min": lambda s, r: f"min_over_time({s}{r})",
+                     "changes": lambda s, r: f"changes({s}{r})",
                      "present": lambda s, r: f"present_over_time({s}{r})"}
+# The reductions the exporter computes over a logged series' steps (dashgen/sources/step_statistics.py).
+_EXPORTER_REDUCTIONS = ("median", "max", "min")
 
 
 class ConditionCompiler:
@@ -132,7 +136,8 @@ class ConditionCompiler:
         if not signal.reduction:
             return series.expr, series
         if signal.reduction not in _REDUCTIONS or not signal.window:
-            raise BuildError(f"{where}: signal {signal.ref!r}: reduce with median_over, max_over or min_over(window)")
+            raise BuildError(f"{where}: signal {signal.ref!r}: reduce with median_over, max_over, min_over or "
+                             f"changes_over(window)")
         if isinstance(signal.window, Steps):
             return self.step_reduction(series, signal.reduction, signal.window, signal.half_logged), series
         if signal.half_logged:
@@ -184,7 +189,7 @@ class ConditionCompiler:
         name = f"{series.stem}:{reduction}_{window.count}steps" + ("_half_logged" if half_logged else "")
         self._by_steps[key] = name
         since = ", once half of them are logged" if half_logged else ""
-        if self._logged(series):
+        if self._logged(series) and reduction in _EXPORTER_REDUCTIONS:
             self.recordings.rolling.append(Recording(
                 name, self._statistic(StepStatistic(series.metric.name, reduction, window.count,
                                                     half_logged=half_logged)),
@@ -195,7 +200,11 @@ class ConditionCompiler:
         reduce = _RANGE_REDUCTIONS[reduction]
         copied = self._copied(series.expr, series.stem, reduce)
         floor, every = self.defaults.step_window_floor, self._sampled_every(series.expr)
-        expr = banded(window.count, lambda r: reduce(series.expr, r), floor, copied=copied, sampled_every=every)
+        # Changes are read twice a step whatever the window: sampled more coarsely, a value held for one
+        # step (a skipped step's streak of 1) falls between two samples.
+        most = 2 * window.count if reduction == "changes" else MAX_SAMPLES
+        expr = banded(window.count, lambda r: reduce(series.expr, r), floor, max_samples=most, copied=copied,
+                      sampled_every=every)
         if half_logged:
             expr = f"(\n{expr}\n)\nand on({ON_RUN})\n(\n{self._logged_since(series, window.count // 2)}\n)"
         self.recordings.rolling.append(Recording(

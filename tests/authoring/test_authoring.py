@@ -108,9 +108,9 @@ def test_the_hysteresis_case_fails_on_a_rule_without_its_keep_firing_branch(proj
     rendered = render_project(project, config_from({}))
     generated = write_generated_tests(tmp_path, {k: v for k, v in rendered.files.items() if k.startswith("rules/")},
                                       rendered.alerts, rendered.catalog, config_from({}))
-    test_file = tmp_path / "rewards-generated-test.yaml"
-    assert test_file in generated
-    assert run_tool("promtool", ["test", "rules", str(test_file)]).returncode == 0
+    test_file, hourly = tmp_path / "rewards-generated-test.yaml", tmp_path / "rewards-every-5m-generated-test.yaml"
+    assert test_file in generated and hourly in generated  # the cases at 3,600 s a step are evaluated every 5m
+    assert run_tool("promtool", ["test", "rules", str(test_file), str(hourly)]).returncode == 0
     # The cliff without its hysteresis: only the onset condition, as a hand-written rule might forget.
     onset = expand_selectors(next(alert.expr for _, alert, _ in rendered.alerts if alert.name == "VerlRewardCliff"),
                              rule_selectors(config_from({})))
@@ -120,15 +120,15 @@ def test_the_hysteresis_case_fails_on_a_rule_without_its_keep_firing_branch(proj
     assert "ALERTS" in cliff["expr"] and "ALERTS" not in onset
     cliff["expr"] = onset
     rules.write_text(yaml.safe_dump(data))
-    result = run_tool("promtool", ["test", "rules", str(test_file)])
+    result = run_tool("promtool", ["test", "rules", str(test_file), str(hourly)])
     assert result.returncode == 1
     output = result.stdout + result.stderr
     assert "VerlRewardCliff-holds-in-hysteresis-band" in output
     assert "VerlRewardCliff-stays-quiet" not in output
-    # At 2 s a step the cliff's 100-step baseline absorbs a fault within about 3 minutes, less than
+    # At 1.5 s a step the cliff's 100-step baseline absorbs a fault within about 3 minutes, less than
     # the reduce window and `for` together: there the alert is still firing when checked only
     # through its hysteresis. At the slower rhythms the onset alone fires it.
-    assert "VerlRewardCliff-fires-at-60s-per-step" not in output and "VerlRewardCliff-fires-at-300s" not in output
+    assert "VerlRewardCliff-fires-at-60s-per-step" not in output and "VerlRewardCliff-fires-at-3600s" not in output
 
 
 def test_an_alert_without_any_test_fails_dashgen_test_unless_it_says_why(team):
@@ -152,7 +152,7 @@ def test_an_alert_without_any_test_fails_dashgen_test_unless_it_says_why(team):
 
 @pytest.mark.parametrize("edit, expected", [
     # a panel threshold naming an alert
-    (("panels/verl_training.py", 'Threshold(alert="VerlKLSpike")', 'Threshold(alert="VerlKLSpik")'),
+    (("panels/verl_training.py", 'kl_spike_threshold, "VerlKLSpike")', 'kl_spike_threshold, "VerlKLSpik")'),
      "panel 'KL divergence': threshold: 'VerlKLSpik' is not an alert defined in alerts/; did you mean 'VerlKLSpike'?"),
     (("panels/verl_training.py", '"VerlTrainingStalled"),),', '"VerlTrainingStaled"),),'),
      "did you mean 'VerlTrainingStalled'?"),

@@ -29,7 +29,7 @@ def write_config(project, text: str):
     ("rollout:\n  truncation_threshold: 1.5\n", "rollout.truncation_threshold: 1.5 must be at most 1"),
     ("rollout: {truncation_threshold: .nan}\n", "rollout.truncation_threshold: expected a finite number"),
     ("stability: {divergence_kl_factor: 0}\n", "stability.divergence_kl_factor: 0.0 must be greater than 0"),
-    ("stability: {kl_spike_for: 10 minutes}\n", "stability.kl_spike_for: '10 minutes' is not a Prometheus duration"),
+    ("stability: {divergence_for: 10 minutes}\n", "stability.divergence_for: '10 minutes' is not a Prometheus duration"),
     ("rule_interval: 0s\n", "rule_interval: '0s' must be longer than 0s"),
     ("scrape_interval: 15\n", "scrape_interval: expected a string, got an integer 15"),
     ("gpu_source: nvidia\n", "gpu_source: 'nvidia' is not one of 'ray', 'dcgm'"),
@@ -92,7 +92,7 @@ def test_every_field_is_type_checked_from_its_annotation(cls):
 def test_durations_are_a_type_not_a_name_suffix():
     durations = {(cls, name) for cls in CONFIG_CLASSES for name, hint in
                  ((f.name, hint) for f, hint in _schema(cls).items()) if "PrometheusDuration" in repr(hint)}
-    assert {"kl_spike_for", "rule_interval", "divergence_baseline_window", "stall_min_silence",
+    assert {"divergence_for", "rule_interval", "divergence_baseline_window", "stall_min_silence",
             "dashboard_refresh"} <= {name for _, name in durations}
     for cls, name in durations:
         with pytest.raises(ConfigError, match=f"^{name}: '1 minute' is not a Prometheus duration"):
@@ -137,13 +137,13 @@ def test_dashgen_config_prints_the_effective_config(project):
     assert set(core) == {f.name for f in dataclasses.fields(Config)}
     assert set(printed) - set(core) == set(areas)
     assert printed["stability"]["kl_spike_threshold"] == 0.2
-    assert printed["stability"]["kl_spike_for"] == "10m"
+    assert printed["stability"]["kl_spike_steps"] == 10
 
 
 def test_a_team_config_tunes_an_area_and_the_rules_follow(project):
     write_config(project, "stability:\n  kl_spike_threshold: 0.25\n")
     assert run("build", "--root", str(project)).exit_code == 0
-    assert "[5m]) > 0.25\n" in (project / "rendered" / "rules" / "stability.yaml").read_text()
+    assert "(verl:actor_ppo_kl:median_10steps_half_logged > 0.25)\n" in (project / "rendered" / "rules" / "stability.yaml").read_text()
 
 
 def test_describe_lists_every_field_with_its_type_default_and_description(project):

@@ -27,11 +27,11 @@ def test_for_in_steps_compiles_into_the_expression_and_its_generated_tests_pass_
     assert "record: dashgen:TeamGradNormHigh:condition_holds" in rules
     docs = (project / "rendered" / "docs" / "alerts.md").read_text()
     assert "**Counted in steps:** held for 5 steps." in docs
-    # The generated cases (at 2, 60 and 300 s a step) check it is not firing just before the 5
+    # The generated cases (at 1.5, 60 and 3,600 s a step) check it is not firing just before the 5
     # steps have passed, and firing after.
     tested = run("test", "--root", str(project), "team")
     assert tested.exit_code == 0, tested.output
-    assert "at-300s-per-step" in tested.output or "SUCCESS" in tested.output
+    assert "at-3600s-per-step" in tested.output or "SUCCESS" in tested.output
 
 
 def test_for_in_steps_needs_the_vocabulary(project):

@@ -82,7 +82,9 @@ def test_promtool_fixtures_pass():
     assert result.exit_code == 0, result.output
     # The fixtures, the generated tests of each module with vocabulary alerts, and the routing fixtures.
     generated = result.output.count("-generated-test.yaml\n  SUCCESS")
-    assert generated == 6  # stability, rewards, load_balance, rollout, plausibility, validation
+    # stability, rewards, load_balance, rollout, plausibility, validation; and the cases at 3,600 s a
+    # step evaluated every 5m of all but load_balance
+    assert generated == 11
     assert result.output.count("SUCCESS") == len(FIXTURES) + generated + 1
 
 
@@ -105,7 +107,7 @@ def test_every_alert_has_a_firing_case_after_its_for_and_a_silent_case():
     for name, rule in rendered_alerts().items():
         if name in generated and name not in firing:
             continue
-        if name in elsewhere:
+        if name in elsewhere and name not in firing:  # else its fixtures here test it
             assert elsewhere[name] and (REPO / elsewhere[name].group(0)).is_file(), name
             continue
         assert name in firing and name in silent, name

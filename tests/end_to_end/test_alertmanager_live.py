@@ -51,7 +51,7 @@ def chain_config(ports: dict, token_file) -> dict:
             "divergence_min_history": "3s",
             "divergence_hold_min_history": "5s",
             # The symptoms fire one evaluation after the divergence, as with the default windows.
-            "kl_spike_for": "3s",
+            "kl_spike_steps": 30,  # 16 high steps of 30: 4 s, two evaluations after the divergence's KL
             "entropy_collapse_fraction": 0.5,  # the synthetic divergence takes entropy to ~0.17
             "entropy_collapse_for": "3s",
             # Whatever the synthetic reward does over the few steps the test has: the collapse is the
