@@ -87,6 +87,10 @@ def rules(config: Config) -> RuleGroup:
                 "the run means the policy is drifting to longer outputs than the budget allows, or is looping; "
                 "a share that was high from the run's first steps is its configuration, which "
                 "VerlResponseTruncationHigh (an info) reports instead.",
+        healthy_runs=("An agent or reasoning run may have 30-60% of its responses cut from its first step by its "
+                      "own max_response_length: that level is VerlResponseTruncationHigh's, an info. This one needs "
+                      "the 5-step median to double above the run's lowest 20-step median of the last 1000 steps, by "
+                      "3 points of the share and beyond 5 standard errors of its step-to-step spread."),
         next_steps=(
             "Compare with response length mean/max: a steady rise means longer reasoning, a jump means loops.",
             "Raise data.max_response_length if the budget is too tight, or add an overlong penalty.",
@@ -122,6 +126,8 @@ def rules(config: Config) -> RuleGroup:
                      f"(threshold {tunables.rollout_abort_threshold:.0%})."),
         meaning="The rollout engine dropped requests (timeouts, preemption under KV-cache pressure, or a "
                 "crashed engine replica); those samples are lost from the batch.",
+        healthy_runs=("A healthy rollout engine aborts a request now and then (a preemption, a timeout under load): "
+                      "it needs more than 5% of the requests aborted, for 10m."),
         next_steps=(
             "Check the Rollout engine row: KV-cache usage near 100% and a growing waiting queue mean "
             "preemption.",
@@ -144,6 +150,9 @@ def rules(config: Config) -> RuleGroup:
         meaning="A length collapse: the policy found that short (often empty or single-token) answers score, or "
                 "it collapsed onto a degenerate output. The reward may stay up while the model stops solving "
                 "the task (reward hacking).",
+        healthy_runs=("Healthy runs shorten their answers as they learn a format, over tens of steps: it needs the "
+                      "5-step median below 30% of its highest 5-step median within the last 60 steps, a fall to a "
+                      "third in a few steps (305 to 14 tokens within 3 steps in a public run)."),
         next_steps=(
             "Read sample responses of recent steps: are they empty, one token, or a fixed string?",
             "Check the reward function for answers it scores without content; check entropy and the score "

@@ -255,6 +255,10 @@ def rules(config: Config) -> list[RuleGroup]:
                 "with single-step spikes (a lone off-policy step reaches 7), and a median of 10 steps moves only "
                 "when most of them are high. A GRPO warm-up starts above the bound and falls: a rise from the "
                 "run's quieter level is asked too, so the warm-up is not a spike.",
+        healthy_runs=("A GRPO run's first update moves the policy by 0.15 and then settles, and an off-policy run "
+                      "has a lone step of high KL: it needs the median of the last 10 logged steps above 0.1, "
+                      "judged once 5 of them are logged, and twice its quietest 10-step median of the last 100 "
+                      "steps beyond 3 standard errors of its step-to-step spread."),
         next_steps=(
             "Compare with actor/pg_clipfrac: a high clip fraction confirms the updates hit the clip range.",
             "Lower the actor learning rate or ppo_epochs; check that rollout and actor weights are in sync.",
@@ -466,6 +470,9 @@ def rules(config: Config) -> list[RuleGroup]:
                 "between the same two scrapes count once.",
         untested=("its generated cases hold each signal at a level, and a count of changes needs a streak that "
                   "moves: tests/rules/stability-test.yaml tests it at 1.5 s, 60 s and 3,600 s a step"),
+        healthy_runs=("verl skips the optimizer step of a non-finite grad norm, and a bf16 run overflows now and "
+                      "then: it needs more than 3 isolated skips within the last 100 logged steps (more than 3% of "
+                      "the updates lost); an occasional skip is VerlNonFiniteStep, an info."),
         next_steps=(
             "Look at the grad norm and the loss scale around the skipped steps (gaps on the grad norm panel).",
             "Lower the learning rate, check bf16/fp16 settings, and look for degenerate (empty) responses.",

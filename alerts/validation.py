@@ -103,6 +103,10 @@ def rules(config: Config) -> RuleGroup:
                 "fall; a run that validates less often is judged on its latest point alone. A sudden fall is "
                 "seen about 80 steps after it; a gradual one once the points of those steps are a quarter "
                 "below the level.",
+        healthy_runs=("Validation scores are noisy and come every few dozen steps: it needs every validation point "
+                      "of the last 80 steps a quarter (and 0.1) below the run's highest 100-step median of "
+                      "validation within 300 steps, so one bad evaluation is no fall, while the training reward "
+                      "rose beyond its own noise above its level from before those 80 steps."),
         next_steps=(
             "Read a few recent training responses with their rewards beside the validation ones: do the "
             "rewarded answers solve the task, or share a trick (a format, a phrase, a number, an empty answer)?",

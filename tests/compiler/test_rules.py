@@ -200,3 +200,12 @@ def test_a_generated_test_loads_its_rule_file_and_every_file_it_reads_through():
     assert files_read_by("alert.yaml", files) == ["alert.yaml", "base.yaml", "held.yaml"]
     assert files_read_by("follows.yaml", files) == ["alert.yaml", "base.yaml", "follows.yaml", "held.yaml"]
     assert files_read_by("apart.yaml", files) == ["apart.yaml"]
+
+
+def test_every_paging_or_warning_alert_says_in_the_runbook_why_a_healthy_run_does_not_trip_it():
+    """Issue 35: the runbook says, per alert, what it compares and why a healthy run does not trip it."""
+    runbook = (REPO / "rendered" / "docs" / "alerts.md").read_text()
+    sections = {part.split("\n", 1)[0]: part for part in runbook.split("\n## ")[1:]}
+    for name, rule in rendered_alerts().items():
+        if rule["labels"]["severity"] in ("warning", "critical"):
+            assert sections[name].count("**Why a healthy run does not trip it.** ") == 1, name
