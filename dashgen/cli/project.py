@@ -250,6 +250,12 @@ def test(root: Path, config_path: Path | None, keep_generated: Path | None, modu
     sys.exit(1 if failed or untested or unreachable or not routes_passed else 0)
 
 
+# How long one file's `promtool test rules` may take: a stuck promtool is stopped and named, but a
+# file of generated cases at 3,600 s a step under `source: rl_insight` (every step window banded
+# in PromQL) takes two minutes of a core alone, and several on a loaded machine.
+TEST_RULES_TIMEOUT_SECONDS = 900
+
+
 def _promtool_test_rules(files: list[Path]) -> tuple[str, str, bool]:
     """`promtool test rules` of each file in a process of its own, as many at once as there are
     cores: one promtool evaluates its files one after another on one core, and the generated tests
@@ -259,7 +265,8 @@ def _promtool_test_rules(files: list[Path]) -> tuple[str, str, bool]:
     from dashgen.promtool import run_tool
 
     with ThreadPoolExecutor(max_workers=max(1, min(len(files), os.cpu_count() or 1))) as pool:
-        results = list(pool.map(lambda path: run_tool("promtool", ["test", "rules", str(path)]), files))
+        results = list(pool.map(lambda path: run_tool("promtool", ["test", "rules", str(path)],
+                                                      timeout=TEST_RULES_TIMEOUT_SECONDS), files))
     return ("".join(r.stdout for r in results), "".join(r.stderr for r in results),
             any(r.returncode != 0 for r in results))
 

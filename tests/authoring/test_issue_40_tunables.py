@@ -51,7 +51,7 @@ def test_truncation_warns_on_a_rise_from_the_runs_level_and_reports_a_high_share
     warning = _alert(rollout, config, "VerlResponseTruncation")
     assert isinstance(warning.condition, Shift) and warning.condition.op == ">"
     assert warning.condition.signal.window == Steps(5)
-    assert warning.condition.baseline.window == Steps(5) and warning.condition.baseline.over == Steps(1000)
+    assert warning.condition.baseline.window == Steps(20) and warning.condition.baseline.over == Steps(1000)
     assert (warning.condition.fraction, warning.condition.at_least, warning.condition.beyond_noise) == (1.0, 0.03, 5.0)
     info = _alert(rollout, config, "VerlResponseTruncationHigh")
     assert info.severity.value == "info" and info.condition.baseline is None and info.condition.value == 0.1
