@@ -2,6 +2,7 @@
 
 from dataclasses import dataclass
 
+from dashgen.catalog import LOG_ROUNDING_METRIC
 from dashgen.conditions import RUN_NAME, VALUE, Baseline, Signal, all_of, any_of, steps
 from dashgen.config import AreaConfig, Config, Duration, Factor, Fraction, Interval, NonNegative, StepCount
 from dashgen.model import Alert, Recording, RuleGroup, Severity
@@ -63,6 +64,11 @@ class RewardsConfig(AreaConfig, area="rewards"):
     # (2) A grad norm of 0 on every one of the last no_signal_dead_steps (judged once half of them
     # are logged): a healthy small-batch run has a step with a gradient among 20.
     no_signal_dead_steps: StepCount = 20
+    # Either counts a 0 only where the log prints finer than this (verl_log_rounding, the largest
+    # value the log shows as 0: dashgen/sources/rounding.py): a console log's 3 decimals show 0.0004
+    # as 0, and in a small-batch run whose grad norm is 1e-4 to 1e-3 most steps with a signal print
+    # 0.000. A JSON log's full floats, TRL's and RL-Insight's values show a 0 as it is.
+    no_signal_max_rounding: NonNegative = 1e-6
     # How long one must hold before VerlNoLearningSignal warns.
     no_signal_for: Duration = "1m"
 
@@ -142,6 +148,7 @@ def rules(config: Config) -> list[RuleGroup]:
         "VerlNoLearningSignal",
         # Zero on the last few steps, and either the rewards differed on them or it has lasted.
         all_of(grad_norm.max_over(broken).below(tolerance),
+               Signal(LOG_ROUNDING_METRIC).below(tunables.no_signal_max_rounding),
                any_of(Signal("critic/score/std").min_over(broken).above(tolerance),
                       grad_norm.max_over(dead).after_half_window().below(tolerance))),
         severity=Severity.WARNING,
@@ -150,15 +157,15 @@ def rules(config: Config) -> list[RuleGroup]:
         summary="The policy gets no learning signal: grad norm has been 0 although rewards differ, or for many "
                 "steps.",
         description=(f"Run {RUN_NAME}: the actor grad norm was 0 on each of the last {broken} although their "
-                     f"groups' rewards differed, or on each of the last {dead}."),
+                     f"groups' rewards differed, or on each of the last {dead}, in a log that prints a 0 only for 0."),
         meaning="In GRPO, a group whose responses all get the same reward has zero advantage; when every group "
                 "does (all right, all wrong, or a reward that no longer varies, e.g. after a length collapse), "
                 "the gradient vanishes and the GPUs train nothing. The policy loss is no sign of it: GRPO's "
                 "logged loss is 0 on healthy steps too.",
         healthy_runs=("Healthy small-batch GRPO has a grad norm of exactly 0 on 30-60% of its steps (a step whose "
-                      "groups all score alike) and a console log prints a healthy 0.0004 as 0.000: it needs 0 on 3 "
-                      "steps in a row whose rewards differed, or on 20 in a row. A console log whose grad norms "
-                      "print 0.000 for that long is a case it cannot tell yet (issue 35's note says why)."),
+                      "groups all score alike): it needs 0 on 3 steps in a row whose rewards differed, or on 20 in a "
+                      "row. A console log prints a healthy 0.0004 as 0.000: a 0 counts only where the log's own "
+                      "digits show it prints finer than 1e-6 (verl_log_rounding), as a JSON log's full floats do."),
         next_steps=(
             "Check the score's min/max spread and the response length: identical or minimal answers?",
             "Make the data harder or easier, raise the rollout temperature or n, or fix the reward.",

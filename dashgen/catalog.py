@@ -53,6 +53,8 @@ NONFINITE_STREAK_METRIC = "verl_nonfinite_streak_steps"
 # The loss alone, as a number: VictoriaMetrics drops NaN samples, so `loss != loss` can never fire there.
 NONFINITE_LOSS_STREAK_METRIC = "verl_nonfinite_loss_streak_steps"
 LAST_STEP_METRIC = "verl_exporter_last_step_timestamp_seconds"
+# dashgen/sources/rounding.py: the largest value the step log prints as 0.
+LOG_ROUNDING_METRIC = "verl_log_rounding"
 # dashgen/sources/step_statistics.py: the step windows the exporter computes from the step log,
 # and the digest of which it computes.
 STEP_STATISTIC_METRIC = "verl_step_statistic"
@@ -222,6 +224,10 @@ def _verl_metrics() -> Iterable[Metric]:
                  VERL_LABELS, Source.VERL)
     yield Metric(NONFINITE_LOSS_STREAK_METRIC, MetricType.GAUGE, "short",
                  "Consecutive steps, up to the newest, that logged a NaN or infinite policy or value loss",
+                 VERL_LABELS, Source.VERL)
+    yield Metric(LOG_ROUNDING_METRIC, MetricType.GAUGE, "short",
+                 "The largest value the step log prints as 0, from the digits its newest line's numbers keep: "
+                 "0.0005 for verl's console (3 decimals), about 1e-17 for full floats",
                  VERL_LABELS, Source.VERL)
     # dashgen/sources/step_statistics.py: windows counted in steps, computed from the step log.
     yield Metric(STEP_WINDOWS_INFO_METRIC, MetricType.GAUGE, "none",

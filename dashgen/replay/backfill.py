@@ -34,7 +34,7 @@ from dataclasses import field
 from pathlib import Path
 from typing import Iterable, Iterator, TextIO
 
-from dashgen.catalog import (CATALOG, NONFINITE_LOSS_STREAK_METRIC, NONFINITE_STREAK_METRIC, RUN_STATE_METRIC,
+from dashgen.catalog import (CATALOG, LOG_ROUNDING_METRIC, NONFINITE_LOSS_STREAK_METRIC, NONFINITE_STREAK_METRIC, RUN_STATE_METRIC,
                              STEP_STATISTIC_METRIC, STEP_WINDOWS_INFO_METRIC, VALIDATION_FAMILIES, VALIDATION_LABELS,
                              Catalog)
 from dashgen.errors import BuildError
@@ -42,6 +42,7 @@ from dashgen.lifecycle import NonFiniteStreak, RunPhase
 from dashgen.promtool import run_promtool
 from dashgen.records import record
 from dashgen.runtime.log_follower import MAX_LINE_BYTES, run_from_path
+from dashgen.sources.rounding import line_rounding
 from dashgen.sources import trl
 from dashgen.sources.trl import is_trainer_state
 from dashgen.sources.step_statistics import STEP_TIME_METRIC, ServedStatistics, StepStatistic
@@ -149,6 +150,7 @@ def read_run(path: Path, labels: dict[str, str], timing: Timing, export_unknown:
     run = RecordedRun(path, labels, end_kind=timing.end, step_windows_digest=step_statistics.digest)
     mapper = StepMapper(catalog, export_unknown=export_unknown)
     streak = NonFiniteStreak()
+    rounding: float | None = None  # the newest line's that shows one (dashgen/sources/rounding.py)
     step_stats = step_statistics.tracker(timing.default_step_seconds)
     durations: list[float] = []
     steps_left_out: list[int] = []  # per line: steps the log left out before it (a log of every Nth step)
@@ -176,6 +178,9 @@ def read_run(path: Path, labels: dict[str, str], timing: Timing, export_unknown:
                 values = dict(shown)
                 values[NONFINITE_STREAK_METRIC] = float(streak.observe(data))
                 values[NONFINITE_LOSS_STREAK_METRIC] = float(streak.loss_steps)
+                rounding = line_rounding(data) or rounding
+                if rounding is not None:
+                    values[LOG_ROUNDING_METRIC] = rounding
                 if run.steps and number < run.steps[-1]:
                     run.notes.append(f"step went back from {run.steps[-1]} to {number} "
                                      f"(a resumed run); its steps are placed after the earlier ones")

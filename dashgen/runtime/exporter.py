@@ -17,11 +17,12 @@ from typing import Callable, Collection, Iterator
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from dashgen.catalog import (CATALOG, NONFINITE_LOSS_STREAK_METRIC, NONFINITE_STREAK_METRIC, RUN_STATE_METRIC,
+from dashgen.catalog import (CATALOG, LOG_ROUNDING_METRIC, NONFINITE_LOSS_STREAK_METRIC, NONFINITE_STREAK_METRIC, RUN_STATE_METRIC,
                              STEP_STATISTIC_METRIC, STEP_WINDOWS_INFO_METRIC, VALIDATION_FAMILIES, VALIDATION_LABELS,
                              Catalog, verl_metric_name)
 from dashgen.lifecycle import NonFiniteStreak, RunPhase
 from dashgen.runtime.log_tail import HistoryCounts, StatisticsInput, TailStart
+from dashgen.sources.rounding import line_rounding
 from dashgen.sources.step_statistics import STEP_STATISTIC_LABELS, ServedStatistics, step_seconds
 from dashgen.sources.verl_log import MAX_REMEMBERED_KEYS, StepMapper, ValidationSeries, is_training_line
 
@@ -48,6 +49,7 @@ class RunState:
         self.phase = RunPhase.RUNNING
         self.exit_code: int | None = None
         self._streak = NonFiniteStreak(catalog)
+        self._rounding: float | None = None  # the newest line's (dashgen/sources/rounding.py)
         self.dropped_lines_total = 0
         # Validation results are logged on test steps only: held until the next test step
         # replaces them (all of them: a series that step lacks is gone) or the run restarts.
@@ -100,6 +102,7 @@ class RunState:
                 self.last_step = step
                 self._reach(step)
             self._streak.steps, self._streak.loss_steps = tail.nonfinite_steps, tail.nonfinite_loss_steps
+            self._rounding = tail.rounding
             self._validation = tail.validation
 
     @property
@@ -151,6 +154,7 @@ class RunState:
         self.last_step = step
         self.steps_total += 1
         self._streak.observe(data)
+        self._rounding = line_rounding(data) or self._rounding
         self._reach(step)
 
     def ended(self, phase: RunPhase, exit_code: int | None = None) -> None:
@@ -181,7 +185,7 @@ class RunState:
             values = dict(self._values)
             last_time, steps, errors = self.last_step_time, self.steps_total, self.parse_errors_total
             phase, exit_code, streak = self.phase, self.exit_code, self._streak.steps
-            loss_streak = self._streak.loss_steps
+            loss_streak, rounding = self._streak.loss_steps, self._rounding
             validation = self._validation
             statistics = self._statistics.values()
             counters = () if self.history_pending else (
@@ -211,7 +215,10 @@ class RunState:
             family = GaugeMetricFamily("verl_run_exit_code", self._help["verl_run_exit_code"], labels=LABELS)
             family.add_metric(self.labels, exit_code)
             yield family
-        for name, value in ((NONFINITE_STREAK_METRIC, streak), (NONFINITE_LOSS_STREAK_METRIC, loss_streak)):
+        gauges = [(NONFINITE_STREAK_METRIC, streak), (NONFINITE_LOSS_STREAK_METRIC, loss_streak)]
+        if rounding is not None:
+            gauges.append((LOG_ROUNDING_METRIC, rounding))
+        for name, value in gauges:
             family = GaugeMetricFamily(name, self._help[name], labels=LABELS)
             family.add_metric(self.labels, value)
             yield family

@@ -29,6 +29,7 @@ from typing import Callable, Collection, Iterator, Protocol
 from dashgen.catalog import CATALOG, VALIDATION_FAMILIES, Catalog
 from dashgen.lifecycle import step_is_nonfinite, watched_keys, NONFINITE_FATAL
 from dashgen.records import record
+from dashgen.sources.rounding import line_rounding
 from dashgen.sources.verl_log import (MAX_VALIDATION_SERIES, LineError, StepMapper, ValidationSeries, is_training_line,
                                      parse_line)
 
@@ -258,6 +259,7 @@ class TailStart:
     newest_training: tuple[int, dict] | None = None
     nonfinite_steps: int = 0
     nonfinite_loss_steps: int = 0
+    rounding: float | None = None  # of the newest line that shows one (dashgen/sources/rounding.py)
     validation: dict[ValidationSeries, float] = field(default_factory=dict)
 
 
@@ -284,9 +286,11 @@ def _walk_back(fd: int, offset: int, max_line_bytes: int, catalog: Catalog, skim
     for start, line in lines_backwards(fd, offset, max_line_bytes):
         if line is None or not line.strip():
             continue
-        if not (found.newest is None or streak_open or loss_streak_open or validation_open or training_open):
+        rounding_open = found.rounding is None  # a line of whole numbers alone shows none
+        if not (found.newest is None or streak_open or loss_streak_open or validation_open or training_open
+                or rounding_open):
             break
-        if found.newest is not None and not (streak_open or loss_streak_open or training_open):
+        if found.newest is not None and not (streak_open or loss_streak_open or training_open or rounding_open):
             if marker_at is None or start + len(line) <= marker_at:
                 marker_at = last_marker_at(fd, start + len(line), VALIDATION_MARKERS)
                 if marker_at is None:
@@ -307,6 +311,8 @@ def _walk_back(fd: int, offset: int, max_line_bytes: int, catalog: Catalog, skim
             training_open = not is_training_line(data)
         elif training_open and is_training_line(data):
             found.newest_training, training_open = (step, data), False
+        if rounding_open:
+            found.rounding = line_rounding(data)
         if streak_open:
             streak_open = step_is_nonfinite(data, keys)
             found.nonfinite_steps += streak_open

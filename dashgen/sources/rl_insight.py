@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 
 from dashgen.catalog import (DROPPED_KEYS_METRIC, DROPPED_LINES_METRIC, EXIT_CODE_METRIC, KEY_COLLISIONS_METRIC,
-                             LAST_STEP_METRIC, NONFINITE_LOSS_STREAK_METRIC, NONFINITE_STREAK_METRIC,
+                             LAST_STEP_METRIC, LOG_ROUNDING_METRIC, NONFINITE_LOSS_STREAK_METRIC, NONFINITE_STREAK_METRIC,
                              PARSE_ERRORS_METRIC, RUN_STATE_METRIC, STEPS_METRIC, VALIDATION_FAMILIES)
 from dashgen.config import Config, duration_seconds, format_duration
 from dashgen.gpu import RUN_SESSION_INFO
@@ -108,6 +108,8 @@ class _RLInsight(MetricSource):
                     "1 if a scrape of the last evaluation read a NaN or infinite policy or value loss, else 0",
                     "a NaN loss is seen through Prometheus' own comparison (x != x) once a scrape, not once a "
                     "step: a NaN step shorter than the scrape interval is missed"),
+            Derived(LOG_ROUNDING_METRIC, f"{_RECORDED}log_rounding", f"0 * group by ({ON_RUN}) ({step})",
+                    "0: the hub publishes the values the trainer computed, not a printed text of them"),
             Derived(NONFINITE_STREAK_METRIC, f"{_RECORDED}nonfinite_update",
                     nonfinite(("actor/grad_norm", "actor/ppo_kl", "actor/entropy")),
                     "1 if a scrape of the last evaluation read a NaN or infinite grad norm, KL or entropy, else 0",

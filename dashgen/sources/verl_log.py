@@ -14,7 +14,7 @@ from typing import Any, Iterator
 
 from dashgen.bounded_read import parse_nested
 from dashgen.catalog import (CATALOG, DROPPED_KEYS_METRIC, DROPPED_LINES_METRIC, EXIT_CODE_METRIC,
-                             KEY_COLLISIONS_METRIC, LAST_STEP_METRIC, NONFINITE_LOSS_STREAK_METRIC,
+                             KEY_COLLISIONS_METRIC, LAST_STEP_METRIC, LOG_ROUNDING_METRIC, NONFINITE_LOSS_STREAK_METRIC,
                              NONFINITE_STREAK_METRIC, PARSE_ERRORS_METRIC,
                              RUN_STATE_METRIC, STEPS_METRIC, VALIDATION_FAMILIES, Catalog, verl_metric_name)
 from dashgen.gpu import RUN_SESSION_INFO
@@ -25,7 +25,7 @@ _EXPORTER_COUNTERS = (STEPS_METRIC, PARSE_ERRORS_METRIC, DROPPED_LINES_METRIC, D
 # Names the exporter serves itself, as families and samples: in OpenMetrics (which Prometheus asks
 # for) the counter `x_total` is the family `x`, with `x_created` beside it. A gauge of a logged key
 # under one of these names would make the page invalid: such a key is dropped and counted.
-EXPORTER_METRICS = frozenset({LAST_STEP_METRIC, RUN_STATE_METRIC, EXIT_CODE_METRIC, NONFINITE_STREAK_METRIC,
+EXPORTER_METRICS = frozenset({LAST_STEP_METRIC, RUN_STATE_METRIC, EXIT_CODE_METRIC, NONFINITE_STREAK_METRIC, LOG_ROUNDING_METRIC,
                               NONFINITE_LOSS_STREAK_METRIC, RUN_SESSION_INFO, *VALIDATION_FAMILIES.values(),
                               *_EXPORTER_COUNTERS,
                               *(name.removesuffix("_total") for name in _EXPORTER_COUNTERS),
