@@ -18,12 +18,16 @@ REWARD = Signal("critic/score/mean")
 class StabilityConfig(AreaConfig, area="stability"):
     """The tunables of alerts/stability.py: the config file's `stability:` section."""
 
-    # VerlTrainingDivergence compares each signal with its quietest level of this window (the
-    # lowest median over signal_smoothing_window for KL and grad norm, the highest for entropy);
-    # a signal breaks away if it crosses its factor at some point within the recent window.
-    divergence_baseline_window: Interval = "1h"
-    # The recent window within which grad norm and entropy must cross their factors.
-    divergence_recent_window: Interval = "10m"
+    # VerlTrainingDivergence compares each signal with its quietest level within this many logged
+    # steps (the lowest median over divergence_smoothing_steps for KL and grad norm, the highest
+    # for entropy), from a run's first steps on: a young run is held against its own first steps,
+    # so a divergence in its first hour pages too. Steps, not time: 60 steps are an hour at a
+    # minute a step and 60 hours at an hour a step, and a slow run's hour holds one step.
+    divergence_baseline_steps: StepCount = 60
+    # The steps of those medians: one noisy step sets no level.
+    divergence_smoothing_steps: StepCount = 5
+    # The last steps within which grad norm and entropy must cross their factors.
+    divergence_recent_steps: StepCount = 10
     # PPO KL is read as its median over this many steps: a single step's KL of 7 in a healthy
     # off-policy run (bench/realruns/custom-qwen25math-15b-grpo-offpolicy-e2-tb256-200) is no divergence.
     divergence_kl_median_steps: StepCount = 3
@@ -36,8 +40,11 @@ class StabilityConfig(AreaConfig, area="stability"):
     divergence_grad_norm_factor: Factor = 4.0
     # Entropy must fall below this multiple of its baseline.
     divergence_entropy_factor: Factor = 0.5
-    # How long all three must hold before it pages.
-    divergence_for: Duration = "1m"
+    # How long all three must hold before it pages: from the first evaluation that sees them, since
+    # each reads steps already (KL's median of 3 is 2 high steps). A wait in wall time would be 40
+    # steps at 1.5 s a step, longer than the baseline of divergence_baseline_steps takes to absorb a
+    # lasting fault; the keep-firing condition holds it from then on.
+    divergence_for: Duration = "0s"
     # Once firing, it stays firing while any one signal is still far from its held baseline (see
     # baseline_hold_window): a weaker condition than the onset's, so the alert neither resolves
     # while the run is still diverged nor flaps around the threshold. PPO KL this multiple of it, ...
@@ -64,13 +71,6 @@ class StabilityConfig(AreaConfig, area="stability"):
     kl_spike_over_steps: StepCount = 100
     # Standard errors of KL's step-to-step noise the rise must exceed.
     kl_spike_noise_z: NonNegative = 3.0
-    # A young run is watched from this much history on, against the quietest level of its own
-    # first steps (a divergence in the first hour pages too).
-    divergence_min_history: Interval = "10m"
-    # The level a young run's divergence is held against until its baseline window is full: the
-    # median of its own history once this much of it exists (the first minutes of warm-up are no
-    # level to hold a fault against for a day).
-    divergence_hold_min_history: Interval = "30m"
     # VerlEntropyCollapse: entropy (median of the last entropy_median_steps) below this fraction
     # of its highest such median within the last entropy_rate_steps, while the reward has not
     # risen. Entropy alone cannot tell a collapse from a policy becoming sure of what works: a
@@ -180,12 +180,12 @@ class StabilityConfig(AreaConfig, area="stability"):
 
 def rules(config: Config) -> list[RuleGroup]:
     tunables = config.area(StabilityConfig)
-    base, recent = tunables.divergence_baseline_window, tunables.divergence_recent_window
-    smoothing = config.signal_smoothing_window
+    base, recent = steps(tunables.divergence_baseline_steps), steps(tunables.divergence_recent_steps)
+    smoothing = steps(tunables.divergence_smoothing_steps)
     # The quietest level, not a median: a warm-up's decaying KL (GRPO with small groups) or grad
     # norm would lift a median of the young run's history above a divergence's own level.
-    baseline = Baseline.quietest(smoothing, over=base, min_history=tunables.divergence_min_history)
-    held = Baseline.held(of=Baseline(base, ending=recent, min_history=tunables.divergence_hold_min_history))
+    baseline = Baseline.quietest(smoothing, over=base)
+    held = Baseline.held(of=Baseline(base, ending=recent))
     divergence = Alert(
         name="VerlTrainingDivergence",
         severity=Severity.CRITICAL,
@@ -204,7 +204,7 @@ def rules(config: Config) -> list[RuleGroup]:
         summary="KL, grad norm and entropy broke away from their baselines together: the policy is diverging.",
         description=(f"Run {RUN_NAME}: PPO KL's median of its last {tunables.divergence_kl_median_steps} steps rose above "
                      f"{tunables.divergence_kl_factor:g}x and grad norm within the last {recent} above "
-                     f"{tunables.divergence_grad_norm_factor:g}x their lowest {smoothing} median of the last {base}, "
+                     f"{tunables.divergence_grad_norm_factor:g}x their lowest median over {smoothing} within the last {base}, "
                      f"while entropy fell below "
                      f"{tunables.divergence_entropy_factor:g}x its highest. It stays firing while any of them is still "
                      f"{tunables.divergence_sustain_kl_factor:g}x / {tunables.divergence_sustain_grad_norm_factor:g}x / "
@@ -215,8 +215,8 @@ def rules(config: Config) -> list[RuleGroup]:
                 "usually precede a reward collapse and rarely recover on their own.",
         healthy_runs=("One of the three alone is routine: a lone KL spike (a 3-step median reads it, so one step of "
                       "KL 7 in a healthy off-policy run is none), a grad norm spike, an entropy dip. It needs all "
-                      "three beyond their factors against the run's quietest level of the last hour, and PPO KL to "
-                      "rise by 0.01 too (early console logs print it to 3 decimals): no healthy run of the corpus "
+                      f"three beyond their factors against the run's quietest level of its last {base}, and PPO KL "
+                      "to rise by 0.01 too (early console logs print it to 3 decimals): no healthy run of the corpus "
                       "does."),
         next_steps=(
             "Open the dashboard's Training stability row for this experiment and find the step where the "

@@ -301,6 +301,8 @@ def _cases(alert: Alert, catalog: Catalog, config: Config, rhythm: float | None,
         level.band = (keep_at + onset_at) / 2 if keep_at != onset_at else keep_at + (level.fault - keep_at) / 10
 
     reduce, baseline = _windows(alert.condition, config, rhythm)
+    # The baselines the keep-firing condition holds must exist by the crossing too.
+    baseline = max(baseline, _windows(alert.keep_firing_while, config, rhythm)[1])
     _check_runnable(alert, max(reduce, baseline), step, rhythm)
     _check_levels_suffice(alert)
     if rhythm is not None:  # the run's rhythm is known from its second line on

@@ -92,7 +92,7 @@ def test_every_field_is_type_checked_from_its_annotation(cls):
 def test_durations_are_a_type_not_a_name_suffix():
     durations = {(cls, name) for cls in CONFIG_CLASSES for name, hint in
                  ((f.name, hint) for f, hint in _schema(cls).items()) if "PrometheusDuration" in repr(hint)}
-    assert {"divergence_for", "rule_interval", "divergence_baseline_window", "stall_min_silence",
+    assert {"divergence_for", "rule_interval", "token_runaway_window", "stall_min_silence",
             "dashboard_refresh"} <= {name for _, name in durations}
     for cls, name in durations:
         with pytest.raises(ConfigError, match=f"^{name}: '1 minute' is not a Prometheus duration"):

@@ -31,8 +31,8 @@ SHORT_WINDOWS = {
     "scrape_interval": "250ms",
     "rule_interval": "250ms",
     "signal_smoothing_window": "1250ms",
-    "stability": {"divergence_baseline_window": "8s", "divergence_recent_window": "1500ms", "divergence_for": "750ms",
-                  "divergence_min_history": "3s", "divergence_hold_min_history": "5s"},
+    "stability": {"divergence_baseline_steps": 32, "divergence_recent_steps": 6, "divergence_smoothing_steps": 5,
+                  "divergence_for": "750ms"},
     # Windows in steps: a step is 250 ms here, below every band, so they take the floor.
     "step_window_floor": "1500ms",
     "rhythm_window": "30s",
@@ -77,7 +77,9 @@ def live(project, tmp_path, exporters):
     logs = {kind: (tmp_path / "logs" / "gsm8k" / f"{kind}.jsonl", kind) for kind in ports}
     (tmp_path / "logs" / "gsm8k").mkdir(parents=True)
     for kind, port in ports.items():
-        exporters(logs[kind][0], port=port, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # The step windows this project's rules read (rendered/exporter/step-statistics.yaml).
+        exporters(logs[kind][0], "--root", str(project), port=port, stdout=subprocess.DEVNULL,
+                  stderr=subprocess.DEVNULL)
     writer = StepWriter(logs)
     try:
         with PrometheusServer(prometheus_yml, tmp_path / "tsdb") as prometheus:
