@@ -53,8 +53,10 @@ class RolloutConfig(AreaConfig, area="rollout"):
     length_median_steps: StepCount = 5
     # The steps within which the fall from the highest median is judged.
     length_rate_steps: StepCount = 60
-    # How long the collapse must hold before VerlResponseLengthCollapse fires.
-    length_collapse_for: Duration = "1m"
+    # How long the collapse must hold before VerlResponseLengthCollapse fires: from the first
+    # evaluation that sees it, since a median of 5 steps is 3 short ones already; a minute is 40
+    # steps at 1.5 s a step, close to the 60 steps within which the fall is visible.
+    length_collapse_for: Duration = "0s"
     # VerlRolloutAborts: share of rollout requests aborted above this.
     rollout_abort_threshold: Fraction = 0.05
     # How long the share must stay above it before VerlRolloutAborts warns.

@@ -155,11 +155,7 @@ BRANCH_CASE = re.compile(r"only-branch-(\d+)-crosses")  # the name of a branch's
 # Cases a default alert is known to fail, each with why: generated as `known-gap-<case>`, which
 # checks that the alert still misses (never fires), so `dashgen test` passes, names each gap, and
 # fails the day the alert is fixed: then take its entry out. Not a place for a new alert's failures.
-KNOWN_GAPS: dict[tuple[str, str], str] = {
-    ("VerlResponseLengthCollapse", "fires-at-1.5s-per-step"): (
-        "its for_ (length_collapse_for, 1m) is wall time: 40 steps at 1.5 s a step, while a fall within "
-        "length_rate_steps (60) is visible for about 55 steps (82 s); with for_ in steps or 0s it fires"),
-}
+KNOWN_GAPS: dict[tuple[str, str], str] = {}
 KNOWN_GAP_PREFIX = "known-gap-"
 
 

@@ -37,7 +37,6 @@ def test_the_corpus_holds_what_the_issue_asks_for():
 # that fixes one, or breaks another, shows here. Issue 35 is open until this is empty.
 OPEN_ON_HOLDOUT = {
     "trl-qwen25-7b-gsm8k-grpo-rho030-entropy-blowup": "the entropy explosion is seen 4 logged steps late",
-    "trl-qwen25-7b-gsm8k-grpo-rho050-length-collapse": "the length collapse is seen 7 logged steps late",
     "trl-qwen25-7b-gsm8k-grpo-rho100-seed43-entropy-blowup": "the entropy explosion is seen 3 logged steps late",
     "trl-qwen25-7b-gsm8k-grpo-rho200-seed43": "a zero gradient on 20 logged steps (100 training steps) warns",
     "trl-qwen25-7b-gsm8k-grpo-rho300-seed44": "a zero gradient on 20 logged steps (100 training steps) warns",
