@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Iterator
 
 from dashgen.bounded_read import TooLarge, read_bounded
-from dashgen.compiler.targets.alertmanager import ACT_PATH
+from dashgen.compiler.routing import ACT_PATH
 from dashgen.config import Config, duration_seconds
 from dashgen.errors import BuildError
 from dashgen.records import record
