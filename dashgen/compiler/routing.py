@@ -13,8 +13,8 @@ from typing import Any, Mapping
 
 from dashgen.compiler.compiled import StatedInhibition
 from dashgen.compiler.loader import DefinitionModule, call_definition
+from dashgen.compiler.receivers import check_receiver
 from dashgen.compiler.references import check_alert_name
-from dashgen.compiler.targets.receivers import check_receiver
 from dashgen.config import Config
 from dashgen.errors import BuildError, get_close_matches
 from dashgen.model import EXPORTER_LABELS, RUN_LABELS, Inhibition, Severity

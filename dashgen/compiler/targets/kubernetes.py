@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING, Any
 
 from dashgen.compiler.block_yaml import rule_yaml
 from dashgen.compiler.compiled import CompiledDashboard, RuleFile
+from dashgen.compiler.receivers import url_secret
 from dashgen.compiler.routing import ACT, CHANNEL, NOWHERE, PAGE
 from dashgen.compiler.targets.grafana import dashboard_path, dashboard_to_text
 from dashgen.compiler.targets.kubernetes_schemas import check_object, object_name, receiver_schema
 from dashgen.compiler.targets.prometheus import rule_file_model
-from dashgen.compiler.targets.receivers import url_secret
 from dashgen.config import Config
 from dashgen.errors import BuildError
 from dashgen.records import record
