@@ -6,7 +6,7 @@ from dashgen.conditions import RUN_NAME, VALUE, Baseline, Signal, all_of, any_of
 from dashgen.config import AreaConfig, Config, Duration, Factor, Fraction, Interval, NonNegative, StepCount
 from dashgen.model import Alert, Recording, RuleGroup, Severity
 
-SCORE = "verl_critic_score_mean{verl}"
+SCORE = "verl_critic_score_mean{$verl}"
 SCORE_GAIN = "verl:critic_score_mean:median_gain"
 
 
