@@ -308,6 +308,9 @@ EXPORTER_LABELS = ("job", "instance")  # the one exporter serving a run; all tha
 # The labels that identify one training run's series: signals of one alert are matched on all of them.
 RUN_MATCH_LABELS = (*EXPORTER_LABELS, *RUN_LABELS)
 ON_RUN = ", ".join(RUN_MATCH_LABELS)  # as PromQL's on(...) and by(...) take them
+# The path Alertmanager posts the alerts it routes to `dashgen act` to: the rendered receiver
+# dashgen-act posts there, and dashgen/runtime/act.py serves it.
+ACT_PATH = "/alerts"
 
 
 @record

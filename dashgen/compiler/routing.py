@@ -17,10 +17,8 @@ from dashgen.compiler.receivers import check_receiver
 from dashgen.compiler.references import check_alert_name
 from dashgen.config import Config
 from dashgen.errors import BuildError, get_close_matches
-from dashgen.model import EXPORTER_LABELS, RUN_LABELS, Inhibition, Severity
+from dashgen.model import ACT_PATH, EXPORTER_LABELS, RUN_LABELS, Inhibition, Severity
 from dashgen.sources.chosen import metric_source
-
-ACT_PATH = "/alerts"
 
 # Receiver names, as notifications and routing fixtures show them.
 NOWHERE, PAGE, CHANNEL, ACT = "nowhere", "page", "channel", "dashgen-act"
