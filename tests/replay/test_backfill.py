@@ -5,7 +5,7 @@ import math
 from pathlib import Path
 
 import pytest
-from dashgen.replay.synthetic_runs import step_data, write_run
+from dashgen.evaluation.synthetic_runs import step_data, write_run
 
 from conftest import REPO, run
 from dashgen.replay.backfill import Timing, read_run, run_labels

@@ -29,7 +29,7 @@ from dashgen.replay.backtest import blocks as backtest_blocks
 from dashgen.replay.backtest.blocks import BlockParts
 from dashgen.replay.backtest.evaluation import evaluate_alert
 from dashgen.replay.backtest.recordings import Window, queried_series
-from dashgen.replay.simulate import Fault, RunSpec, write_run
+from dashgen.evaluation.simulate import Fault, RunSpec, write_run
 from dashgen.sources.step_statistics import served_by
 
 from conftest import REPO

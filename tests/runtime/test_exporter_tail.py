@@ -8,7 +8,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from dashgen.lifecycle import RunPhase
-from dashgen.replay.synthetic_runs import step_data
+from dashgen.evaluation.synthetic_runs import step_data
 from dashgen.runtime.exporter import RunState
 import dashgen.runtime.log_follower
 from dashgen.runtime.log_follower import LogFollower

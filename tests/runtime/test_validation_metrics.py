@@ -4,7 +4,7 @@ labels and are held between test steps, by the exporter and by backfill alike.""
 import math
 from pathlib import Path
 
-from dashgen.replay.synthetic_runs import DATA_SOURCE, TEST_FREQ, step_data, write_run
+from dashgen.evaluation.synthetic_runs import DATA_SOURCE, TEST_FREQ, step_data, write_run
 
 from conftest import run
 from dashgen.replay.backtest import serve_tsdb
