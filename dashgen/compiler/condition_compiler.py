@@ -7,7 +7,7 @@ import math
 from dataclasses import field, replace
 from typing import Callable
 
-from dashgen.catalog import Catalog, Metric, Source
+from dashgen.catalog import Catalog, Metric, Origin
 from dashgen.compiler.step_windows import (MAX_SAMPLES, MAX_SAMPLES_OF_MEDIANS, STEP_BAND, banded, near_band_copy,
                                           rhythm_recordings)
 from dashgen.conditions import (AllOf, AnyOf, Baseline, Compare, Comparison, Condition, Shift, Signal, Steps,
@@ -48,9 +48,9 @@ class BaselineRecordings:
     steps: list[Recording] = field(default_factory=list)  # the held baselines' per-step extremes
 
 
-# Which scrape job's selector a signal's metric takes, by where the metric comes from.
-_SELECTOR_BY_SOURCE = {Source.VERL: "verl", Source.PROJECT: "verl", Source.RAY: "node", Source.DCGM: "gpu",
-                       Source.VLLM: "rollout", Source.SGLANG: "rollout"}
+# Which scrape job's selector a signal's metric takes, by the metric's origin.
+_SELECTOR_BY_ORIGIN = {Origin.VERL: "verl", Origin.PROJECT: "verl", Origin.RAY: "node", Origin.DCGM: "gpu",
+                       Origin.VLLM: "rollout", Origin.SGLANG: "rollout"}
 
 
 def resolve_signal(ref: str, catalog: Catalog, where: str) -> SignalSeries:
@@ -63,10 +63,10 @@ def resolve_signal(ref: str, catalog: Catalog, where: str) -> SignalSeries:
         hint = f"; did you mean {close[0]!r}?" if close else " (a verl step-log key such as 'actor/ppo_kl', or a metric of the catalog)"
         raise BuildError(f"{where}: signal {ref!r} is neither a verl key nor a known metric{hint}")
     name = metric.name
-    if metric.source is Source.RECORDING_RULE or ":" in name:
+    if metric.origin is Origin.RECORDING_RULE or ":" in name:
         return SignalSeries(name, name, metric)
-    selector = _SELECTOR_BY_SOURCE.get(metric.source)
-    if metric.source is Source.PROJECT and not metric.verl_keys:
+    selector = _SELECTOR_BY_ORIGIN.get(metric.origin)
+    if metric.origin is Origin.PROJECT and not metric.verl_keys:
         selector = None  # another exporter's metric: the author's own selectors apply
     stem = "verl:" + name[len("verl_"):] if name.startswith("verl_") else f"dashgen:{name}"
     return SignalSeries(f"{name}{{{selector}}}" if selector else name, stem, metric)
@@ -171,7 +171,7 @@ class ConditionCompiler:
         """Whether the source computes `series`' step windows from the step log (see
         dashgen/sources/step_statistics.py): a series the exporter maps from a logged key."""
         metric = series.metric
-        return (self.exporter_statistics and metric is not None and metric.source in (Source.VERL, Source.PROJECT)
+        return (self.exporter_statistics and metric is not None and metric.origin in (Origin.VERL, Origin.PROJECT)
                 and bool(metric.verl_keys) and ":" not in metric.name)
 
     def _statistic(self, statistic: StepStatistic) -> str:

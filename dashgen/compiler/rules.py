@@ -13,7 +13,7 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from dashgen.catalog import Catalog, Metric, MetricType, Source
+from dashgen.catalog import Catalog, Metric, MetricType, Origin
 from dashgen.compiler.compiled import (AlertRule, CompiledAlert, CompiledGroup, CompiledRules, RecordingRule,
                                        RuleFile, UnavailableAlert)
 from dashgen.compiler.condition_compiler import BaselineDefaults, ConditionCompiler, expand_group
@@ -239,7 +239,7 @@ def _with_recordings(catalog: Catalog, modules: list, selectors: dict) -> Catalo
                 left.append((definition, rule))
                 continue
             catalog = catalog.with_metrics([Metric(
-                rule.record, MetricType.GAUGE, "none", rule.help, result_info.labels, Source.RECORDING_RULE)])
+                rule.record, MetricType.GAUGE, "none", rule.help, result_info.labels, Origin.RECORDING_RULE)])
         if len(left) == len(pending):
             break
         pending = left

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dashgen.catalog import CATALOG, Source
+from dashgen.catalog import CATALOG, Origin
 from dashgen.compiler.build import render_project
 from dashgen.compiler.promql import metrics_in
 from dashgen.config import config_from
@@ -18,7 +18,7 @@ from conftest import run, tree_digest
 from support import dashgen_command
 
 # Series of the other sources (Ray, the rollout engines, Prometheus' own) keep their names.
-OTHER_SOURCES = {m.name for m in CATALOG.values() if m.source is not Source.VERL}
+OTHER_SOURCES = {m.name for m in CATALOG.values() if m.origin is not Origin.VERL}
 
 
 def rl_insight_project(project: Path) -> Path:

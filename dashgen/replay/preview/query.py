@@ -17,7 +17,7 @@ from dataclasses import field
 from pathlib import Path
 from typing import Any, Iterator
 
-from dashgen.catalog import Catalog, Source
+from dashgen.catalog import Catalog, Origin
 from dashgen.compiler.dashboards import iter_panels
 from dashgen.compiler.promql import metrics_in, substitute_variables
 from dashgen.config import Config, duration_seconds
@@ -142,8 +142,8 @@ def preview_data(server: PrometheusServer, model: dict[str, Any], preview: Previ
         result = PanelResult(substitute_variables(panel["title"], {**{k: "" for k in values}, **preview.run.labels}))
         for target in panel.get("targets", []):
             expr = substitute_variables(target["expr"], values, ".*")
-            sources = {catalog[name].source for name in metrics_in(expr) if name in catalog}
-            result.reads_verl |= Source.VERL in sources
+            origins = {catalog[name].origin for name in metrics_in(expr) if name in catalog}
+            result.reads_verl |= Origin.VERL in origins
             for found in evaluate(server, expr, preview, f"{origin}, panel {panel['title']!r}"):
                 labels = found["metric"]
                 result.series.append(Series(target["refId"], legend(target.get("legendFormat", ""), labels), labels,
