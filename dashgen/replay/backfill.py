@@ -42,10 +42,10 @@ from dashgen.lifecycle import NonFiniteStreak, RunPhase
 from dashgen.promtool import run_promtool
 from dashgen.records import record
 from dashgen.runtime.log_follower import MAX_LINE_BYTES, run_from_path
-from dashgen.sources import trl
-from dashgen.sources.trl import is_trainer_state
+from dashgen.formats import trl
+from dashgen.formats.trl import is_trainer_state
 from dashgen.sources.step_statistics import STEP_TIME_METRIC, ServedStatistics, StepStatistic
-from dashgen.sources.verl_log import LineError, StepMapper, ValidationSeries, is_training_line, parse_line
+from dashgen.formats.verl_log import LineError, StepMapper, ValidationSeries, is_training_line, parse_line
 
 LAST_STEP_METRIC = "verl_exporter_last_step_timestamp_seconds"
 # promtool's block lengths: 2h times a power of 3 (the TSDB's compaction ranges).

@@ -23,7 +23,7 @@ from dashgen.catalog import (CATALOG, NONFINITE_LOSS_STREAK_METRIC, NONFINITE_ST
 from dashgen.lifecycle import NonFiniteStreak, RunPhase
 from dashgen.runtime.log_tail import HistoryCounts, StatisticsInput, TailStart
 from dashgen.sources.step_statistics import STEP_STATISTIC_LABELS, ServedStatistics, step_seconds
-from dashgen.sources.verl_log import MAX_REMEMBERED_KEYS, StepMapper, ValidationSeries, is_training_line
+from dashgen.formats.verl_log import MAX_REMEMBERED_KEYS, StepMapper, ValidationSeries, is_training_line
 
 LABELS = ("project", "experiment")
 

@@ -29,7 +29,7 @@ from typing import Callable, Collection, Iterator, Protocol
 from dashgen.catalog import CATALOG, VALIDATION_FAMILIES, Catalog
 from dashgen.lifecycle import step_is_nonfinite, watched_keys, NONFINITE_FATAL
 from dashgen.records import record
-from dashgen.sources.verl_log import (MAX_VALIDATION_SERIES, LineError, StepMapper, ValidationSeries, is_training_line,
+from dashgen.formats.verl_log import (MAX_VALIDATION_SERIES, LineError, StepMapper, ValidationSeries, is_training_line,
                                      parse_line)
 
 BLOCK_BYTES = 1 << 20

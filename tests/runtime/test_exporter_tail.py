@@ -15,7 +15,7 @@ from dashgen.runtime.log_follower import LogFollower
 import dashgen.runtime.log_tail
 from dashgen.runtime.log_tail import lines_backwards, read_tail, recent_records
 from dashgen.sources.step_statistics import rendered_statistics
-from dashgen.sources.verl_log import MAX_VALIDATION_SERIES
+from dashgen.formats.verl_log import MAX_VALIDATION_SERIES
 
 from conftest import REPO
 

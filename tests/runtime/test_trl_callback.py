@@ -15,8 +15,8 @@ from transformers.trainer_callback import CallbackHandler
 
 from dashgen.runtime.exporter import RunState
 from dashgen.runtime.log_follower import LogFollower
-from dashgen.sources import trl_callback
-from dashgen.sources.trl_callback import DROPPED_LINES_KEY, StepLogCallback
+from dashgen.formats import trl_callback
+from dashgen.formats.trl_callback import DROPPED_LINES_KEY, StepLogCallback
 
 
 def _train(tmp_path, entries):

@@ -10,7 +10,7 @@ from conftest import run
 from dashgen.replay.backtest import serve_tsdb
 from dashgen.runtime.exporter import RunState
 from dashgen.runtime.log_follower import LogFollower
-from dashgen.sources.verl_log import MAX_VALIDATION_SERIES, StepMapper, validation_series
+from dashgen.formats.verl_log import MAX_VALIDATION_SERIES, StepMapper, validation_series
 
 START = 1_700_000_000
 

@@ -1,11 +1,11 @@
 """A transformers `TrainerCallback` that writes a TRL run's logs as verl's step log, so `dashgen
 export` follows a TRL or Unsloth run as it follows a verl one.
 
-    from dashgen.sources.trl_callback import StepLogCallback
+    from dashgen.formats.trl_callback import StepLogCallback
     trainer = GRPOTrainer(..., callbacks=[StepLogCallback("logs/my-project/grpo-qwen.jsonl")])
 
 Each `on_log` becomes one line `{"step": N, "data": {...}}` with TRL's keys mapped by meaning
-(dashgen/sources/trl.py), `training/global_step`, and `timing_s/step`: the wall time since the
+(dashgen/formats/trl.py), `training/global_step`, and `timing_s/step`: the wall time since the
 last logged step over the steps between, since TRL logs no per-step time. Only the main process
 writes. Requires `transformers` (importing this module imports it).
 
@@ -26,7 +26,7 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
-from dashgen.sources.trl import SUMMARY_KEYS, step_data
+from dashgen.formats.trl import SUMMARY_KEYS, step_data
 
 # The key each training line carries once lines were dropped: the number dropped so far.
 DROPPED_LINES_KEY = "trl_callback/dropped_lines"
