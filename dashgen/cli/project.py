@@ -11,6 +11,8 @@ import click
 from dashgen.cli.options import collector_paused, config_option, rendered_dir, root_option
 from dashgen.config import config_path as find_config_path, load_config
 from dashgen.errors import BuildError
+from dashgen.sources.chosen import SOURCES
+from dashgen.sources.exporter import EXPORTER
 
 @click.command()
 @root_option
@@ -349,7 +351,7 @@ def config_(root: Path, config_path: Path | None, describe: bool) -> None:
 
 @click.command()
 @click.argument("name", metavar="DIRECTORY")
-@click.option("--source", type=click.Choice(["exporter", "rl_insight"]), default="exporter", show_default=True,
+@click.option("--source", type=click.Choice(list(SOURCES)), default=EXPORTER.name, show_default=True,
               help="Where the runs' metrics come from: dashgen's exporter on verl's step log, or verl's "
                    "RL-Insight hub (its dashgen.yaml then says `source: rl_insight`).")
 def init(name: str, source: str) -> None:

@@ -65,10 +65,12 @@ def _parse_time(text: str) -> float:
 def replayed_config(config: Config) -> Config:
     """A recorded run is replayed as dashgen's exporter serves it: its rules and panels are judged
     in the exporter's names, whatever metric source the project reads live."""
-    if config.source != "exporter":
+    from dashgen.sources.chosen import REPLAYED_SOURCE, metric_source
+
+    if metric_source(config) is not REPLAYED_SOURCE:
         click.echo(f"source {config.source}: the run is replayed as dashgen's exporter serves it, and judged by "
-                   f"the rules and panels built for source exporter", err=True)
-    return config.with_source("exporter")
+                   f"the rules and panels built for source {REPLAYED_SOURCE.name}", err=True)
+    return config.with_source(REPLAYED_SOURCE.name)
 
 
 def _timing(start: str | None, scrape_interval: str | None, default_step_time: str, run_end: str | None,

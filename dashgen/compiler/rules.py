@@ -68,10 +68,10 @@ def compile_rules(root: Path, config: Config, catalog: Catalog, definitions: lis
     # Signals may name series recorded by hand-written rules, so those join the catalog first;
     # then the conditions compile, adding their baselines' recordings.
     stated_catalog = _with_recordings(catalog, stated, selectors)
-    # The exporter computes the step windows of the series it logs (dashgen/sources/step_statistics.py);
-    # under another source, or with exporter_step_windows off, they compile to PromQL.
+    # The source may compute the step windows of the series logged (dashgen/sources/step_statistics.py);
+    # where it does not, or with exporter_step_windows off, they compile to PromQL.
     compiler = ConditionCompiler(stated_catalog, baseline_defaults(config),
-                                 exporter_statistics=queries.source.is_catalog and config.exporter_step_windows)
+                                 exporter_statistics=queries.source.computes_step_windows and config.exporter_step_windows)
     modules = [(definition, [expanded for group in groups for expanded in expand_group(
         group, compiler, lambda rule, compiler, d=definition: _written(rule, compiler, d))])
         for definition, groups in stated]

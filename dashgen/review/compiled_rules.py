@@ -21,6 +21,7 @@ from dashgen.compiler.compiled import AlertRule, RecordingRule
 from dashgen.config import load_config
 from dashgen.project_metrics import project_catalog
 from dashgen.replay.backtest import RuleSet
+from dashgen.sources.chosen import REPLAYED_SOURCE
 from dashgen.sources.step_statistics import ServedStatistics, StepStatistic
 
 
@@ -29,7 +30,7 @@ def compiled_json(root: Path) -> str:
     over steps they read, for the exporter as a recorded run is replayed."""
     from dashgen.compiler.rules import compile_rules
 
-    config = load_config(None, root).with_source("exporter")
+    config = load_config(None, root).with_source(REPLAYED_SOURCE.name)
     compiled = compile_rules(root, config, project_catalog(root))
     return json.dumps({"recordings": [dataclasses.asdict(rule) for rule in compiled.recording_rules],
                        "alerts": [dataclasses.asdict(rule) for rule in compiled.alert_rules],

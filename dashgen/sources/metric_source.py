@@ -65,6 +65,11 @@ class MetricSource:
     # Under Kubernetes, the labels of the pods that serve its series, which a PodMonitor scrapes at
     # exporter_address's port; empty for dashgen's exporter, whose pods kubernetes_exporter_* name.
     pod_labels: Mapping[str, str] = field(default_factory=dict)
+    # Whether it computes the statistics over steps the rules read from the step log itself
+    # (verl_step_statistic, dashgen/sources/step_statistics.py); where not, step windows compile to PromQL.
+    computes_step_windows: bool = False
+    # What `dashgen init --source NAME` adds to a new project's dashgen.yaml to read this source.
+    init_config: str = ""
 
     @property
     def is_catalog(self) -> bool:

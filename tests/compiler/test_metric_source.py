@@ -17,8 +17,21 @@ from dashgen.sources.rl_insight import series_name
 from conftest import run, tree_digest
 from support import dashgen_command
 
-# Series of the other sources (Ray, the rollout engines, Prometheus' own) keep their names.
+# Series of other origins (Ray, the rollout engines, Prometheus' own) keep their names.
 OTHER_SOURCES = {m.name for m in CATALOG.values() if m.origin is not Origin.VERL}
+
+
+def test_the_metric_sources_are_those_of_one_registry():
+    """`dashgen init --source` offers the registry's sources, and the config's `source:` takes exactly those."""
+    import typing
+
+    from dashgen.cli.project import init
+    from dashgen.config import Config
+    from dashgen.sources.chosen import SOURCES
+
+    assert set(typing.get_args(typing.get_type_hints(Config)["source"])) == set(SOURCES)
+    assert list(next(p for p in init.params if p.name == "source").type.choices) == list(SOURCES)
+    assert [name for name, source in SOURCES.items() if source.computes_step_windows] == ["exporter"]
 
 
 def rl_insight_project(project: Path) -> Path:
