@@ -68,6 +68,20 @@ KEY_COLLISIONS_METRIC = "verl_exporter_key_collisions_total"
 # (and val-aux/...); they are served as one labelled gauge per section (see verl_log.py).
 VALIDATION_FAMILIES = {"val-core": "verl_val_core", "val-aux": "verl_val_aux"}
 VALIDATION_LABELS = ("data_source", "variable", "metric")
+# What the exporter counts of the step log it reads, in the order it serves them: counters, whose
+# OpenMetrics family is the name without _total (counter_family).
+EXPORTER_COUNTERS = (STEPS_METRIC, PARSE_ERRORS_METRIC, DROPPED_LINES_METRIC, DROPPED_KEYS_METRIC,
+                     KEY_COLLISIONS_METRIC)
+# The run's own series: what `dashgen export` (dashgen/runtime/exporter.py) serves, and a backfill of
+# the same log (dashgen/replay/backfill.py) writes, beside the logged keys' gauges.
+EXPORTER_SERIES = (LAST_STEP_METRIC, *EXPORTER_COUNTERS, RUN_STATE_METRIC, EXIT_CODE_METRIC, NONFINITE_STREAK_METRIC,
+                   NONFINITE_LOSS_STREAK_METRIC, STEP_WINDOWS_INFO_METRIC, STEP_STATISTIC_METRIC,
+                   *VALIDATION_FAMILIES.values())
+
+
+def counter_family(name: str) -> str:
+    """The OpenMetrics family of a counter's samples (`verl_exporter_steps` of `verl_exporter_steps_total`)."""
+    return name.removesuffix("_total")
 
 
 @record
