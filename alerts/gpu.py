@@ -17,18 +17,18 @@ from dashgen.model import Recording, RuleGroup
 def rules(config: Config) -> RuleGroup:
     gpu = gpu_source(config)
     node_memory = gpu.node(gpu.memory_used, "max")
-    info = f"{RUN_SESSION_INFO}{{verl}}"
+    info = f"{RUN_SESSION_INFO}{{$verl}}"
     return RuleGroup("verl-gpu", (
-        Recording(gpu.node(gpu.utilisation, "min"), f"min by ({gpu.node_labels}) ({gpu.utilisation}{{gpu}})",
+        Recording(gpu.node(gpu.utilisation, "min"), f"min by ({gpu.node_labels}) ({gpu.utilisation}{{$gpu}})",
                   "Utilisation of a node's least busy GPU, percent: a straggler shows here"),
         Recording(gpu.node(gpu.utilisation, "median"),
-                  f"quantile by ({gpu.node_labels}) (0.5, {gpu.utilisation}{{gpu}})",
+                  f"quantile by ({gpu.node_labels}) (0.5, {gpu.utilisation}{{$gpu}})",
                   "Median utilisation of a node's GPUs, percent: what its least busy GPU is compared with"),
-        Recording(node_memory, f"max by ({gpu.node_labels}) ({gpu.memory_used}{{gpu}})",
+        Recording(node_memory, f"max by ({gpu.node_labels}) ({gpu.memory_used}{{$gpu}})",
                   "Memory used on a node's fullest GPU, MiB"),
         Recording(gpu.cluster(gpu.memory_used, "max"), f"max by ({gpu.cluster_labels}) ({node_memory})",
                   "Memory used on a cluster's fullest GPU, MiB"),
-        Recording(HOST_MEMORY_FULLEST, f"max by (job, {SESSION_LABEL}) (ray_node_mem_used{{node}})",
+        Recording(HOST_MEMORY_FULLEST, f"max by (job, {SESSION_LABEL}) (ray_node_mem_used{{$node}})",
                   "Host memory used on a Ray session's fullest node, bytes"),
         Recording(RUN_SESSION_LINK, f"{info} and on({SESSION_LABEL}) (count by ({SESSION_LABEL}) ({info}) == 1)",
                   "The exporter's run-to-Ray-session link, for sessions that exactly one run claims"),

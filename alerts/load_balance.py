@@ -40,25 +40,25 @@ def rules(config: Config) -> list[RuleGroup]:
     # in the same phase as it: the median GPU of its own node (a GPU lagging on a single-node
     # run too), and the median of the least busy GPUs over its Ray session's nodes (a node
     # lagging as a whole). One series per node; 128 recorded series read, not 1024 raw ones.
-    least_busy = f"{gpu.node(gpu.utilisation, 'min')}{{gpu}}"
-    node_median = f"{gpu.node(gpu.utilisation, 'median')}{{gpu}}"
+    least_busy = f"{gpu.node(gpu.utilisation, 'min')}{{$gpu}}"
+    node_median = f"{gpu.node(gpu.utilisation, 'median')}{{$gpu}}"
     within_node = f"{least_busy} < on({gpu.node_labels}) {factor:g} * ({node_median} >= {busy:g})"
     peers = f"quantile by ({gpu.cluster_labels}) (0.5, {least_busy})"
     across_nodes = f"{least_busy} < on({gpu.cluster_labels}) group_left() {factor:g} * ({peers} >= {busy:g})"
-    lagging = f"{gpu.node(gpu.utilisation, 'min_lagging')}{{gpu}}"
+    lagging = f"{gpu.node(gpu.utilisation, 'min_lagging')}{{$gpu}}"
     if gpu.linked_to_runs:
         # Several runs in one Ray session are in different phases, and nothing says which node
         # serves which run: there a node is compared within itself only.
-        across_nodes = f"({across_nodes})\nunless on({SESSION_LABEL}) {SHARED_SESSIONS}{{verl}}"
+        across_nodes = f"({across_nodes})\nunless on({SESSION_LABEL}) {SHARED_SESSIONS}{{$verl}}"
         # Named by the run whose Ray session it serves; a shared session's nodes say so; nodes of a
         # session no run claims alert without run labels.
         expr = (f"{lagging}{run_join('verl')}\n"
                 f"or\n"
-                f'label_replace({lagging} and on({SESSION_LABEL}) {SHARED_SESSIONS}{{verl}}, '
+                f'label_replace({lagging} and on({SESSION_LABEL}) {SHARED_SESSIONS}{{$verl}}, '
                 f'"shared_session", "true", "", "")\n'
                 f"or\n"
-                f"({lagging} unless on({SESSION_LABEL}) {RUN_SESSION_LINK}{{verl}} "
-                f"unless on({SESSION_LABEL}) {SHARED_SESSIONS}{{verl}})")
+                f"({lagging} unless on({SESSION_LABEL}) {RUN_SESSION_LINK}{{$verl}} "
+                f"unless on({SESSION_LABEL}) {SHARED_SESSIONS}{{$verl}})")
         where = ("{{ if $labels.project }}run {{ $labels.project }}/{{ $labels.experiment }}: "
                  "{{ else if $labels.shared_session }}Ray session {{ $labels.SessionName }}, shared by several runs "
                  "(its nodes compared within themselves only): {{ end }}")

@@ -7,8 +7,8 @@ from dashgen.config import AreaConfig, Config, Duration, Fraction, Interval
 from dashgen.gpu import SESSION_LABEL, gpu_source, run_join
 from dashgen.model import ON_RUN, Alert, Recording, RuleGroup, Severity
 
-RESERVED = "verl_perf_max_memory_reserved_bytes{verl}"
-ALLOCATED = "verl_perf_max_memory_allocated_bytes{verl}"
+RESERVED = "verl_perf_max_memory_reserved_bytes{$verl}"
+ALLOCATED = "verl_perf_max_memory_allocated_bytes{$verl}"
 CAPACITY = "run:gpu_memory_capacity_bytes:min"
 PEAK_RESERVED = "run:verl_perf_max_memory_reserved_bytes:max"
 MIB = 2**20
@@ -36,7 +36,7 @@ def capacity_recording(config: Config) -> Recording:
     """Each run's card size: the smallest of its GPUs as Ray (through the run's session) or DCGM
     (the whole cluster's: DCGM's series name no run) reports it, else gpu_memory_bytes."""
     gpu = gpu_source(config)
-    total = f"({gpu.memory_used}{{gpu}} + {gpu.memory_free}{{gpu}})"
+    total = f"({gpu.memory_used}{{$gpu}} + {gpu.memory_free}{{$gpu}})"
     runs = f"max by (project, experiment) ({RESERVED}) * 0"
     if gpu.linked_to_runs:
         # Per Ray session first: the join then reads a series a session, not one a GPU.

@@ -13,12 +13,12 @@ from dashgen.config import (AreaConfig, Config, ConfigError, Duration, Factor, I
 from dashgen.lifecycle import RunPhase
 from dashgen.model import ON_RUN, EXPORTER_LABELS, Alert, Inhibition, Recording, RuleGroup, Severity
 
-LAST_STEP = f"{LAST_STEP_METRIC}{{verl}}"
-STEP_SECONDS, SAVE_SECONDS = "verl_timing_step_seconds{verl}", "verl_timing_save_checkpoint_seconds{verl}"
+LAST_STEP = f"{LAST_STEP_METRIC}{{$verl}}"
+STEP_SECONDS, SAVE_SECONDS = "verl_timing_step_seconds{$verl}", "verl_timing_save_checkpoint_seconds{$verl}"
 # How far the last step moved within one evaluation: the gap between two step-log lines when a
 # new one arrived, 0 otherwise; it never measures the silence going on now.
 LINE_GAP = "verl:step_log:line_gap_seconds"
-ENDED = f'{RUN_STATE_METRIC}{{verl, state!="{RunPhase.RUNNING.value}"}} == 1'
+ENDED = f'{RUN_STATE_METRIC}{{$verl, state!="{RunPhase.RUNNING.value}"}} == 1'
 # The run state once per evaluation: the end alerts look back `run_end_memory` (24h) for the
 # last state an exporter served, and read 4x fewer samples here than in the 15s scrapes.
 RUN_STATE_SAMPLED = "verl:run_state:sampled"
@@ -118,14 +118,14 @@ def rules(config: Config) -> RuleGroup:
     memory = tunables.run_end_memory
     line_gap = Recording(LINE_GAP, f"{LAST_STEP} - {LAST_STEP} offset {config.rule_interval}",
                          "Seconds between the newest step-log line and the one before, at the evaluation it arrived")
-    sampled_state = Recording(RUN_STATE_SAMPLED, f"{RUN_STATE_METRIC}{{verl}}",
+    sampled_state = Recording(RUN_STATE_SAMPLED, f"{RUN_STATE_METRIC}{{$verl}}",
                               "verl_run_state sampled once per rule evaluation, for look-backs of hours")
     absent = Alert(
         name="VerlMetricsAbsent",
         severity=Severity.CRITICAL,
         # Only while the newest run the exporter served was still running: a finished run's
         # exporter may go away, and one that never came up shows on Prometheus' /targets page.
-        expr=(f"up{{verl}} == 0\n"
+        expr=(f"up{{$verl}} == 0\n"
               f"and on(job, instance)\n"
               f'(max by (job, instance) (last_over_time({RUN_STATE_SAMPLED}{{state="{RunPhase.RUNNING.value}"}}'
               f"[{memory}])) == 1)"),
@@ -168,8 +168,8 @@ def rules(config: Config) -> RuleGroup:
     not_served = Alert(
         name="VerlStepWindowsNotServed",
         severity=Severity.WARNING,
-        # `{step_windows}`: the digest of the step windows these rules read, filled in by the build.
-        expr=f"{LAST_STEP}\nunless on({ON_RUN})\n{STEP_WINDOWS_INFO_METRIC}{{verl, step_windows}}",
+        # `{$step_windows}`: the digest of the step windows these rules read, filled in by the build.
+        expr=f"{LAST_STEP}\nunless on({ON_RUN})\n{STEP_WINDOWS_INFO_METRIC}{{$verl, $step_windows}}",
         for_=tunables.step_windows_not_served_for,
         summary="The run's exporter does not compute the step windows these rules read: the alerts that count "
                 "in steps are blind for it.",

@@ -7,7 +7,7 @@ from dashgen.conditions import RUN_NAME, VALUE, Baseline, Signal, all_of, any_of
 from dashgen.config import AreaConfig, Config, Duration, Factor, Fraction, Interval, NonNegative, StepCount
 from dashgen.model import Alert, Recording, RuleGroup, Severity
 
-SCORE = "verl_critic_score_mean{verl}"
+SCORE = "verl_critic_score_mean{$verl}"
 SCORE_GAIN = "verl:critic_score_mean:median_gain"
 
 
@@ -65,7 +65,7 @@ class RewardsConfig(AreaConfig, area="rewards"):
     # are logged): a healthy small-batch run has a step with a gradient among 20.
     no_signal_dead_steps: StepCount = 20
     # Either counts a 0 only where the log prints finer than this (verl_log_rounding, the largest
-    # value the log shows as 0: dashgen/sources/rounding.py): a console log's 3 decimals show 0.0004
+    # value the log shows as 0: dashgen/formats/rounding.py): a console log's 3 decimals show 0.0004
     # as 0, and in a small-batch run whose grad norm is 1e-4 to 1e-3 most steps with a signal print
     # 0.000. A JSON log's full floats, TRL's and RL-Insight's values show a 0 as it is.
     no_signal_max_rounding: NonNegative = 1e-6

@@ -8,7 +8,7 @@ from dashgen.config import (AreaConfig, Config, Duration, Factor, Fraction, Inte
                             duration_seconds, format_duration)
 from dashgen.model import ON_RUN, Alert, Inhibition, RuleGroup, Severity
 
-STREAK = f"{NONFINITE_STREAK_METRIC}{{verl}}"
+STREAK = f"{NONFINITE_STREAK_METRIC}{{$verl}}"
 KL, GRAD_NORM, ENTROPY = Signal("actor/ppo_kl"), Signal("actor/grad_norm"), Signal("actor/entropy")
 KL_REF = Signal("actor/kl_loss")  # KL to the reference policy, where KL is a loss term (GRPO, TRL)
 REWARD = Signal("critic/score/mean")
@@ -406,7 +406,7 @@ def rules(config: Config) -> list[RuleGroup]:
     seen = format_duration(duration_seconds(config.rule_interval) + duration_seconds(config.scrape_interval))
     # A non-finite loss is read from the exporter's loss streak, a number, not as `loss != loss`:
     # VictoriaMetrics drops NaN samples at ingestion, so a NaN comparison could never fire there.
-    fatal_losses = (f'label_replace(max_over_time({NONFINITE_LOSS_STREAK_METRIC}{{verl}}[{seen}]) >= 1, '
+    fatal_losses = (f'label_replace(max_over_time({NONFINITE_LOSS_STREAK_METRIC}{{$verl}}[{seen}]) >= 1, '
                     f'"metric", "{NONFINITE_LOSS_STREAK_METRIC}", "", "")')
     nan = Alert(
         name="VerlNaNMetrics",

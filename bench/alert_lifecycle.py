@@ -1,7 +1,7 @@
 """Benchmark: do the alerts catch real faults, stay quiet on healthy runs, fire once per
 episode, cover a lasting fault and end cleanly with the run?
 
-Generates 25 realistic verl runs with ground truth (dashgen/replay/simulate.py: heavy-tailed
+Generates 25 realistic verl runs with ground truth (dashgen/evaluation/simulate.py: heavy-tailed
 noise, single-step spikes, warm-up, KL drift, entropy decline, reward plateaus, signed
 rewards, validation and checkpoint steps, a restart; and every fault kind), backtests them
 all with Prometheus' own engine, and prints per alert: episodes, detections, latency, false
@@ -24,7 +24,7 @@ PASS/FAIL line per scenario, and issue 35's targets over all the runs.
 Run from the repository root: .venv/bin/python bench/alert_lifecycle.py
 Targets (issue 8): critical+warning precision >= 0.9, recall >= 0.95; no false critical
 page on healthy steps; coverage >= 0.9; one firing per episode; no critical at a normal end.
-Targets (issue 20): the PASS/FAIL lines (dashgen/replay/scoring.py, issue_20_checks).
+Targets (issue 20): the PASS/FAIL lines (dashgen/evaluation/scoring.py, issue_20_checks).
 Targets (issue 35): precision >= 0.95 and recall 1.0 over all runs, the new ones included; no
 false critical page; a first-hour divergence paged within 6 steps (done_when_checks).
 """
@@ -39,9 +39,9 @@ from pathlib import Path
 from dashgen.config import Config
 from dashgen.replay.backfill import Timing
 from dashgen.replay.backtest import RunOutcome, backtest
-from dashgen.replay.scoring import (Score, done_when_checks, format_episodes, format_latency, format_score,
+from dashgen.evaluation.scoring import (Score, done_when_checks, format_episodes, format_latency, format_score,
                                     issue_20_checks, scenario_checks, score, unknown_expected_alerts)
-from dashgen.replay.simulate import Fault, RunSpec, SmallBatch, write_run
+from dashgen.evaluation.simulate import Fault, RunSpec, SmallBatch, write_run
 
 REPO = Path(__file__).resolve().parent.parent
 HUNG_HOLD_SECONDS = 3 * 3600.0  # a hang that nobody fixes overnight
@@ -136,7 +136,7 @@ ISSUE_27_RUNS = (
 
 
 # Issues 35 and 40: what broke on real runs nobody had tuned the alerts on. Each scenario is
-# judged on its own PASS/FAIL line (dashgen/replay/scoring.py, scenario_checks).
+# judged on its own PASS/FAIL line (dashgen/evaluation/scoring.py, scenario_checks).
 SMALL_BATCH_DISCRETE = SmallBatch(rewards=(0.0, 0.5, 2.0), zero_std_share=0.6)  # grad norm ~0.0004
 SMALL_BATCH_SIGNED = SmallBatch(rewards=tuple(float(value) for value in range(-10, 12)), zero_std_share=0.3,
                                 completions=4, grad_norm=0.05)
@@ -235,7 +235,7 @@ def main() -> int:
     unknown = unknown_expected_alerts([*outcomes, *issue_35])
     if unknown:
         print(f"FAULT_ALERTS expects {', '.join(unknown)}, which no rule defines and PLANNED_ALERTS does not plan "
-              f"(dashgen/replay/simulate.py)", file=sys.stderr)
+              f"(dashgen/evaluation/simulate.py)", file=sys.stderr)
         return 1
     print(format_score(score(issue_8, list(RUNS))), end="")
     print(f"{len(RUNS)} runs, {sum(len(outcome.run.steps) for outcome in issue_8)} steps")

@@ -18,7 +18,7 @@ from pathlib import Path
 from dashgen.config import Config
 from dashgen.replay.backfill import Timing
 from dashgen.replay.backtest import backtest, format_table
-from dashgen.replay.synthetic_runs import write_run
+from dashgen.evaluation.synthetic_runs import write_run
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -15,7 +15,7 @@ import urllib.request
 from pathlib import Path
 
 from dashgen.replay.prometheus_server import free_port
-from dashgen.replay.synthetic_runs import step_line
+from dashgen.evaluation.synthetic_runs import step_line
 
 from _process_memory import status_mib  # bench/, first on sys.path when a bench runs
 

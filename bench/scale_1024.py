@@ -8,7 +8,7 @@ Run from the repository root: .venv/bin/python bench/scale_1024.py [--before REF
    two runs of 20 nodes sharing one Ray session (one of them hangs, its GPUs idle, for the last
    3 h), and eight single-node runs; with four GPUs that start to lag in the last hours (on a
    16-node run, in the shared session and on a single node) and one that lagged for 30 min and
-   recovered; plus the 15 runs' verl step logs (dashgen.replay.simulate), exported as
+   recovered; plus the 15 runs' verl step logs (dashgen.evaluation.simulate), exported as
    `dashgen export` would, with each run's `verl_run_ray_session_info` and the step windows the rules
    read (verl_step_statistic). The data ends 10 min
    before now and is backfilled with promtool; from then on a loopback endpoint serves the
@@ -62,7 +62,7 @@ from dashgen.compiler.promql import metrics_in, substitute_grafana_variables
 from dashgen.replay.backfill import RecordedRun, Timing, create_blocks, label_text, read_run, run_labels, write_openmetrics
 from dashgen.replay.backtest import SERVER_ARGS, load_rules, recorded_openmetrics, recording_levels, serve_tsdb
 from dashgen.replay.prometheus_server import PrometheusServer, free_port
-from dashgen.replay.simulate import RunSpec, write_run
+from dashgen.evaluation.simulate import RunSpec, write_run
 from dashgen.catalog import STEP_STATISTIC_METRIC, STEP_WINDOWS_INFO_METRIC
 from dashgen.sources.step_statistics import served_by
 

@@ -21,7 +21,9 @@ class MetricType(str, enum.Enum):
     HISTOGRAM = "histogram"
 
 
-class Source(str, enum.Enum):
+class Origin(str, enum.Enum):
+    """Where a catalog metric comes from: which exporter or engine publishes it, or a rule that records it."""
+
     VERL = "verl exporter"
     RAY = "Ray node metrics"
     DCGM = "DCGM exporter"
@@ -53,7 +55,7 @@ NONFINITE_STREAK_METRIC = "verl_nonfinite_streak_steps"
 # The loss alone, as a number: VictoriaMetrics drops NaN samples, so `loss != loss` can never fire there.
 NONFINITE_LOSS_STREAK_METRIC = "verl_nonfinite_loss_streak_steps"
 LAST_STEP_METRIC = "verl_exporter_last_step_timestamp_seconds"
-# dashgen/sources/rounding.py: the largest value the step log prints as 0.
+# dashgen/formats/rounding.py: the largest value the step log prints as 0.
 LOG_ROUNDING_METRIC = "verl_log_rounding"
 # dashgen/sources/step_statistics.py: the step windows the exporter computes from the step log,
 # and the digest of which it computes.
@@ -68,6 +70,20 @@ KEY_COLLISIONS_METRIC = "verl_exporter_key_collisions_total"
 # (and val-aux/...); they are served as one labelled gauge per section (see verl_log.py).
 VALIDATION_FAMILIES = {"val-core": "verl_val_core", "val-aux": "verl_val_aux"}
 VALIDATION_LABELS = ("data_source", "variable", "metric")
+# What the exporter counts of the step log it reads, in the order it serves them: counters, whose
+# OpenMetrics family is the name without _total (counter_family).
+EXPORTER_COUNTERS = (STEPS_METRIC, PARSE_ERRORS_METRIC, DROPPED_LINES_METRIC, DROPPED_KEYS_METRIC,
+                     KEY_COLLISIONS_METRIC)
+# The run's own series: what `dashgen export` (dashgen/runtime/exporter.py) serves, and a backfill of
+# the same log (dashgen/replay/backfill.py) writes, beside the logged keys' gauges.
+EXPORTER_SERIES = (LAST_STEP_METRIC, *EXPORTER_COUNTERS, RUN_STATE_METRIC, EXIT_CODE_METRIC, NONFINITE_STREAK_METRIC,
+                   NONFINITE_LOSS_STREAK_METRIC, LOG_ROUNDING_METRIC, STEP_WINDOWS_INFO_METRIC, STEP_STATISTIC_METRIC,
+                   *VALIDATION_FAMILIES.values())
+
+
+def counter_family(name: str) -> str:
+    """The OpenMetrics family of a counter's samples (`verl_exporter_steps` of `verl_exporter_steps_total`)."""
+    return name.removesuffix("_total")
 
 
 @record
@@ -79,7 +95,7 @@ class Metric:
     unit: str  # a Grafana unit id: "s", "bytes", "percent", "percentunit", "short", "none"
     help: str
     labels: frozenset[str]
-    source: Source
+    origin: Origin
     # verl log keys this metric is read from, in order of preference (version aliases).
     verl_keys: tuple[str, ...] = ()
     # Multiply the logged value by this to get the metric's base unit.
@@ -193,7 +209,7 @@ _VERL_KEYS: list[tuple[tuple[str, ...], str, str]] = [
 def _verl_metrics() -> Iterable[Metric]:
     for keys, unit, help_text in _VERL_KEYS:
         name, scale = verl_metric_name(keys[0])
-        yield Metric(name, MetricType.GAUGE, unit, help_text, VERL_LABELS, Source.VERL, keys, scale)
+        yield Metric(name, MetricType.GAUGE, unit, help_text, VERL_LABELS, Origin.VERL, keys, scale)
     exporter = [
         (LAST_STEP_METRIC, MetricType.GAUGE, "dateTimeAsIso", "Unix time at which the exporter read the newest step"),
         (STEPS_METRIC, MetricType.COUNTER, "short", "Steps read from the log"),
@@ -206,84 +222,84 @@ def _verl_metrics() -> Iterable[Metric]:
          "Logged keys not exported because another key already exports the same metric name"),
     ]
     for name, mtype, unit, help_text in exporter:
-        yield Metric(name, mtype, unit, help_text, VERL_LABELS, Source.VERL)
+        yield Metric(name, mtype, unit, help_text, VERL_LABELS, Origin.VERL)
     # The run's lifecycle (dashgen/lifecycle.py), one series per state, 1 for the current one.
     yield Metric(RUN_STATE_METRIC, MetricType.GAUGE, "none",
                  "1 for the run's current state (running, finished, crashed, stopped, exited_without_steps), "
                  "0 for the others",
-                 VERL_LABELS | {"state"}, Source.VERL)
+                 VERL_LABELS | {"state"}, Origin.VERL)
     yield Metric(EXIT_CODE_METRIC, MetricType.GAUGE, "none",
                  "Exit code of the supervised trainer (negative: killed by that signal); absent while it runs",
-                 VERL_LABELS, Source.VERL)
+                 VERL_LABELS, Origin.VERL)
     # dashgen/runtime/ray_link.py: which Ray session (cluster) runs this run's GPUs; dashgen/gpu.py joins on it.
     yield Metric("verl_run_ray_session_info", MetricType.GAUGE, "none",
                  "Always 1; links the run (project, experiment) to the Ray session whose nodes run it",
-                 VERL_LABELS | {"SessionName"}, Source.VERL)
+                 VERL_LABELS | {"SessionName"}, Origin.VERL)
     yield Metric(NONFINITE_STREAK_METRIC, MetricType.GAUGE, "short",
                  "Consecutive steps, up to the newest, that logged a NaN or infinite loss, grad norm, KL or entropy",
-                 VERL_LABELS, Source.VERL)
+                 VERL_LABELS, Origin.VERL)
     yield Metric(NONFINITE_LOSS_STREAK_METRIC, MetricType.GAUGE, "short",
                  "Consecutive steps, up to the newest, that logged a NaN or infinite policy or value loss",
-                 VERL_LABELS, Source.VERL)
+                 VERL_LABELS, Origin.VERL)
     yield Metric(LOG_ROUNDING_METRIC, MetricType.GAUGE, "short",
                  "The largest value the step log prints as 0, from the digits its newest line's numbers keep: "
                  "0.0005 for verl's console (3 decimals), about 1e-17 for full floats",
-                 VERL_LABELS, Source.VERL)
+                 VERL_LABELS, Origin.VERL)
     # dashgen/sources/step_statistics.py: windows counted in steps, computed from the step log.
     yield Metric(STEP_WINDOWS_INFO_METRIC, MetricType.GAUGE, "none",
                  "Always 1; digest: the fingerprint of the step windows the exporter computes "
                  "(rendered/exporter/step-statistics.yaml as it read it)",
-                 VERL_LABELS | {"digest"}, Source.VERL)
+                 VERL_LABELS | {"digest"}, Origin.VERL)
     yield Metric(STEP_STATISTIC_METRIC, MetricType.GAUGE, "none",
                  "A statistic of a logged series over the run's last logged steps (series: the metric, statistic: "
                  "e.g. median_30steps), as rendered/exporter/step-statistics.yaml lists them",
-                 VERL_LABELS | {"series", "statistic"}, Source.VERL)
+                 VERL_LABELS | {"series", "statistic"}, Origin.VERL)
     yield Metric(VALIDATION_FAMILIES["val-core"], MetricType.GAUGE, "none",
                  "verl's core validation results (val-core/<data_source>/<variable>/<metric>) of the latest test step",
-                 VERL_LABELS | set(VALIDATION_LABELS), Source.VERL)
+                 VERL_LABELS | set(VALIDATION_LABELS), Origin.VERL)
     yield Metric(VALIDATION_FAMILIES["val-aux"], MetricType.GAUGE, "none",
                  "verl's auxiliary validation results (val-aux/...) of the latest test step",
-                 VERL_LABELS | set(VALIDATION_LABELS), Source.VERL)
+                 VERL_LABELS | set(VALIDATION_LABELS), Origin.VERL)
 
 
 def _other_metrics() -> Iterable[Metric]:
     G, C, H = MetricType.GAUGE, MetricType.COUNTER, MetricType.HISTOGRAM
     rows = [
-        ("up", G, "none", "1 if the last scrape of the target succeeded", TARGET_LABELS, Source.PROMETHEUS),
+        ("up", G, "none", "1 if the last scrape of the target succeeded", TARGET_LABELS, Origin.PROMETHEUS),
         # Prometheus' record of its alerts; dashgen's alerts on a run carry the run's labels.
         ("ALERTS", G, "none", "1 for each pending or firing alert", VERL_LABELS | {"alertname", "alertstate",
-                                                                                 "severity"}, Source.PROMETHEUS),
+                                                                                 "severity"}, Origin.PROMETHEUS),
         # Ray node metrics: GPU memory in MiB whatever their help text says (Grafana unit mbytes = MiB).
-        ("ray_node_gpus_utilization", G, "percent", "GPU utilisation", RAY_GPU_LABELS, Source.RAY),
-        ("ray_node_gram_used", G, "mbytes", "GPU memory used, in MiB", RAY_GPU_LABELS, Source.RAY),
-        ("ray_node_gram_available", G, "mbytes", "GPU memory available, in MiB", RAY_GPU_LABELS, Source.RAY),
-        ("ray_node_mem_used", G, "bytes", "Host memory used", RAY_NODE_LABELS, Source.RAY),
-        ("ray_node_mem_total", G, "bytes", "Host memory in total", RAY_NODE_LABELS, Source.RAY),
-        ("ray_node_cpu_utilization", G, "percent", "Host CPU utilisation", RAY_NODE_LABELS, Source.RAY),
+        ("ray_node_gpus_utilization", G, "percent", "GPU utilisation", RAY_GPU_LABELS, Origin.RAY),
+        ("ray_node_gram_used", G, "mbytes", "GPU memory used, in MiB", RAY_GPU_LABELS, Origin.RAY),
+        ("ray_node_gram_available", G, "mbytes", "GPU memory available, in MiB", RAY_GPU_LABELS, Origin.RAY),
+        ("ray_node_mem_used", G, "bytes", "Host memory used", RAY_NODE_LABELS, Origin.RAY),
+        ("ray_node_mem_total", G, "bytes", "Host memory in total", RAY_NODE_LABELS, Origin.RAY),
+        ("ray_node_cpu_utilization", G, "percent", "Host CPU utilisation", RAY_NODE_LABELS, Origin.RAY),
         # DCGM exporter
-        ("DCGM_FI_DEV_GPU_UTIL", G, "percent", "GPU utilisation", DCGM_LABELS, Source.DCGM),
-        ("DCGM_FI_DEV_FB_USED", G, "mbytes", "Framebuffer memory used, in MiB", DCGM_LABELS, Source.DCGM),
-        ("DCGM_FI_DEV_FB_FREE", G, "mbytes", "Framebuffer memory free, in MiB", DCGM_LABELS, Source.DCGM),
+        ("DCGM_FI_DEV_GPU_UTIL", G, "percent", "GPU utilisation", DCGM_LABELS, Origin.DCGM),
+        ("DCGM_FI_DEV_FB_USED", G, "mbytes", "Framebuffer memory used, in MiB", DCGM_LABELS, Origin.DCGM),
+        ("DCGM_FI_DEV_FB_FREE", G, "mbytes", "Framebuffer memory free, in MiB", DCGM_LABELS, Origin.DCGM),
         # vLLM V1
-        ("vllm:kv_cache_usage_perc", G, "percentunit", "KV-cache usage, 0 to 1", VLLM_LABELS, Source.VLLM),
-        ("vllm:num_requests_running", G, "short", "Requests being processed", VLLM_LABELS, Source.VLLM),
-        ("vllm:num_requests_waiting", G, "short", "Requests waiting to be scheduled", VLLM_LABELS, Source.VLLM),
-        ("vllm:num_preemptions_total", C, "short", "Requests preempted", VLLM_LABELS, Source.VLLM),
-        ("vllm:prompt_tokens_total", C, "short", "Prefill tokens processed", VLLM_LABELS, Source.VLLM),
-        ("vllm:generation_tokens_total", C, "short", "Generation tokens produced", VLLM_LABELS, Source.VLLM),
-        ("vllm:time_to_first_token_seconds", H, "s", "Time to first token", VLLM_LABELS, Source.VLLM),
-        ("vllm:inter_token_latency_seconds", H, "s", "Time between output tokens", VLLM_LABELS, Source.VLLM),
-        ("vllm:e2e_request_latency_seconds", H, "s", "End-to-end request latency", VLLM_LABELS, Source.VLLM),
+        ("vllm:kv_cache_usage_perc", G, "percentunit", "KV-cache usage, 0 to 1", VLLM_LABELS, Origin.VLLM),
+        ("vllm:num_requests_running", G, "short", "Requests being processed", VLLM_LABELS, Origin.VLLM),
+        ("vllm:num_requests_waiting", G, "short", "Requests waiting to be scheduled", VLLM_LABELS, Origin.VLLM),
+        ("vllm:num_preemptions_total", C, "short", "Requests preempted", VLLM_LABELS, Origin.VLLM),
+        ("vllm:prompt_tokens_total", C, "short", "Prefill tokens processed", VLLM_LABELS, Origin.VLLM),
+        ("vllm:generation_tokens_total", C, "short", "Generation tokens produced", VLLM_LABELS, Origin.VLLM),
+        ("vllm:time_to_first_token_seconds", H, "s", "Time to first token", VLLM_LABELS, Origin.VLLM),
+        ("vllm:inter_token_latency_seconds", H, "s", "Time between output tokens", VLLM_LABELS, Origin.VLLM),
+        ("vllm:e2e_request_latency_seconds", H, "s", "End-to-end request latency", VLLM_LABELS, Origin.VLLM),
         # SGLang
-        ("sglang:token_usage", G, "percentunit", "KV-cache token usage, 0 to 1", SGLANG_LABELS, Source.SGLANG),
-        ("sglang:num_running_reqs", G, "short", "Requests being processed", SGLANG_LABELS, Source.SGLANG),
-        ("sglang:num_queue_reqs", G, "short", "Requests waiting in the queue", SGLANG_LABELS, Source.SGLANG),
-        ("sglang:gen_throughput", G, "short", "Generation throughput, tokens/s", SGLANG_LABELS, Source.SGLANG),
-        ("sglang:cache_hit_rate", G, "percentunit", "Prefix-cache hit rate", SGLANG_LABELS, Source.SGLANG),
-        ("sglang:prompt_tokens_total", C, "short", "Prefill tokens processed", SGLANG_LABELS, Source.SGLANG),
-        ("sglang:generation_tokens_total", C, "short", "Generation tokens produced", SGLANG_LABELS, Source.SGLANG),
-        ("sglang:time_to_first_token_seconds", H, "s", "Time to first token", SGLANG_LABELS, Source.SGLANG),
-        ("sglang:e2e_request_latency_seconds", H, "s", "End-to-end request latency", SGLANG_LABELS, Source.SGLANG),
+        ("sglang:token_usage", G, "percentunit", "KV-cache token usage, 0 to 1", SGLANG_LABELS, Origin.SGLANG),
+        ("sglang:num_running_reqs", G, "short", "Requests being processed", SGLANG_LABELS, Origin.SGLANG),
+        ("sglang:num_queue_reqs", G, "short", "Requests waiting in the queue", SGLANG_LABELS, Origin.SGLANG),
+        ("sglang:gen_throughput", G, "short", "Generation throughput, tokens/s", SGLANG_LABELS, Origin.SGLANG),
+        ("sglang:cache_hit_rate", G, "percentunit", "Prefix-cache hit rate", SGLANG_LABELS, Origin.SGLANG),
+        ("sglang:prompt_tokens_total", C, "short", "Prefill tokens processed", SGLANG_LABELS, Origin.SGLANG),
+        ("sglang:generation_tokens_total", C, "short", "Generation tokens produced", SGLANG_LABELS, Origin.SGLANG),
+        ("sglang:time_to_first_token_seconds", H, "s", "Time to first token", SGLANG_LABELS, Origin.SGLANG),
+        ("sglang:e2e_request_latency_seconds", H, "s", "End-to-end request latency", SGLANG_LABELS, Origin.SGLANG),
     ]
     for name, mtype, unit, help_text, labels, source in rows:
         yield Metric(name, mtype, unit, help_text, labels, source)

@@ -4,17 +4,19 @@ Authors state what differs between panels: title, queries, unit, size. The compi
 (dashgen/compiler/dashboards.py) owns layout, ids, refIds, datasource references and selector
 substitution.
 
-In expressions, a bare name inside a selector's braces stands for a set of matchers the
+In expressions, a `$name` inside a selector's braces stands for a set of matchers the
 compiler fills in from the config:
 
-- `run`      the run picked in the dashboard: `job=~"$job", project=~"$project", experiment=~"$experiment"`
-- `gpu`      the per-GPU metrics' scrape job (Ray node metrics or the DCGM exporter)
-- `node`     Ray's node metrics job
-- `rollout`  the rollout engines' scrape job
-- `run_labels` the picked run's project and experiment alone, for series of another job that carry them
-             (the rollout engines, labelled by their targets file): `{rollout, run_labels}`
+- `$run`      the run picked in the dashboard: `job=~"$job", project=~"$project", experiment=~"$experiment"`
+- `$gpu`      the per-GPU metrics' scrape job (Ray node metrics or the DCGM exporter)
+- `$node`     Ray's node metrics job
+- `$rollout`  the rollout engines' scrape job
+- `$run_labels` the picked run's project and experiment alone, for series of another job that carry them
+              (the rollout engines, labelled by their targets file): `{$rollout, $run_labels}`
 
-e.g. `verl_actor_ppo_kl{run}` or `ray_node_gpus_utilization{gpu, GpuIndex="0"}`.
+e.g. `verl_actor_ppo_kl{$run}` or `ray_node_gpus_utilization{$gpu, GpuIndex="0"}`; in an f-string the
+selector's braces are doubled and the name is not a field: `f"{metric}{{$run}}"`. (The name without
+`$`, `{run}`, is read the same way, as projects written before `$` have it.)
 """
 
 from __future__ import annotations
@@ -110,7 +112,7 @@ class Stat:
 
 
 # The x axis of a StepChart: verl's own step counter, one series per run.
-TRAINING_STEP = Query("verl_training_global_step{run}")
+TRAINING_STEP = Query("verl_training_global_step{$run}")
 
 
 @record
@@ -203,8 +205,9 @@ class Dashboard:
 
 
 # --- Rules (see alerts/) ----------------------------------------------------------------
-# In rule expressions, `{verl}` stands for the exporter's scrape job and `{gpu}`, `{node}`,
-# `{rollout}` for the others, as above; there is no `run`: rules see every run at once.
+# In rule expressions, `{$verl}` stands for the exporter's scrape job and `{$gpu}`, `{$node}`,
+# `{$rollout}` for the others, as above; there is no `$run`: rules see every run at once.
+# `{$step_windows}` is the digest of the step windows the rules read (verl_exporter_step_windows_info).
 
 
 class Severity(str, enum.Enum):
@@ -305,6 +308,9 @@ EXPORTER_LABELS = ("job", "instance")  # the one exporter serving a run; all tha
 # The labels that identify one training run's series: signals of one alert are matched on all of them.
 RUN_MATCH_LABELS = (*EXPORTER_LABELS, *RUN_LABELS)
 ON_RUN = ", ".join(RUN_MATCH_LABELS)  # as PromQL's on(...) and by(...) take them
+# The path Alertmanager posts the alerts it routes to `dashgen act` to: the rendered receiver
+# dashgen-act posts there, and dashgen/runtime/act.py serves it.
+ACT_PATH = "/alerts"
 
 
 @record

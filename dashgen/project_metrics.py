@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from dashgen.catalog import CATALOG, TARGET_LABELS, VERL_LABELS, Catalog, Metric, MetricType, Source
+from dashgen.catalog import CATALOG, TARGET_LABELS, VERL_LABELS, Catalog, Metric, MetricType, Origin
 from dashgen.config import load_yaml
 from dashgen.errors import BuildError
 
@@ -89,10 +89,10 @@ def _metric(entry: Any, where: str) -> Metric:
         raise BuildError(f"{where}: a metric read from verl keys is an unlabelled gauge (the exporter serves "
                          f"each step's value); drop its labels or type")
     if verl_keys:  # served by `dashgen export` like every verl key
-        return Metric(name, MetricType.GAUGE, entry["unit"], entry["help"], VERL_LABELS, Source.VERL,
+        return Metric(name, MetricType.GAUGE, entry["unit"], entry["help"], VERL_LABELS, Origin.VERL,
                       tuple(verl_keys), float(scale))
     return Metric(name, kinds[entry["type"]], entry["unit"], entry["help"], TARGET_LABELS | frozenset(labels),
-                  Source.PROJECT)
+                  Origin.PROJECT)
 
 
 def _strings(value: Any, where: str) -> list[str]:

@@ -1,6 +1,6 @@
 """Regenerate examples/runs/gsm8k/ppo-qwen-7b.jsonl, the sample run of the backtest,
 backfill and preview examples in docs/backtest-and-preview.md: 100 one-minute steps of a PPO run whose KL, grad norm and
-entropy break away at step 75 (dashgen/replay/synthetic_runs.py's "diverging" kind), validated every
+entropy break away at step 75 (dashgen/evaluation/synthetic_runs.py's "diverging" kind), validated every
 5 steps and checkpointed every 25.
 
 It logs every key verl's PPO trainer logs that the catalog knows (not timing_s/gen_max, which
@@ -15,7 +15,7 @@ import json
 import random
 from pathlib import Path
 
-from dashgen.replay.synthetic_runs import TEST_FREQ, step_data
+from dashgen.evaluation.synthetic_runs import TEST_FREQ, step_data
 
 HERE = Path(__file__).resolve().parent
 

@@ -4,8 +4,8 @@ memory), then rewards, the stage timeline, step time, throughput and the rollout
 Every verl key of the catalog is on a panel here or in LEFT_OUT with the reason
 (`dashgen list --unused` shows what no panel reads; tests/authoring/test_signals.py pins it).
 
-`{run}` selects the run picked in the dashboard's job/project/experiment variables; `{gpu}`,
-`{node}` and `{rollout, run_labels}` the scrape jobs named in the config (see dashgen/model.py).
+`{$run}` selects the run picked in the dashboard's job/project/experiment variables; `{$gpu}`,
+`{$node}` and `{$rollout, $run_labels}` the scrape jobs named in the config (see dashgen/model.py).
 """
 
 from dashgen_alerts.memory import MemoryConfig
@@ -32,7 +32,7 @@ LEFT_OUT = (
                                 "VerlRewardNeverPays read it"),
 )
 
-# The run picker every verl dashboard shares: `{run}` reads these three. They list the runs that
+# The run picker every verl dashboard shares: `{$run}` reads these three. They list the runs that
 # have logged a step (the global step is a series every metric source publishes).
 RUN_VARIABLES = (
     Variable("job", "Job", "label_values(verl_training_global_step, job)"),
@@ -46,11 +46,11 @@ COMPARE_RUNS = DashboardLink("Compare runs by step", "verl-compare-runs")
 
 current_step = Stat(
     "Current step",
-    (Query("max by (project, experiment) (verl_training_global_step{run})", "{{experiment}}"),),
+    (Query("max by (project, experiment) (verl_training_global_step{$run})", "{{experiment}}"),),
 )
 firing_alerts = Stat(
     "Firing alerts",
-    (Query('count(ALERTS{run, alertstate="firing"}) or vector(0)', "firing"),),
+    (Query('count(ALERTS{$run, alertstate="firing"}) or vector(0)', "firing"),),
     description="Alerts firing now for the selected runs; the red marks on the graphs show when each began.",
     thresholds=(Threshold(1),),
 )
@@ -58,7 +58,7 @@ firing_alerts = Stat(
 # validation, or a log whose lines were cut before their val-core keys) shows its means instead.
 # `on (instance)` matches the run exactly; the experiment alone scopes the lookup (and keeps the
 # dashboard within its 1,200 B a panel).
-VALIDATION_SCORES = ('verl_val_core{run} or verl_val_aux{run, metric=~"mean@.*"} '
+VALIDATION_SCORES = ('verl_val_core{$run} or verl_val_aux{$run, metric=~"mean@.*"} '
                      'unless on (instance) verl_val_core{experiment=~"$experiment"}')
 latest_validation = Stat(
     "Latest validation score",
@@ -77,7 +77,7 @@ validation_score = TimeSeries(
 )
 validation_aux = TimeSeries(
     "Validation, auxiliary metrics",
-    (Query("verl_val_aux{run}", "{{experiment}} {{data_source}} {{variable}} {{metric}}"),),
+    (Query("verl_val_aux{$run}", "{{experiment}} {{data_source}} {{variable}} {{metric}}"),),
     unit=REWARD,
     description="verl's other validation results (val-aux/...: best@N, std@N, per-variable means) of the "
                 "latest test step.",
@@ -89,7 +89,7 @@ validation_aux = TimeSeries(
 def _seconds_since_step(config: Config) -> Stat:
     return Stat(
         "Seconds since the last step",
-        (Query("time() - max by (project, experiment) (verl_exporter_last_step_timestamp_seconds{run})",
+        (Query("time() - max by (project, experiment) (verl_exporter_last_step_timestamp_seconds{$run})",
                "{{experiment}}"),),
         unit="s",
         description="Turns red past the stall alert's minimum silence.",
@@ -102,16 +102,16 @@ def _seconds_since_step(config: Config) -> Stat:
 
 def _spread(title: str, metric: str, unit: str, description: str, width: int = 6) -> TimeSeries:
     """Mean, max and min of one of verl's batch statistics (`<metric>_mean`, `_max`, `_min`)."""
-    return TimeSeries(title, tuple(Query(f"{metric}_{stat}{{run}}", f"{stat} {{{{experiment}}}}")
+    return TimeSeries(title, tuple(Query(f"{metric}_{stat}{{$run}}", f"{stat} {{{{experiment}}}}")
                                    for stat in ("mean", "max", "min")), unit=unit, description=description,
                       width=width)
 
 
 reward = TimeSeries(
     "Reward (score)",
-    (Query("verl_critic_score_mean{run}", "mean {{experiment}}"),
-     Query("verl_critic_score_min{run}", "min {{experiment}}"),
-     Query("verl_critic_score_max{run}", "max {{experiment}}")),
+    (Query("verl_critic_score_mean{$run}", "mean {{experiment}}"),
+     Query("verl_critic_score_min{$run}", "min {{experiment}}"),
+     Query("verl_critic_score_max{$run}", "max {{experiment}}")),
     unit=REWARD,
     description="Sequence-level score of the step's batch (critic/score/*): the reward before any KL penalty.",
     width=6,
@@ -119,8 +119,8 @@ reward = TimeSeries(
 def _kl(config: Config) -> TimeSeries:
     return TimeSeries(
         "KL divergence",
-        (Query("verl_actor_ppo_kl{run}", "PPO KL (old vs new) {{experiment}}"),
-         Query("verl_actor_kl_loss{run}", "KL to reference {{experiment}}")),
+        (Query("verl_actor_ppo_kl{$run}", "PPO KL (old vs new) {{experiment}}"),
+         Query("verl_actor_kl_loss{$run}", "KL to reference {{experiment}}")),
         unit=NATS,
         description="actor/ppo_kl: drift within one PPO update. actor/kl_loss: distance to the reference policy "
                     "(only with actor.use_kl_loss).",
@@ -136,8 +136,8 @@ def _entropy(config: Config) -> TimeSeries:
     ending = stability.entropy_median_steps
     return TimeSeries(
         "Policy entropy",
-        (Query("verl_actor_entropy{run}", "{{experiment}}"),
-         Query(f"{collapse:g} * verl:actor_entropy:baseline_median_{over}steps_ending{ending}{{run}}", "collapse below {{experiment}}")),
+        (Query("verl_actor_entropy{$run}", "{{experiment}}"),
+         Query(f"{collapse:g} * verl:actor_entropy:baseline_median_{over}steps_ending{ending}{{$run}}", "collapse below {{experiment}}")),
         unit=NATS,
         description=f"Mean token entropy. A slow decline is normal, and so is a level low from the start; a fall "
                     f"below the dashed line (a fraction of its {over}-step median before the last {ending}) is "
@@ -148,21 +148,21 @@ def _entropy(config: Config) -> TimeSeries:
 
 grad_norm = TimeSeries(
     "Actor grad norm",
-    (Query("verl_actor_grad_norm{run}", "{{experiment}}"),),
+    (Query("verl_actor_grad_norm{$run}", "{{experiment}}"),),
     description="Gradient norm before clipping; spikes together with KL are the classic divergence signature.",
     width=6,
 )
 clip_fraction = TimeSeries(
     "PPO clip fraction",
-    (Query("verl_actor_pg_clipfrac{run}", "clipped {{experiment}}"),
-     Query("verl_actor_pg_clipfrac_lower{run}", "dual-clip lower {{experiment}}")),
+    (Query("verl_actor_pg_clipfrac{$run}", "clipped {{experiment}}"),
+     Query("verl_actor_pg_clipfrac_lower{$run}", "dual-clip lower {{experiment}}")),
     unit="percentunit",
     width=6,
 )
 response_length = _spread("Response length", "verl_response_length", TOKENS, "Tokens per response.")
 response_clip_ratio = TimeSeries(
     "Response length clip ratio",
-    (Query("verl_response_length_clip_ratio{run}", "{{experiment}}"),),
+    (Query("verl_response_length_clip_ratio{$run}", "{{experiment}}"),),
     unit="percentunit",
     description="Responses cut at max_response_length; a rise from the run's early level warns.",
     width=6,
@@ -170,7 +170,7 @@ response_clip_ratio = TimeSeries(
 )
 aborted_ratio = TimeSeries(
     "Rollout aborted ratio",
-    (Query("verl_response_aborted_ratio{run}", "{{experiment}}"),),
+    (Query("verl_response_aborted_ratio{$run}", "{{experiment}}"),),
     unit="percentunit",
     description="Fraction of rollout requests aborted (verl 0.6+).",
     width=6,
@@ -191,10 +191,10 @@ advantages = _spread("Advantages", "verl_critic_advantages", REWARD,
 returns = _spread("Returns", "verl_critic_returns", REWARD, "Spread of the batch's returns (critic/returns/*).")
 values = TimeSeries(
     "Critic values",
-    (Query("verl_critic_values_mean{run}", "mean {{experiment}}"),
-     Query("verl_critic_values_max{run}", "max {{experiment}}"),
-     Query("verl_critic_values_min{run}", "min {{experiment}}"),
-     Query("verl_critic_vpred_mean{run}", "vpred mean {{experiment}}")),
+    (Query("verl_critic_values_mean{$run}", "mean {{experiment}}"),
+     Query("verl_critic_values_max{$run}", "max {{experiment}}"),
+     Query("verl_critic_values_min{$run}", "min {{experiment}}"),
+     Query("verl_critic_vpred_mean{$run}", "vpred mean {{experiment}}")),
     unit=REWARD,
     description="The critic's value estimates (critic/values/*, critic/vpred_mean)." + _CRITIC_FREE,
     width=6,
@@ -202,47 +202,47 @@ values = TimeSeries(
 
 # --- Losses ------------------------------------------------------------------------
 
-policy_loss = TimeSeries("Actor policy loss", (Query("verl_actor_pg_loss{run}", "{{experiment}}"),), width=6)
+policy_loss = TimeSeries("Actor policy loss", (Query("verl_actor_pg_loss{$run}", "{{experiment}}"),), width=6)
 kl_loss = TimeSeries(
     "KL loss",
-    (Query("verl_actor_kl_loss{run}", "{{experiment}}"),),
+    (Query("verl_actor_kl_loss{$run}", "{{experiment}}"),),
     description="KL loss to the reference policy; empty unless actor.use_kl_loss is set.",
     width=6,
 )
 value_loss = TimeSeries(
     "Critic value loss",
-    (Query("verl_critic_vf_loss{run}", "{{experiment}}"),),
+    (Query("verl_critic_vf_loss{$run}", "{{experiment}}"),),
     description="Value-function loss of the critic." + _CRITIC_FREE,
     width=6,
 )
 explained_variance = TimeSeries(
     "Critic explained variance",
-    (Query("verl_critic_vf_explained_var{run}", "{{experiment}}"),),
+    (Query("verl_critic_vf_explained_var{$run}", "{{experiment}}"),),
     description="How much of the returns' variance the critic's values explain (1 is perfect)." + _CRITIC_FREE,
     width=6,
 )
 value_clip_fraction = TimeSeries(
     "Critic value clip fraction",
-    (Query("verl_critic_vf_clipfrac{run}", "{{experiment}}"),),
+    (Query("verl_critic_vf_clipfrac{$run}", "{{experiment}}"),),
     unit="percentunit",
     description="Fraction of value predictions clipped (critic/vf_clipfrac)." + _CRITIC_FREE,
     width=6,
 )
 critic_grad_norm = TimeSeries(
     "Critic grad norm",
-    (Query("verl_critic_grad_norm{run}", "{{experiment}}"),),
+    (Query("verl_critic_grad_norm{$run}", "{{experiment}}"),),
     description="Critic gradient norm before clipping." + _CRITIC_FREE,
     width=6,
 )
 learning_rate = TimeSeries(
     "Learning rate",
-    (Query("verl_actor_lr{run}", "actor {{experiment}}"), Query("verl_critic_lr{run}", "critic {{experiment}}")),
+    (Query("verl_actor_lr{$run}", "actor {{experiment}}"), Query("verl_critic_lr{$run}", "critic {{experiment}}")),
     description="actor/lr and critic/lr: the optimiser's rate after warm-up and decay.",
     width=6,
 )
 kl_coefficient = TimeSeries(
     "KL coefficient",
-    (Query("verl_actor_kl_coef{run}", "{{experiment}}"),),
+    (Query("verl_actor_kl_coef{$run}", "{{experiment}}"),),
     description="actor/kl_coef: the weight of the KL term in effect (adaptive KL control moves it).",
     width=6,
 )
@@ -251,12 +251,12 @@ kl_coefficient = TimeSeries(
 
 token_imbalance = TimeSeries(
     "Data-parallel token imbalance",
-    (Query("verl_global_seqlen_max{run}", "max rank tokens {{experiment}}"),
-     Query("verl_global_seqlen_min{run}", "min rank tokens {{experiment}}"),
-     Query("verl_global_seqlen_balanced_max{run}", "max after balancing {{experiment}}"),
-     Query("verl_global_seqlen_balanced_min{run}", "min after balancing {{experiment}}"),
-     Query("verl_global_seqlen_mean{run}", "mean {{experiment}}"),
-     Query("verl_global_seqlen_minmax_diff{run}", "max - min {{experiment}}")),
+    (Query("verl_global_seqlen_max{$run}", "max rank tokens {{experiment}}"),
+     Query("verl_global_seqlen_min{$run}", "min rank tokens {{experiment}}"),
+     Query("verl_global_seqlen_balanced_max{$run}", "max after balancing {{experiment}}"),
+     Query("verl_global_seqlen_balanced_min{$run}", "min after balancing {{experiment}}"),
+     Query("verl_global_seqlen_mean{$run}", "mean {{experiment}}"),
+     Query("verl_global_seqlen_minmax_diff{$run}", "max - min {{experiment}}")),
     unit=TOKENS,
     description="Tokens per data-parallel rank before and after sequence balancing (trainer.balance_batch).",
     width=24,
@@ -271,8 +271,8 @@ def _peak_memory(config: Config) -> TimeSeries:
     pressure = config.area(MemoryConfig).memory_pressure_reserved_fraction * config.gpu_memory_bytes
     return TimeSeries(
         "Peak GPU memory per step",
-        (Query("verl_perf_max_memory_allocated_bytes{run}", "allocated {{experiment}}"),
-         Query("verl_perf_max_memory_reserved_bytes{run}", "reserved {{experiment}}")),
+        (Query("verl_perf_max_memory_allocated_bytes{$run}", "allocated {{experiment}}"),
+         Query("verl_perf_max_memory_reserved_bytes{$run}", "reserved {{experiment}}")),
         unit="bytes",
         description="torch.cuda max_memory_allocated vs max_memory_reserved during the actor update.",
         thresholds=(Threshold(pressure, "VerlGPUMemoryPressure"),),
@@ -281,15 +281,15 @@ def _peak_memory(config: Config) -> TimeSeries:
 
 allocator_gap = TimeSeries(
     "Reserved - allocated gap",
-    (Query("verl_perf_max_memory_reserved_bytes{run} - verl_perf_max_memory_allocated_bytes{run}",
+    (Query("verl_perf_max_memory_reserved_bytes{$run} - verl_perf_max_memory_allocated_bytes{$run}",
            "{{experiment}}"),),
     unit="bytes",
     description="Memory the caching allocator holds but does not use: a widening gap is fragmentation.",
 )
 kv_cache = TimeSeries(
     "Rollout KV-cache usage",
-    (Query("vllm:kv_cache_usage_perc{rollout, run_labels}", "vLLM {{instance}} engine {{engine}}"),
-     Query("sglang:token_usage{rollout, run_labels}", "SGLang {{instance}}")),
+    (Query("vllm:kv_cache_usage_perc{$rollout, $run_labels}", "vLLM {{instance}} engine {{engine}}"),
+     Query("sglang:token_usage{$rollout, $run_labels}", "SGLang {{instance}}")),
     unit="percentunit",
     min=0,
     max=1,
@@ -309,7 +309,7 @@ _PER_TOKEN_STAGES = ("gen", "ref", "values", "adv", "update_critic", "update_act
 
 stage_timeline = TimeSeries(
     "Step time by stage",
-    tuple(Query(f"verl_timing_{stage}_seconds{{run}}", f"{stage} {{{{experiment}}}}", colour)
+    tuple(Query(f"verl_timing_{stage}_seconds{{$run}}", f"{stage} {{{{experiment}}}}", colour)
           for stage, colour in STAGE_COLOURS),
     unit="s",
     description="Each step's wall time split into verl's stages (timing_s/*), stacked in the order they run: the "
@@ -322,7 +322,7 @@ stage_timeline = TimeSeries(
 )
 per_token_time = TimeSeries(
     "Time per token by stage",
-    tuple(Query(f"verl_timing_per_token_{stage}_seconds{{run}}", f"{stage} {{{{experiment}}}}", colour)
+    tuple(Query(f"verl_timing_per_token_{stage}_seconds{{$run}}", f"{stage} {{{{experiment}}}}", colour)
           for stage, colour in STAGE_COLOURS if stage in _PER_TOKEN_STAGES),
     unit="s",
     description="timing_per_token_ms/*: a stage's time divided by the tokens it processed; a stage slower per "
@@ -335,39 +335,39 @@ per_token_time = TimeSeries(
 
 step_time = TimeSeries(
     "Step time",
-    (Query("verl_timing_step_seconds{run}", "{{experiment}}"),),
+    (Query("verl_timing_step_seconds{$run}", "{{experiment}}"),),
     unit="s",
     description="timing_s/step: the whole step's wall time.",
     width=6,
 )
 time_since_step = TimeSeries(
     "Time since the last step",
-    (Query("time() - verl_exporter_last_step_timestamp_seconds{run}", "{{experiment}}"),),
+    (Query("time() - verl_exporter_last_step_timestamp_seconds{$run}", "{{experiment}}"),),
     unit="s",
     description="Grows without bound when training hangs: compare with the step time.",
     width=6,
 )
-global_step = TimeSeries("Global step and epoch", (Query("verl_training_global_step{run}", "step {{experiment}}"),
-                                                    Query("verl_training_epoch{run}", "epoch {{experiment}}")),
+global_step = TimeSeries("Global step and epoch", (Query("verl_training_global_step{$run}", "step {{experiment}}"),
+                                                    Query("verl_training_epoch{$run}", "epoch {{experiment}}")),
                          width=12)
 
 throughput = TimeSeries(
     "Throughput per GPU",
-    (Query("verl_perf_throughput{run}", "{{experiment}}"),),
+    (Query("verl_perf_throughput{$run}", "{{experiment}}"),),
     unit=TOKENS_PER_SECOND,
     description="Tokens per second per GPU (perf/throughput).",
     width=5,
 )
 mfu = TimeSeries(
     "Model FLOPs utilisation",
-    (Query("verl_perf_mfu_actor{run}", "actor {{experiment}}"),
-     Query("verl_perf_mfu_critic{run}", "critic {{experiment}}")),
+    (Query("verl_perf_mfu_actor{$run}", "actor {{experiment}}"),
+     Query("verl_perf_mfu_critic{$run}", "critic {{experiment}}")),
     unit="percentunit",
     width=5,
 )
 batch_tokens = TimeSeries(
     "Tokens per step",
-    (Query("verl_perf_total_num_tokens{run}", "{{experiment}}"),),
+    (Query("verl_perf_total_num_tokens{$run}", "{{experiment}}"),),
     unit="short",
     description="Prompt and response tokens of the step's batch (perf/total_num_tokens).",
     width=5,
@@ -376,7 +376,7 @@ prompt_length = _spread("Prompt length", "verl_prompt_length", TOKENS, "Tokens p
                         width=5)
 prompt_clip_ratio = TimeSeries(
     "Prompt length clip ratio",
-    (Query("verl_prompt_length_clip_ratio{run}", "{{experiment}}"),),
+    (Query("verl_prompt_length_clip_ratio{$run}", "{{experiment}}"),),
     unit="percentunit",
     description="Fraction of prompts cut at max_prompt_length.",
     width=4,
@@ -386,25 +386,25 @@ prompt_clip_ratio = TimeSeries(
 # docs/connect-a-run.md, "verl versions"), so `run_labels` keeps to the picked runs' engines.
 vllm_requests = TimeSeries(
     "vLLM requests",
-    (Query("sum by (instance) (vllm:num_requests_running{rollout, run_labels})", "running {{instance}}"),
-     Query("sum by (instance) (vllm:num_requests_waiting{rollout, run_labels})", "waiting {{instance}}")),
+    (Query("sum by (instance) (vllm:num_requests_running{$rollout, $run_labels})", "running {{instance}}"),
+     Query("sum by (instance) (vllm:num_requests_waiting{$rollout, $run_labels})", "waiting {{instance}}")),
     unit="short",
 )
 generation_rate = TimeSeries(
     "Generation tokens/s",
-    (Query("sum by (instance) (rate(vllm:generation_tokens_total{rollout, run_labels}[$__rate_interval]))",
+    (Query("sum by (instance) (rate(vllm:generation_tokens_total{$rollout, $run_labels}[$__rate_interval]))",
            "vLLM {{instance}}"),
-     Query("sum by (instance) (rate(sglang:generation_tokens_total{rollout, run_labels}[$__rate_interval]))",
+     Query("sum by (instance) (rate(sglang:generation_tokens_total{$rollout, $run_labels}[$__rate_interval]))",
            "SGLang {{instance}}")),
     unit="short",
 )
 time_to_first_token = TimeSeries(
     "Time to first token p90",
     (Query("histogram_quantile(0.9, sum by (le, instance) "
-           "(rate(vllm:time_to_first_token_seconds_bucket{rollout, run_labels}[$__rate_interval])))",
+           "(rate(vllm:time_to_first_token_seconds_bucket{$rollout, $run_labels}[$__rate_interval])))",
            "vLLM {{instance}}"),
      Query("histogram_quantile(0.9, sum by (le, instance) "
-           "(rate(sglang:time_to_first_token_seconds_bucket{rollout, run_labels}[$__rate_interval])))",
+           "(rate(sglang:time_to_first_token_seconds_bucket{$rollout, $run_labels}[$__rate_interval])))",
            "SGLang {{instance}}")),
     unit="s",
 )
@@ -418,8 +418,8 @@ def _gpu_panels(config: Config) -> tuple[tuple[Panel, ...], TimeSeries, tuple[Va
     # step of a 24 h range costs more than the rest of the dashboard); the per-run series join
     # the link for its project and experiment. DCGM's series have no session: every GPU of the job.
     join = run_join("run") if gpu.linked_to_runs else ""
-    per_node = f'{{gpu, {SESSION_LABEL}=~"$session"}}' if gpu.linked_to_runs else "{gpu}"
-    one_node = f'{{gpu, {gpu.node_label}=~"$node"}}'
+    per_node = f'{{$gpu, {SESSION_LABEL}=~"$session"}}' if gpu.linked_to_runs else "{$gpu}"
+    one_node = f'{{$gpu, {gpu.node_label}=~"$node"}}'
     memory_unit = CATALOG[gpu.memory_used].unit  # the exporters report MiB: Grafana scales it, no query arithmetic
     node_utilisation = Heatmap(
         "Least busy GPU per node",
@@ -459,18 +459,18 @@ def _gpu_panels(config: Config) -> tuple[tuple[Panel, ...], TimeSeries, tuple[Va
     )
     memory_timeline = TimeSeries(
         "GPU memory used, fullest GPU",
-        (Query(f"{gpu.cluster(gpu.memory_used, 'max')}{{gpu}}{join}",
+        (Query(f"{gpu.cluster(gpu.memory_used, 'max')}{{$gpu}}{join}",
                "fullest GPU " + ("{{experiment}}" if gpu.linked_to_runs else "{{job}}")),),
         unit=memory_unit,
         description="The most memory any one of the run's GPUs uses; the Per-rank row shows each node and GPU.",
     )
-    node_of = f"{gpu.node(gpu.utilisation, 'min')}{{gpu}}"
+    node_of = f"{gpu.node(gpu.utilisation, 'min')}{{$gpu}}"
     variables: tuple[Variable, ...] = ()
     if gpu.linked_to_runs:
         # All means exactly the sessions the selected runs claim (no ".*"), so the node list is theirs.
-        variables = (Variable("session", "Ray session", f"label_values({RUN_SESSION_LINK}{{run}}, {SESSION_LABEL})",
+        variables = (Variable("session", "Ray session", f"label_values({RUN_SESSION_LINK}{{$run}}, {SESSION_LABEL})",
                               all_value=None),)
-        node_of = f'{gpu.node(gpu.utilisation, "min")}{{gpu, {SESSION_LABEL}=~"$session"}}'
+        node_of = f'{gpu.node(gpu.utilisation, "min")}{{$gpu, {SESSION_LABEL}=~"$session"}}'
     variables += (Variable("node", "Node", f"label_values({node_of}, {gpu.node_label})", multi=False,
                            include_all=False),)
     return (node_utilisation, node_memory, node_gpus, node_gpu_memory), memory_timeline, variables
@@ -479,11 +479,11 @@ def _gpu_panels(config: Config) -> tuple[tuple[Panel, ...], TimeSeries, tuple[Va
 def _host_memory(config: Config) -> TimeSeries:
     # Ray's node metrics always carry the session, whatever the GPU source; the drill-down
     # follows the Node variable when it names Ray's nodes (by ip).
-    node = '{node, ip=~"$node"}' if gpu_source(config).node_label == "ip" else "{node}"
+    node = '{$node, ip=~"$node"}' if gpu_source(config).node_label == "ip" else "{$node}"
     return TimeSeries(
         "Host memory",
-        (Query("verl_perf_cpu_memory_used_bytes{run}", "actor node (verl) {{experiment}}"),
-         Query(f"{HOST_MEMORY_FULLEST}{{node}}{run_join('run')}", "fullest node {{experiment}}"),
+        (Query("verl_perf_cpu_memory_used_bytes{$run}", "actor node (verl) {{experiment}}"),
+         Query(f"{HOST_MEMORY_FULLEST}{{$node}}{run_join('run')}", "fullest node {{experiment}}"),
          Query(f"ray_node_mem_used{node}", "used {{ip}}"),
          Query(f"ray_node_mem_total{node}", "total {{ip}}")),
         unit="bytes",
@@ -502,14 +502,14 @@ def dashboard(config: Config) -> Dashboard:
         links=(COMPARE_RUNS,),
         left_out=LEFT_OUT,
         annotations=(
-            Annotation("Firing alerts", 'ALERTS{run, alertstate="firing"}', "{{alertname}} {{experiment}}"),
+            Annotation("Firing alerts", 'ALERTS{$run, alertstate="firing"}', "{{alertname}} {{experiment}}"),
             # verl logs these two timings only on the steps that validate or save a checkpoint.
-            Annotation("Validation steps", "verl_timing_testing_seconds{run}", "validation {{experiment}}",
+            Annotation("Validation steps", "verl_timing_testing_seconds{$run}", "validation {{experiment}}",
                        color="green"),
-            Annotation("Checkpoints", "verl_timing_save_checkpoint_seconds{run}", "checkpoint {{experiment}}",
+            Annotation("Checkpoints", "verl_timing_save_checkpoint_seconds{$run}", "checkpoint {{experiment}}",
                        color="yellow"),
             # The global step went back: the run restarted or resumed from a checkpoint.
-            Annotation("Run restarts", "verl_training_global_step{run} < verl_training_global_step{run} offset 1m",
+            Annotation("Run restarts", "verl_training_global_step{$run} < verl_training_global_step{$run} offset 1m",
                        "restart {{experiment}}", color="blue"),
         ),
         rows=(

@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from dashgen.replay.synthetic_runs import KINDS, step_line
+from dashgen.evaluation.synthetic_runs import KINDS, step_line
 
 
 def main() -> None:

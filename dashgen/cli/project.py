@@ -9,8 +9,10 @@ from pathlib import Path
 import click
 
 from dashgen.cli.options import collector_paused, config_option, rendered_dir, root_option
-from dashgen.config import Config, config_path as find_config_path, load_config
+from dashgen.config import config_path as find_config_path, load_config
 from dashgen.errors import BuildError
+from dashgen.sources.chosen import SOURCES
+from dashgen.sources.exporter import EXPORTER
 
 @click.command()
 @root_option
@@ -33,7 +35,7 @@ def build(root: Path, config_path: Path | None, reload_url: str | None) -> None:
     with project_lock(root):
         out_dir = rendered_dir(root)
         changed = write_rendered(out_dir, rendered.files)
-    for notice in rendered.notices:
+    for notice in rendered.project.notices:
         click.echo(f"notice: {notice}", err=True)
     click.echo(f"rendered {len(rendered.files)} files into {out_dir}"
                + (f"; changed: {', '.join(changed)}" if changed else "; nothing changed"))
@@ -49,6 +51,7 @@ def build(root: Path, config_path: Path | None, reload_url: str | None) -> None:
 def check(root: Path, config_path: Path | None) -> None:
     """Fail if rendered/ is stale against the sources or any check fails."""
     from dashgen.compiler.build import PREVIEW, check_for_vmalert, differences, render_project, validate_rendered
+    from dashgen.compiler.targets.grafana import dashboard_path
     from dashgen.compiler.tree_writer import project_lock
     from dashgen.replay.preview.stamp import stale_previews
 
@@ -58,8 +61,8 @@ def check(root: Path, config_path: Path | None) -> None:
     with project_lock(root):
         out_dir = rendered_dir(root)
         problems = differences(out_dir, rendered.files)
-    problems += stale_previews(out_dir / PREVIEW, {d.uid: rendered.files[f"dashboards/{d.uid}.json"]
-                                                   for _, d in rendered.dashboards})
+    problems += stale_previews(out_dir / PREVIEW, {d.uid: rendered.files[dashboard_path(d.uid)]
+                                                   for d in rendered.project.dashboards})
     if problems:
         raise BuildError("rendered/ does not match the sources; run `dashgen build` and commit:\n  "
                          + "\n  ".join(problems))
@@ -74,35 +77,34 @@ def check(root: Path, config_path: Path | None) -> None:
                    "gives for leaving it out (Dashboard.left_out).")
 def list_(root: Path, config_path: Path | None, unused: bool) -> None:
     """Show dashboards, their panels and the metrics each panel queries; then the alerts."""
-    from dashgen.compiler.build import render_project
     from dashgen.compiler.dashboards import metrics_used
+    from dashgen.compiler.project import compile_project
 
     config = load_config(config_path, root)
-    rendered = render_project(root, config)
+    project = compile_project(root, config)
     if unused:
-        _list_unused(rendered, config, root)
+        _list_unused(project)
         return
-    for module, dashboard in rendered.dashboards:
-        click.echo(f"{dashboard.uid}  {dashboard.title!r}  ({module})")
-        used = metrics_used(dashboard, config)
-        for row in dashboard.rows:
+    for dashboard in project.dashboards:
+        click.echo(f"{dashboard.uid}  {dashboard.definition.title!r}  ({dashboard.module})")
+        used = metrics_used(dashboard.definition, config)
+        for row in dashboard.definition.rows:
             click.echo(f"  {row.title}")
             for panel in row.panels:
-                why = rendered.left_out.get((dashboard.uid, panel.title))
+                why = project.left_out.get((dashboard.uid, panel.title))
                 left_out = f"  LEFT OUT with source {config.source}: {why}" if why else ""
                 click.echo(f"    {panel.title}: {', '.join(used[panel.title])}{left_out}")
-    for module, alert, _ in rendered.alerts:
-        click.echo(f"alert {alert.name} [{alert.severity.value}] ({module})")
-    for module, alert, why in rendered.unavailable:
-        click.echo(f"alert {alert.name} [{alert.severity.value}] ({module}) UNAVAILABLE with source "
-                   f"{config.source}: {why}")
+    for alert in project.alerts:
+        click.echo(f"alert {alert.name} [{alert.severity.value}] ({alert.module})")
+    for alert in project.unavailable:
+        click.echo(f"alert {alert.name} [{alert.severity.value}] ({alert.module}) UNAVAILABLE with source "
+                   f"{config.source}: {alert.why}")
 
 
-def _list_unused(rendered, config: Config, root: Path) -> None:
+def _list_unused(project) -> None:
     from dashgen.compiler.coverage import unused_signals
-    from dashgen.project_metrics import project_catalog
 
-    signals = unused_signals(rendered.dashboards, config, project_catalog(root))
+    signals = unused_signals(project.dashboards, project.config, project.metrics)
     for unused in signals:
         click.echo(f"{unused.verl_key}  ({unused.metric})  "
                    + (f"left out: {unused.reason}" if unused.reason else "no panel, and no reason given"))
@@ -173,36 +175,34 @@ def test(root: Path, config_path: Path | None, keep_generated: Path | None, modu
     import shutil
     import tempfile
 
-    from dashgen.compiler.build import render_project
     from dashgen.compiler.fixture_names import fixtures_for_source
+    from dashgen.compiler.project import compile_project
     from dashgen.compiler.rule_test_report import explain_failures, unreachable_branches
-    from dashgen.compiler.rule_tests import alerts_tested_by_fixtures, known_gaps, write_generated_tests
+    from dashgen.compiler.rule_test_files import alerts_tested_by_fixtures, write_generated_tests
+    from dashgen.compiler.rule_tests import known_gaps
     from dashgen.compiler.targets.alertmanager import run_route_fixtures
-    from dashgen.project_metrics import project_catalog
-    from dashgen.promtool import run_tool
-    from dashgen.sources.chosen import metric_source
 
     config = load_config(config_path, root)
     if keep_generated is not None:
         _writable_folder("--keep-generated", keep_generated)
-    rendered = render_project(root, config)
+    project = compile_project(root, config)
     # Under another source, dashgen's own fixtures (in the exporter's names) are left out, a team's
     # in the exporter's names refused; the generated tests are in the source's names.
     fixtures, left_out = fixtures_for_source(sorted((root / "tests" / "rules").glob("*.yaml")),
-                                             metric_source(config), project_catalog(root), config)
+                                             project.source, project.metrics, config)
     if left_out:
         click.echo(f"source {config.source}: dashgen's own {len(left_out)} fixture(s) of tests/rules/ are in the "
                    f"exporter's names and not run; the alerts written with Alert.when are tested in the source's "
                    f"names", err=True)
     # An alert is tested if any fixture tests it, whichever module's tests run.
     tested = alerts_tested_by_fixtures(fixtures)
-    alerts = rendered.alerts
+    alerts = project.alerts
     if modules:
-        rule_modules = [Path(rel).stem for rel in rendered.files if rel.startswith("rules/")]
-        alerts, fixtures = _tests_of_modules(modules, rule_modules, alerts, fixtures)
-    untested = [(module, alert.name) for module, alert, _ in alerts
-                if alert.condition is None and alert.name not in tested and not alert.untested.strip()]
-    if config.source != "exporter":
+        alerts, fixtures = _tests_of_modules(modules, [rule_file.name for rule_file in project.rules.files],
+                                             alerts, fixtures)
+    untested = [(alert.module, alert.name) for alert in alerts if alert.definition.condition is None
+                and alert.name not in tested and not alert.definition.untested.strip()]
+    if not project.source.is_catalog:
         for module, name in untested:
             click.echo(f"{module}: alert {name!r} (PromQL written by hand) is tested by fixtures in the exporter's "
                        f"names only", err=True)
@@ -210,9 +210,8 @@ def test(root: Path, config_path: Path | None, keep_generated: Path | None, modu
     failed = False
     folder = Path(tempfile.mkdtemp(prefix="dashgen-generated-tests-"))
     try:
-        rule_files = {rel: content for rel, content in rendered.files.items() if rel.startswith("rules/")}
-        generated = write_generated_tests(folder, rule_files, alerts, rendered.catalog, config)
-        fixtures = _with_statistics(fixtures, rule_files, config, folder / "fixtures")
+        generated = write_generated_tests(folder, project.rules, alerts, config)
+        fixtures = _with_statistics(fixtures, project.step_statistics, config.rule_interval, folder / "fixtures")
         if keep_generated is not None:
             try:
                 shutil.copytree(folder, keep_generated, dirs_exist_ok=True)
@@ -222,7 +221,7 @@ def test(root: Path, config_path: Path | None, keep_generated: Path | None, modu
         if fixtures or generated:
             stdout, stderr, failed = _promtool_test_rules([*fixtures, *generated])
             _show(stdout, stderr)
-            explained = explain_failures(stdout + stderr, {alert.name: alert for _, alert, _ in alerts})
+            explained = explain_failures(stdout + stderr, {alert.name: alert.definition for alert in alerts})
             for line in explained:
                 click.echo(line, err=True)
             if explained:  # kept to read and to rerun with `promtool test rules`
@@ -237,9 +236,9 @@ def test(root: Path, config_path: Path | None, keep_generated: Path | None, modu
     finally:
         if folder is not None:
             shutil.rmtree(folder, ignore_errors=True)
-    for line in known_gaps(alert for _, alert, _ in alerts):
+    for line in known_gaps(alert.definition for alert in alerts):
         click.echo(line, err=True)
-    unreachable = unreachable_branches(alerts, rendered.catalog, config)
+    unreachable = unreachable_branches(alerts, project.catalog, config)
     for line in unreachable:
         click.echo(line, err=True)
     for module, name in untested:
@@ -271,19 +270,17 @@ def _promtool_test_rules(files: list[Path]) -> tuple[str, str, bool]:
             any(r.returncode != 0 for r in results))
 
 
-def _with_statistics(fixtures: list[Path], rule_files: dict[str, str], config, folder: Path) -> list[Path]:
+def _with_statistics(fixtures: list[Path], statistics, rule_interval: str, folder: Path) -> list[Path]:
     """The fixtures, each that reads a logged series' step windows without giving the exporter's
-    statistics of it replaced by a copy in `folder` that has them (fixture_statistics.py)."""
+    statistics of it replaced by a copy in `folder` that has them (fixture_statistics.py);
+    `statistics`: those the project's rules read."""
     import yaml
 
     from dashgen.compiler.fixture_statistics import with_statistics
-    from dashgen.config import duration_seconds
-    from dashgen.sources.step_statistics import served_by
 
-    served = served_by(rule_files.values(), duration_seconds(config.step_window_floor))
     out = []
     for fixture in fixtures:
-        content = with_statistics(fixture, served, config.rule_interval)
+        content = with_statistics(fixture, statistics, rule_interval)
         if content is None:
             out.append(fixture)
             continue
@@ -305,17 +302,17 @@ def _writable_folder(option: str, folder: Path) -> None:
 
 def _tests_of_modules(modules: tuple[str, ...], rule_modules: list[str], alerts: list,
                       fixtures: list[Path]) -> tuple[list, list[Path]]:
-    """The alerts of the named alert modules, and their fixtures (tests/rules/MODULE-test*.yaml);
+    """The compiled alerts of the named alert modules, and their fixtures (tests/rules/MODULE-test*.yaml);
     `rule_modules` names every module of alerts/, with alerts or only recordings."""
     from dashgen.errors import get_close_matches
 
-    known = sorted({*rule_modules, *(Path(module).stem for module, _, _ in alerts)})
+    known = sorted({*rule_modules, *(Path(alert.module).stem for alert in alerts)})
     wanted = {Path(name).stem for name in modules}  # `team` or `alerts/team.py`
     for name in sorted(wanted - set(known)):
         close = get_close_matches(name, known)
         hint = f"; did you mean {close[0]!r}?" if close else f" (the project's alert modules: {', '.join(known)})"
         raise BuildError(f"dashgen test {name}: no alert module alerts/{name}.py{hint}")
-    return ([item for item in alerts if Path(item[0]).stem in wanted],
+    return ([alert for alert in alerts if Path(alert.module).stem in wanted],
             [path for path in fixtures if any(path.stem.startswith(f"{name}-test") for name in wanted)])
 
 
@@ -354,7 +351,7 @@ def config_(root: Path, config_path: Path | None, describe: bool) -> None:
 
 @click.command()
 @click.argument("name", metavar="DIRECTORY")
-@click.option("--source", type=click.Choice(["exporter", "rl_insight"]), default="exporter", show_default=True,
+@click.option("--source", type=click.Choice(list(SOURCES)), default=EXPORTER.name, show_default=True,
               help="Where the runs' metrics come from: dashgen's exporter on verl's step log, or verl's "
                    "RL-Insight hub (its dashgen.yaml then says `source: rl_insight`).")
 def init(name: str, source: str) -> None:

@@ -65,10 +65,12 @@ def _parse_time(text: str) -> float:
 def replayed_config(config: Config) -> Config:
     """A recorded run is replayed as dashgen's exporter serves it: its rules and panels are judged
     in the exporter's names, whatever metric source the project reads live."""
-    if config.source != "exporter":
+    from dashgen.sources.chosen import REPLAYED_SOURCE, metric_source
+
+    if metric_source(config) is not REPLAYED_SOURCE:
         click.echo(f"source {config.source}: the run is replayed as dashgen's exporter serves it, and judged by "
-                   f"the rules and panels built for source exporter", err=True)
-    return config.with_source("exporter")
+                   f"the rules and panels built for source {REPLAYED_SOURCE.name}", err=True)
+    return config.with_source(REPLAYED_SOURCE.name)
 
 
 def _timing(start: str | None, scrape_interval: str | None, default_step_time: str, run_end: str | None,
@@ -246,12 +248,12 @@ def preview(run_path: Path | None, out_dir: Path | None, allow_empty: bool, star
     temporary Prometheus as backtest does; every panel's queries are evaluated over it with the
     dashboard's variables set to the run. Fails when a panel reading verl's series has no data.
     """
-    import json
-
-    from dashgen.compiler.build import PREVIEW, RENDERED, render_project
+    from dashgen.compiler.build import PREVIEW, RENDERED
+    from dashgen.compiler.project import compile_project
+    from dashgen.compiler.targets.grafana import dashboard_to_text
     from dashgen.config import duration_seconds
-    from dashgen.project_metrics import project_catalog
     from dashgen.replay.backfill import Timing
+    from dashgen.replay.backtest import RuleSet
     from dashgen.replay.matplotlib_check import require_matplotlib
     from dashgen.replay.preview import draw_dashboard, preview_data
     from dashgen.replay.preview.partials import partial_path, remove_abandoned_partials
@@ -260,7 +262,7 @@ def preview(run_path: Path | None, out_dir: Path | None, allow_empty: bool, star
 
     require_matplotlib("dashgen preview")
     config = replayed_config(load_config(config_path, root))
-    rendered = render_project(root, config)
+    project = compile_project(root, config)
     run_path = run_path or root / DEFAULT_PREVIEW_RUN
     if not run_path.is_file():
         raise BuildError(f"{run_path}: no such step log; give a verl run's JSONL (dashgen preview RUN.jsonl)")
@@ -268,22 +270,21 @@ def preview(run_path: Path | None, out_dir: Path | None, allow_empty: bool, star
     _writable_folder(out_dir, "--out")
     scrape_interval = duration_seconds(config.scrape_interval)
     timing = Timing(start=_parse_time(start), scrape_interval=scrape_interval)
-    catalog = project_catalog(root)
+    catalog = project.metrics
     empty: list[str] = []
-    rules = (rendered.recording_rules, rendered.alert_rules)
+    rules = RuleSet(project.rules.recording_rules, project.rules.alert_rules, project.step_statistics)
     drawn: list[tuple[Path, Path, str]] = []  # (partial, final path, what to say)
     out_dir.mkdir(parents=True, exist_ok=True)
     remove_abandoned_partials(out_dir)
     try:
-        with backfilled(run_path, config, catalog, timing, *rules) as (server, run):
-            for module, dashboard in rendered.dashboards:
-                model = json.loads(rendered.files[f"dashboards/{dashboard.uid}.json"])
-                results, events = preview_data(server, model, run, catalog, scrape_interval, module)
+        with backfilled(run_path, config, catalog, timing, rules) as (server, run):
+            for dashboard in project.dashboards:
+                model, digest = dashboard.model, dashboard_digest(dashboard_to_text(dashboard.model))
+                results, events = preview_data(server, model, run, catalog, scrape_interval, dashboard.module)
                 path = out_dir / f"{dashboard.uid}.png"
                 drawn.append((partial_path(path), path, f"{sum(r.has_data for r in results.values())} of "
                                                           f"{len(results)} panels with data"))
-                draw_dashboard(model, results, events, run, drawn[-1][0],
-                               dashboard_digest(rendered.files[f"dashboards/{dashboard.uid}.json"]))
+                draw_dashboard(model, results, events, run, drawn[-1][0], digest)
                 titles = {panel["id"]: panel["title"] for panel in _all_panels(model)}
                 empty += [f"{dashboard.uid}: {titles[panel_id]!r}" for panel_id, result in results.items()
                           if result.reads_verl and not result.has_data]

@@ -39,6 +39,7 @@ def review(run_folders: tuple[Path, ...], base: str, public_corpus: bool, accept
     from dashgen.review.report import format_markdown, review_json
     from dashgen.review.revisions import compared_rules
     from dashgen.review.runs import find_runs
+    from dashgen.sources.chosen import REPLAYED_SOURCE
 
     folders = list(run_folders)
     if not folders and not public_corpus:
@@ -50,7 +51,7 @@ def review(run_folders: tuple[Path, ...], base: str, public_corpus: bool, accept
     if public_corpus:
         folders.append(corpus_folder())
     runs = find_runs(folders)
-    config = load_config(None, root).with_source("exporter")
+    config = load_config(None, root).with_source(REPLAYED_SOURCE.name)
     rules = compared_rules(root, base)
     result = review_runs(runs, rules.base, rules.head, root, config, rules.base_name, rules.head_name)
     click.echo(json.dumps(review_json(result), indent=2) if as_json else format_markdown(result), nl=as_json)

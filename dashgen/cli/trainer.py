@@ -101,7 +101,7 @@ def export(jsonl: str, listen: str | None, project: str | None, experiment: str 
     from dashgen.runtime.log_watch import LogChanges
     from dashgen.runtime.metrics_server import serve_metrics
     from dashgen.runtime.supervisor import Supervisor
-    from dashgen.sources.trl import is_trainer_state
+    from dashgen.formats.trl import is_trainer_state
 
     config = load_config(config_path, root)
     grace_seconds = _bounded_duration("--grace", grace, MAX_SUPERVISOR_WAIT, positive=False)
@@ -116,7 +116,7 @@ def export(jsonl: str, listen: str | None, project: str | None, experiment: str 
         raise BuildError(f"--jsonl {path}: not a regular file; verl's file logger writes one")
     if is_trainer_state(path):  # one JSON document rewritten at each save, not a log of lines appended
         raise BuildError(f"--jsonl {path}: a TRL trainer state, not a step log: follow the log that "
-                         f"dashgen.sources.trl_callback.StepLogCallback writes from inside the trainer (docs/"
+                         f"dashgen.formats.trl_callback.StepLogCallback writes from inside the trainer (docs/"
                          f"connect-a-run.md); backtest, backfill and preview read a trainer state as it is")
     host, port = _listen_address(listen or f"127.0.0.1:{config.exporter_address.rpartition(':')[2]}")
     default_project, default_experiment = run_from_path(path)

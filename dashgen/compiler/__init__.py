@@ -1,7 +1,8 @@
 """The compiler: a project's definitions (panels/, alerts/) -> the files in rendered/.
 
-`build` loads the project once and hands it to each renderer: dashboards (checked against the
-catalog and Grafana's schema), rule files and their generated promtool tests, the runbook.
-`targets/` renders what each engine loads beside Prometheus: Alertmanager, Kubernetes' Prometheus
-Operator, VictoriaMetrics' vmalert.
+`project.compile_project` loads every definition module once and compiles it into the typed
+project of `compiled.py` (rule files, alerts, recordings, step statistics, dashboards,
+inhibitions, routing); `build` runs one renderer per artefact (`targets/`) over it. The
+commands that need the alerts or dashboards (list, test, preview, backtest, review) read the
+compiled project, never the rendered text.
 """

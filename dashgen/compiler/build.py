@@ -1,15 +1,16 @@
 """Render a project's definitions into the files of rendered/, and compare or write them.
 
-Everything is rendered and checked in memory first; only a complete, valid set of files
+The project is compiled once (dashgen/compiler/project.py), then each artefact's renderer
+(dashgen/compiler/targets/) turns the compiled project into its files. Everything is rendered
+and checked in memory first; only a complete, valid set of files
 is written, as a whole (dashgen/compiler/tree_writer.py), so a failed or killed build leaves
 rendered/ as it was and a Grafana or Prometheus watching it never reads a half-written file.
 """
 
 from __future__ import annotations
 
-from dataclasses import field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Callable
 
 import os
 import shutil
@@ -18,130 +19,58 @@ import tempfile
 
 import yaml
 
-from dashgen.catalog import Catalog
-from dashgen.compiler.dashboards import compile_dashboard, dashboard_to_text
-from dashgen.compiler.loader import call_definition, load_modules
-from dashgen.compiler.references import check_dashboard_links, resolve_dashboard_references
-from dashgen.compiler.rendering import markdown_text, templates
+from dashgen.compiler.compiled import CompiledProject
+from dashgen.compiler.project import compile_project
+from dashgen.compiler.targets.alertmanager import render_alertmanager
+from dashgen.compiler.targets.exporter import render_step_statistics
+from dashgen.compiler.targets.grafana import render_dashboards, render_provisioning
+from dashgen.compiler.targets.prometheus import render_prometheus_config, render_rule_files
+from dashgen.compiler.targets.runbook import render_runbook
+from dashgen.compiler.targets.victoriametrics import render_victoriametrics
 from dashgen.compiler.tree_writer import existing_files, replace_tree
-from dashgen.compiler.validate import validate_dashboard
-from dashgen.config import Config, areas_of
+from dashgen.config import Config
 from dashgen.errors import BuildError
-from dashgen.model import Alert, Dashboard, RuleGroup
-from dashgen.project_metrics import project_catalog
 from dashgen.records import record
-
-if TYPE_CHECKING:  # render_project imports rules.py where it uses it
-    from dashgen.compiler.rules import AlertRule, RecordingRule
 
 RENDERED = "rendered"
 # rendered/preview/ holds `dashgen preview`'s PNGs: drawn from a backfilled run, not by build, so
 # build leaves the folder alone and check does not compare it (see tree_writer.UNMANAGED).
 PREVIEW = "preview"
-DEFAULT_DASHBOARDS_PATH = "/etc/dashgen/dashboards"
-DEFAULT_PROMETHEUS_URL = "http://localhost:9090"
 
 
-@record(frozen=False)
+def _render_kubernetes(project: CompiledProject) -> dict[str, str]:
+    if not project.config.kubernetes:  # the objects' schemas only then
+        return {}
+    from dashgen.compiler.targets.kubernetes import render_kubernetes
+
+    return render_kubernetes(project)
+
+
+# One renderer per artefact (dashgen/compiler/targets/), in the order their files are listed.
+RENDERERS: tuple[Callable[[CompiledProject], dict[str, str]], ...] = (
+    render_rule_files, render_step_statistics, render_runbook, render_dashboards, render_provisioning,
+    render_alertmanager, render_prometheus_config, render_victoriametrics, _render_kubernetes)
+
+
+@record
 class Rendered:
-    """Everything one build renders, with what was rendered from."""
+    """A compiled project and the files it renders to (path under rendered/ -> content)."""
 
-    files: dict[str, str] = field(default_factory=dict)  # path under rendered/ -> content
-    dashboards: list[tuple[str, Dashboard]] = field(default_factory=list)  # (module path, definition)
-    alerts: list = field(default_factory=list)  # (module path, Alert, expanded expr)
-    catalog: Catalog | None = None  # what the queries were checked against, recordings included
-    recording_rules: list[RecordingRule] = field(default_factory=list)  # as rendered: a preview evaluates them
-    alert_rules: list[AlertRule] = field(default_factory=list)
-    notices: list[str] = field(default_factory=list)  # what the build adapted, for the user to know
-    unavailable: list = field(default_factory=list)  # (module path, Alert, why) the metric source cannot give
-    left_out: dict = field(default_factory=dict)  # (dashboard uid, panel title) -> why the source cannot show it
+    project: CompiledProject
+    files: dict[str, str]
 
 
 def render_project(root: Path, config: Config) -> Rendered:
-    from dashgen.compiler.rules import DOCS_FILE, load_rule_modules, render_rules  # alerts and recording rules
-    from dashgen.compiler.targets.alertmanager import alertmanager_config, render_alerting
-
-    out = Rendered()
-    alert_modules = load_rule_modules(root)
-    config.check_sections(areas_of(definition.module for definition in alert_modules))
-    rules = render_rules(root, config, project_catalog(root), alert_modules)
-    out.files.update(rules.files)
-    out.alerts = rules.alerts
-    out.recording_rules, out.alert_rules = rules.recording_rules, rules.alert_rules
-    # Alerts the metric source cannot give are still defined: panels and inhibitions may name them.
-    alerts_by_name = {alert.name: alert for _, alert, *_ in (*rules.alerts, *rules.unavailable)}
-    out.unavailable = rules.unavailable
-    out.left_out = rules.queries.left_out
-    # Panels may query recorded series, so they are checked against the catalog plus the recordings.
-    catalog: Catalog = rules.catalog
-    out.catalog = catalog
-    withdrawn = withdrawn_default_alerts(set(alerts_by_name), config)
-
-    uids: dict[str, Path] = {}
-    for definition in load_modules(root, "panels", "dashboard"):
-        dashboard = call_definition(definition, "dashboard", config)
-        if not isinstance(dashboard, Dashboard):
-            raise BuildError(f"{definition.path}: dashboard() returned {type(dashboard).__name__}, "
-                             f"not a dashgen.model.Dashboard")
-        if dashboard.uid in uids:
-            raise BuildError(f"{definition.path}: dashboard uid {dashboard.uid!r} is already used by "
-                             f"{uids[dashboard.uid]}; uids must be unique")
-        uids[dashboard.uid] = definition.path
-        dashboard = resolve_dashboard_references(dashboard, alerts_by_name,
-                                                 f"{definition.path}: dashboard {dashboard.uid!r}",
-                                                 withdrawn, out.notices)
-        model = compile_dashboard(dashboard, config, catalog, str(definition.path), rules.queries)
-        validate_dashboard(model, f"{definition.path}: dashboard {dashboard.uid!r}")
-        out.files[f"dashboards/{dashboard.uid}.json"] = dashboard_to_text(model)
-        out.dashboards.append((str(definition.path), dashboard))
-    check_dashboard_links(out.dashboards)
-
-    env = templates()
-    out.files["provisioning/dashboards/dashgen.yaml"] = env.get_template("provisioning-dashboards.yaml.j2").render(
-        folder=config.grafana_folder, default_dashboards_path=DEFAULT_DASHBOARDS_PATH)
-    out.files["provisioning/datasources/prometheus.yaml"] = env.get_template(
-        "provisioning-datasources.yaml.j2").render(
-        name=config.datasource_name, uid=config.datasource_uid, scrape_interval=config.scrape_interval,
-        default_prometheus_url=DEFAULT_PROMETHEUS_URL, is_default=config.datasource_is_default)
-    alerting = render_alerting(alert_modules, config, list(alerts_by_name.values()), rules.alert_labels)
-    out.files.update(alerting.files)
-    if DOCS_FILE in out.files:
-        out.files[DOCS_FILE] += alerting.runbook_section
-        if config.grafana_base_url:
-            out.files[DOCS_FILE] += "\n## Dashboards\n\n" + "".join(
-                f"- [{markdown_text(d.title)}]({config.grafana_base_url}/d/{d.uid})\n" for _, d in out.dashboards)
-    out.files["prometheus/prometheus.yml"] = env.get_template("prometheus.yml.j2").render(
-        config=config, alerting=alerting.prometheus_alerting, source=rules.queries.source)
-    alertmanager = alertmanager_config(config, alerting.inhibitions)
-    if config.victoriametrics:
-        from dashgen.compiler.targets.victoriametrics import render_victoriametrics
-
-        if rules.queries.source.victoriametrics_caveat:
-            out.notices.append(f"victoriametrics: true with source: {rules.queries.source.name}: "
-                               f"{rules.queries.source.victoriametrics_caveat}")
-
-        out.files.update(render_victoriametrics(rules.files, config.rule_interval))
-    if config.kubernetes:  # the objects' schemas only then
-        from dashgen.compiler.targets.kubernetes import render_kubernetes
-
-        out.files.update(render_kubernetes(config, out.files, out.dashboards, alertmanager))
-    return out
+    """The project at `root` compiled, and every artefact rendered from it, in memory."""
+    project = compile_project(root, config)
+    return Rendered(project, render_files(project))
 
 
-def withdrawn_default_alerts(defined: set[str], config: Config) -> dict[str, str]:
-    """dashgen's default alerts the project does not define (an area it replaced or removed):
-    name -> the default alert module (`rollout` for dashgen_alerts.rollout) that does."""
-    import importlib
-
-    from dashgen.compiler.scaffold import default_modules
-
-    withdrawn = {}
-    for name in default_modules("dashgen_alerts"):
-        result = importlib.import_module(f"dashgen_alerts.{name}").rules(config)
-        for group in [result] if isinstance(result, RuleGroup) else result:
-            withdrawn.update({rule.name: name for rule in group.rules
-                              if isinstance(rule, Alert) and rule.name not in defined})
-    return withdrawn
+def render_files(project: CompiledProject) -> dict[str, str]:
+    files: dict[str, str] = {}
+    for render in RENDERERS:
+        files.update(render(project))
+    return files
 
 
 def differences(out_dir: Path, files: dict[str, str]) -> list[str]:

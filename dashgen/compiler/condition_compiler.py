@@ -7,7 +7,9 @@ import math
 from dataclasses import field, replace
 from typing import Callable
 
-from dashgen.catalog import Catalog, Metric, Source
+from dashgen.catalog import Catalog, Metric, Origin
+from dashgen.compiler.reductions import (RANGE_REDUCTIONS, REDUCTIONS, complete_baseline_median,
+                                         early_baseline_median, promql_number, smoothed)
 from dashgen.compiler.step_windows import (MAX_SAMPLES, MAX_SAMPLES_OF_MEDIANS, STEP_BAND, banded, near_band_copy,
                                           rhythm_recordings)
 from dashgen.conditions import (AllOf, AnyOf, Baseline, Compare, Comparison, Condition, Shift, Signal, Steps,
@@ -48,9 +50,9 @@ class BaselineRecordings:
     steps: list[Recording] = field(default_factory=list)  # the held baselines' per-step extremes
 
 
-# Which scrape job's selector a signal's metric takes, by where the metric comes from.
-_SELECTOR_BY_SOURCE = {Source.VERL: "verl", Source.PROJECT: "verl", Source.RAY: "node", Source.DCGM: "gpu",
-                       Source.VLLM: "rollout", Source.SGLANG: "rollout"}
+# Which scrape job's selector a signal's metric takes, by the metric's origin.
+_SELECTOR_BY_ORIGIN = {Origin.VERL: "verl", Origin.PROJECT: "verl", Origin.RAY: "node", Origin.DCGM: "gpu",
+                       Origin.VLLM: "rollout", Origin.SGLANG: "rollout"}
 
 
 def resolve_signal(ref: str, catalog: Catalog, where: str) -> SignalSeries:
@@ -63,49 +65,15 @@ def resolve_signal(ref: str, catalog: Catalog, where: str) -> SignalSeries:
         hint = f"; did you mean {close[0]!r}?" if close else " (a verl step-log key such as 'actor/ppo_kl', or a metric of the catalog)"
         raise BuildError(f"{where}: signal {ref!r} is neither a verl key nor a known metric{hint}")
     name = metric.name
-    if metric.source is Source.RECORDING_RULE or ":" in name:
+    if metric.origin is Origin.RECORDING_RULE or ":" in name:
         return SignalSeries(name, name, metric)
-    selector = _SELECTOR_BY_SOURCE.get(metric.source)
-    if metric.source is Source.PROJECT and not metric.verl_keys:
+    selector = _SELECTOR_BY_ORIGIN.get(metric.origin)
+    if metric.origin is Origin.PROJECT and not metric.verl_keys:
         selector = None  # another exporter's metric: the author's own selectors apply
     stem = "verl:" + name[len("verl_"):] if name.startswith("verl_") else f"dashgen:{name}"
     return SignalSeries(f"{name}{{{selector}}}" if selector else name, stem, metric)
 
 
-def complete_baseline_median(series: str, window: str, ending: str) -> str:
-    """Median of `series` over `window`, ending `ending` ago; empty until that window is
-    covered from its start, so nothing is compared against a run's first few steps."""
-    return (f"quantile_over_time(0.5, {series}[{window}] offset {ending})\n"
-            f"  and present_over_time({series}[{ending}] offset {window})")
-
-
-def early_baseline_median(series: str, window: str, ending: str, min_history: str) -> str:
-    """Median of `series` over `window`, ending `ending` ago, once at least `min_history` of that
-    window holds samples: a young run is compared with its own first steps."""
-    back = format_duration(duration_seconds(window) - duration_seconds(min_history))
-    offset = format_duration(duration_seconds(ending) + duration_seconds(min_history))
-    return (f"quantile_over_time(0.5, {series}[{window}] offset {ending})\n"
-            f"  and present_over_time({series}[{back}] offset {offset})")
-
-
-def promql_number(value: float) -> str:
-    """`value` as PromQL reads it back exactly: short (0.5, 1e-05) where that is exact, else in full."""
-    short = f"{value:g}"
-    return short if float(short) == value else repr(float(value))
-
-
-def smoothed(series: str, window: str) -> str:
-    """Median over `window`: one odd step (a spike, a dip) changes nothing."""
-    return f"quantile_over_time(0.5, {series}[{window}])"
-
-
-_REDUCTIONS = {"median": smoothed, "max": lambda s, w: f"max_over_time({s}[{w}])",
-               "min": lambda s, w: f"min_over_time({s}[{w}])", "changes": lambda s, w: f"changes({s}[{w}])"}
-# The same over a range written whole (`[1h:1m]`, `[1h:1m] offset 10m`): step windows.
-_RANGE_REDUCTIONS = {"median": lambda s, r: f"quantile_over_time(0.5, {s}{r})",
-                     "max": lambda s, r: f"max_over_time({s}{r})", "min": lambda s, r: f"min_over_time({s}{r})",
-                     "changes": lambda s, r: f"changes({s}{r})",
-                     "present": lambda s, r: f"present_over_time({s}{r})"}
 # The reductions the exporter computes over a logged series' steps (dashgen/sources/step_statistics.py).
 _EXPORTER_REDUCTIONS = ("median", "max", "min")
 
@@ -135,7 +103,7 @@ class ConditionCompiler:
         series = resolve_signal(signal.ref, self.catalog, where)
         if not signal.reduction:
             return series.expr, series
-        if signal.reduction not in _REDUCTIONS or not signal.window:
+        if signal.reduction not in REDUCTIONS or not signal.window:
             raise BuildError(f"{where}: signal {signal.ref!r}: reduce with median_over, max_over, min_over or "
                              f"changes_over(window)")
         if isinstance(signal.window, Steps):
@@ -145,7 +113,7 @@ class ConditionCompiler:
         if not isinstance(signal.window, str):
             raise BuildError(f"{where}: signal {signal.ref!r}: a window is a duration ('5m') or steps(N), "
                              f"not {signal.window!r}")
-        return _REDUCTIONS[signal.reduction](series.expr, signal.window), series
+        return REDUCTIONS[signal.reduction](series.expr, signal.window), series
 
     def _rhythm(self) -> None:
         """The run's rhythm, recorded in the group of the first alert that counts in steps."""
@@ -171,7 +139,7 @@ class ConditionCompiler:
         """Whether the source computes `series`' step windows from the step log (see
         dashgen/sources/step_statistics.py): a series the exporter maps from a logged key."""
         metric = series.metric
-        return (self.exporter_statistics and metric is not None and metric.source in (Source.VERL, Source.PROJECT)
+        return (self.exporter_statistics and metric is not None and metric.origin in (Origin.VERL, Origin.PROJECT)
                 and bool(metric.verl_keys) and ":" not in metric.name)
 
     def _statistic(self, statistic: StepStatistic) -> str:
@@ -197,7 +165,7 @@ class ConditionCompiler:
                 f"(the exporter's)"))
             return name
         self._rhythm()
-        reduce = _RANGE_REDUCTIONS[reduction]
+        reduce = RANGE_REDUCTIONS[reduction]
         copied = self._copied(series.expr, series.stem, reduce)
         floor, every = self.defaults.step_window_floor, self._sampled_every(series.expr)
         # Changes are read twice a step whatever the window: sampled more coarsely, a value held for one
@@ -213,7 +181,7 @@ class ConditionCompiler:
 
     def _logged_since(self, series: SignalSeries, steps_back: int) -> str:
         """Present where `series` has a sample from `steps_back` steps ago (a step window in PromQL)."""
-        present = _RANGE_REDUCTIONS["present"]
+        present = RANGE_REDUCTIONS["present"]
         return banded(1, lambda r: present(series.expr, r), self.defaults.step_window_floor, ending=steps_back,
                       copied=self._copied(series.expr, series.stem, present),
                       sampled_every=self._sampled_every(series.expr))
@@ -263,9 +231,9 @@ class ConditionCompiler:
             return name
         self._rhythm()
         floor = self.defaults.step_window_floor
-        median = banded(window.count, lambda r: _RANGE_REDUCTIONS["median"](series.expr, r), floor,
+        median = banded(window.count, lambda r: RANGE_REDUCTIONS["median"](series.expr, r), floor,
                         ending=ending.count, sampled_every=self._sampled_every(series.expr),
-                        copied=self._copied(series.expr, series.stem, _RANGE_REDUCTIONS["median"]))
+                        copied=self._copied(series.expr, series.stem, RANGE_REDUCTIONS["median"]))
         # Once the run has logged half the window: a median of a young run's first few steps
         # is no level to compare a fault with.
         history = self._logged_since(series, ending.count + window.count // 2)
@@ -347,7 +315,7 @@ class ConditionCompiler:
                     f"{over.count} logged steps{before} (the exporter's)"))
                 return name
             median = self.step_reduction(series, "median", window)
-            reduce = _RANGE_REDUCTIONS[extreme]
+            reduce = RANGE_REDUCTIONS[extreme]
             self.recordings.rolling.append(Recording(
                 name, banded(over.count, lambda r: reduce(median, r), self.defaults.step_window_floor,
                              ending=ended, max_samples=MAX_SAMPLES_OF_MEDIANS,
@@ -366,10 +334,10 @@ class ConditionCompiler:
             f"1 where {alert}'s condition holds, 0 for the other runs with a rhythm"))
         floor, count = self.defaults.step_window_floor, for_steps.count
         every = self.defaults.rule_interval
-        lowest = banded(count, lambda r: _RANGE_REDUCTIONS["min"](holds, r), floor, sampled_every=every,
-                        copied=self._copied(holds, holds, _RANGE_REDUCTIONS["min"]))
-        recorded = banded(1, lambda r: _RANGE_REDUCTIONS["present"](holds, r), floor, ending=count, sampled_every=every,
-                          copied=self._copied(holds, holds, _RANGE_REDUCTIONS["present"]))
+        lowest = banded(count, lambda r: RANGE_REDUCTIONS["min"](holds, r), floor, sampled_every=every,
+                        copied=self._copied(holds, holds, RANGE_REDUCTIONS["min"]))
+        recorded = banded(1, lambda r: RANGE_REDUCTIONS["present"](holds, r), floor, ending=count, sampled_every=every,
+                          copied=self._copied(holds, holds, RANGE_REDUCTIONS["present"]))
         return (f"({expr})\nand on({ON_RUN})\n(\n{lowest}\n) == 1\n"
                 f"and on({ON_RUN})\n(\n{recorded}\n)")
 

@@ -9,8 +9,10 @@ why it leaves it out (`Dashboard.left_out`).
 from __future__ import annotations
 
 import difflib
+from typing import Iterable
 
 from dashgen.catalog import VALIDATION_FAMILIES, Catalog
+from dashgen.compiler.compiled import CompiledDashboard
 from dashgen.compiler.promql import metrics_in
 from dashgen.compiler.selectors import dashboard_selectors, expand_selectors
 from dashgen.config import Config
@@ -41,13 +43,15 @@ def queried_metrics(dashboard: Dashboard, config: Config) -> set[str]:
     return set().union(*(metrics_in(expand_selectors(expr, selectors)) for expr in exprs))
 
 
-def unused_signals(dashboards: list[tuple[str, Dashboard]], config: Config, catalog: Catalog) -> list[UnusedSignal]:
+def unused_signals(dashboards: Iterable[CompiledDashboard], config: Config, catalog: Catalog) -> list[UnusedSignal]:
     """The signals no dashboard shows, in catalog order, each with the reason a dashboard gives.
 
     BuildError naming the module when a dashboard leaves out a key the catalog does not know."""
     signals = verl_signals(catalog)
     reasons: dict[str, str] = {}
-    for module, dashboard in dashboards:
+    dashboards = list(dashboards)
+    for compiled in dashboards:
+        module, dashboard = compiled.module, compiled.definition
         for left_out in dashboard.left_out:
             if left_out.verl_key not in signals:
                 close = difflib.get_close_matches(left_out.verl_key, list(signals), n=1)
@@ -55,5 +59,5 @@ def unused_signals(dashboards: list[tuple[str, Dashboard]], config: Config, cata
                 raise BuildError(f"{module}: dashboard {dashboard.uid!r} leaves out {left_out.verl_key!r}, which is "
                                  f"not a verl key of the catalog{hint}")
             reasons[left_out.verl_key] = left_out.reason
-    shown = set().union(*(queried_metrics(dashboard, config) for _, dashboard in dashboards))
+    shown = set().union(*(queried_metrics(compiled.definition, config) for compiled in dashboards))
     return [UnusedSignal(key, metric, reasons.get(key, "")) for key, metric in signals.items() if metric not in shown]

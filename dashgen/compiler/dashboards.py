@@ -8,7 +8,6 @@ model (schemaVersion 39) that diffs well.
 from __future__ import annotations
 
 import json
-import math
 import re
 import zlib
 from typing import Any, Iterable
@@ -132,6 +131,38 @@ def compile_dashboard(definition: Dashboard, config: Config, catalog: Catalog, o
         place = f"{where}, panel {panel_title!r}"
         return queries.translate(checked_expression(text, selectors, catalog, place)[0], catalog, place)
 
+    built = _rows(definition, config, catalog, selectors, queries, expr_of, where)
+    dashboard = G.Dashboard(
+        title=definition.title,
+        uid=definition.uid,
+        description=definition.description,
+        tags=list(definition.tags),
+        panels=built,
+        editable=False,
+        graphTooltip=1,
+        refresh=config.dashboard_refresh,
+        schemaVersion=SCHEMA_VERSION,
+        time=G.Time(config.dashboard_time_from, "now"),
+        timezone="browser",
+        templating=G.Templating(list=[_datasource_variable(), *(
+            _query_variable(v, queries.translate(expand_selectors(v.query, selectors), catalog,
+                                                 f"{where}, variable {v.name!r}", checked=False))
+            for v in definition.variables)]),
+    )
+    raw = json.loads(json.dumps(dashboard.to_json_data(), default=_json_data))
+    model = _normalise_dashboard(raw)
+    # After normalisation: these are written as Grafana wants them, nothing to drop.
+    model["links"] = _dashboard_links(config) + [_dashboard_link(link) for link in definition.links]
+    annotations = [_annotation(a, expr_of(a.expr, f"annotation {a.name}")) for a in definition.annotations]
+    if annotations:
+        model["annotations"] = {"list": annotations}
+    return model
+
+
+def _rows(definition: Dashboard, config: Config, catalog: Catalog, selectors: dict[str, str],
+          queries: SourceQueries, expr_of, where: str) -> list[Any]:
+    """The dashboard's rows as grafanalib panels, each open row followed by its panels; a panel
+    reading a series the metric source lacks is left out (queries.left_out says why)."""
     panels = _layout(definition, where)
     ids: dict[int, str] = {}
     built: list[Any] = []
@@ -162,32 +193,7 @@ def compile_dashboard(definition: Dashboard, config: Config, catalog: Catalog, o
         built.append(row_panel)
         if not row.collapsed:
             built.extend(children)
-
-    dashboard = G.Dashboard(
-        title=definition.title,
-        uid=definition.uid,
-        description=definition.description,
-        tags=list(definition.tags),
-        panels=built,
-        editable=False,
-        graphTooltip=1,
-        refresh=config.dashboard_refresh,
-        schemaVersion=SCHEMA_VERSION,
-        time=G.Time(config.dashboard_time_from, "now"),
-        timezone="browser",
-        templating=G.Templating(list=[_datasource_variable(), *(
-            _query_variable(v, queries.translate(expand_selectors(v.query, selectors), catalog,
-                                                 f"{where}, variable {v.name!r}", checked=False))
-            for v in definition.variables)]),
-    )
-    raw = json.loads(json.dumps(dashboard.to_json_data(), default=_json_data))
-    model = _normalise_dashboard(raw)
-    # After normalisation: these are written as Grafana wants them, nothing to drop.
-    model["links"] = _dashboard_links(config) + [_dashboard_link(link) for link in definition.links]
-    annotations = [_annotation(a, expr_of(a.expr, f"annotation {a.name}")) for a in definition.annotations]
-    if annotations:
-        model["annotations"] = {"list": annotations}
-    return model
+    return built
 
 
 def _link(title: str, url: str) -> dict[str, Any]:
@@ -466,73 +472,12 @@ def _drop_nulls(value: Any) -> Any:
     return value
 
 
-LINE_WIDTH = 110
-
-
 def _json_data(value: Any) -> Any:
     """grafanalib's objects as JSON data (what its DashboardEncoder does, without importing its CLI module)."""
     to_json_data = getattr(value, "to_json_data", None)
     if to_json_data is None:
         raise TypeError(f"{type(value).__name__} is not JSON serializable")
     return to_json_data()
-
-
-def dashboard_to_text(model: dict[str, Any]) -> str:
-    """The committed form: sorted keys, 2-space indent, trailing newline; an object or list
-    that fits on one line of LINE_WIDTH stays on one (a gridPos, a query, a threshold step),
-    so a reviewer reads a panel in a screenful and a diff shows the changed query whole."""
-    return _json_text(model, 0) + "\n"
-
-
-# json.dumps' encoders for these options, made once (json.dumps makes one a call).
-_FLAT = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(", ", ": "))
-_KEY = json.JSONEncoder(ensure_ascii=False)
-
-
-def _json_text(value: Any, indent: int, start: int | None = None) -> str:
-    """`value` at `indent`, its first line starting at column `start` (after its key)."""
-    return _laid_out(_with_flat_texts(value), indent, start)
-
-
-# A value with its one-line text; for a non-empty object or list, its items' (key text or None, node).
-_Node = tuple[str, "list[tuple[str | None, _Node]] | None"]
-
-
-def _with_flat_texts(value: Any) -> _Node:
-    """The one-line text of `value` and of each object and list in it, each made once from its
-    items' (encoding each subtree again at every level was most of a dashboard's writing)."""
-    if isinstance(value, dict) and value and all(isinstance(key, str) for key in value):
-        items = [(_KEY.encode(key), _with_flat_texts(item)) for key, item in sorted(value.items())]
-        return "{" + ", ".join(f"{key}: {node[0]}" for key, node in items) + "}", items
-    if isinstance(value, list) and value:
-        items = [(None, _with_flat_texts(item)) for item in value]
-        return "[" + ", ".join(node[0] for _, node in items) + "]", items
-    return _scalar_text(value), None
-
-
-def _scalar_text(value: Any) -> str:
-    """json.dumps of a scalar, without building an encoder's iterator for each number."""
-    if isinstance(value, str):
-        return _FLAT.encode(value)
-    if value is None or value is True or value is False:
-        return "null" if value is None else "true" if value else "false"
-    if type(value) is int or (type(value) is float and math.isfinite(value)):
-        return repr(value)
-    return _FLAT.encode(value)
-
-
-def _laid_out(node: _Node, indent: int, start: int | None) -> str:
-    flat, items = node
-    if items is None or (indent if start is None else start) + len(flat) + 1 <= LINE_WIDTH:  # +1: a comma
-        return flat
-    inner = " " * (indent + 2)
-    if items[0][0] is None:
-        return "[\n" + ",\n".join(inner + _laid_out(item, indent + 2, None) for _, item in items) + "\n" + " " * indent + "]"
-    lines = []
-    for key, item in items:
-        head = f"{inner}{key}: "
-        lines.append(head + _laid_out(item, indent + 2, len(head)))
-    return "{\n" + ",\n".join(lines) + "\n" + " " * indent + "}"
 
 
 def metrics_used(definition: Dashboard, config: Config) -> dict[str, list[str]]:

@@ -9,12 +9,13 @@ import dataclasses
 import re
 from typing import Iterable, Mapping
 
+from dashgen.compiler.compiled import CompiledDashboard
 from dashgen.compiler.promql import equal_matchers_of, label_value
 from dashgen.conditions import AnyOf, Compare
 from dashgen.errors import BuildError, get_close_matches
 from dashgen.model import Alert, Dashboard, Stat, Threshold, TimeSeries
 from dashgen.sources.step_statistics import (STEP_STATISTIC_LABELS, STEP_STATISTIC_METRIC, STEP_STATISTICS_FILE,
-                                             ServedStatistics)
+                                             ServedStatistics, StepStatistic)
 
 # alertname="X", !="X", =~"X|Y" or !~"X|Y" (a plain alternation of names) in a PromQL selector or
 # a template variable's label_values(...), in each of PromQL's string forms: "X", 'X' and `X`. Read
@@ -61,17 +62,28 @@ def check_step_statistics_listed(expr: str, listed: ServedStatistics, where: str
                              f"as a condition over steps(N) (docs/add-an-alert.md) instead of the series by hand")
 
 
-def check_dashboard_links(dashboards: Iterable[tuple[str, Dashboard]]) -> None:
-    """Every link in a dashboard's header leads to a dashboard of the project (uid -> its file)."""
+def statistics_read(expr: str, listed: ServedStatistics) -> list[StepStatistic]:
+    """The listed step statistics a compiled expression reads (check_step_statistics_listed says
+    what else it may read: nothing)."""
+    if STEP_STATISTIC_METRIC not in expr:
+        return []
+    by_name = {(stat.series, stat.name): stat for stat in listed.statistics}
+    read = (by_name.get((labels.get("series"), labels.get("statistic")))
+            for labels in equal_matchers_of(expr, STEP_STATISTIC_METRIC))
+    return [stat for stat in read if stat is not None]
+
+
+def check_dashboard_links(dashboards: Iterable[CompiledDashboard]) -> None:
+    """Every link in a dashboard's header leads to a dashboard of the project."""
     dashboards = list(dashboards)
-    uids = sorted(dashboard.uid for _, dashboard in dashboards)
-    for path, dashboard in dashboards:
-        for link in dashboard.links:
+    uids = sorted(dashboard.uid for dashboard in dashboards)
+    for compiled in dashboards:
+        for link in compiled.definition.links:
             if link.uid not in uids:
                 close = get_close_matches(link.uid, uids, n=1, cutoff=0.6)
                 hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(uids)}"
-                raise BuildError(f"{path}: dashboard {dashboard.uid!r}: link {link.title!r} leads to uid {link.uid!r}, "
-                                 f"which no dashboard in panels/ has; {hint}")
+                raise BuildError(f"{compiled.module}: dashboard {compiled.uid!r}: link {link.title!r} leads to uid "
+                                 f"{link.uid!r}, which no dashboard in panels/ has; {hint}")
 
 
 def alert_threshold(alert: Alert, where: str) -> float:

@@ -7,25 +7,28 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Iterable
 
 from dashgen.catalog import Catalog
-from dashgen.compiler.rule_tests import (BRANCH_CASE, GENERATED_SUFFIX, KNOWN_GAP_PREFIX, alert_cases, branches_of,
-                                         module_of_generated_test)
+from dashgen.compiler.compiled import CompiledAlert
+from dashgen.compiler.rule_test_files import GENERATED_SUFFIX, module_of_generated_test
+from dashgen.compiler.rule_tests import BRANCH_CASE, KNOWN_GAP_PREFIX, alert_cases, branches_of
 from dashgen.conditions import AllOf, AnyOf
 from dashgen.config import Config
 from dashgen.model import Alert
 
 
-def unreachable_branches(alerts: list[tuple[str, Alert, str]], catalog: Catalog, config: Config) -> list[str]:
+def unreachable_branches(alerts: Iterable[CompiledAlert], catalog: Catalog, config: Config) -> list[str]:
     """A line per branch of an any_of that can never fire its alert alone (another branch reading
     the same signal always holds with it): a generated case that cannot be built fails."""
     lines = []
-    for module, alert, _ in alerts:
+    for compiled in alerts:
+        alert = compiled.definition
         if alert.condition is None or not isinstance(alert.condition, AnyOf):
             continue
         for case in alert_cases(alert, catalog, config):
             if case.unreachable:
-                lines.append(f"{module}: alert {alert.name!r}, generated case "
+                lines.append(f"{compiled.module}: alert {alert.name!r}, generated case "
                              f"{_case_words(case.name, alert)!r}: {case.unreachable}")
     return lines
 

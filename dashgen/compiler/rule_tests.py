@@ -30,28 +30,19 @@ from __future__ import annotations
 
 import itertools
 import re
-from typing import Iterable
 from dataclasses import field
-from pathlib import Path
-
-import yaml
+from typing import Iterable
 
 from dashgen.catalog import LAST_STEP_METRIC, Catalog
 from dashgen.compiler.condition_compiler import resolve_signal
+from dashgen.compiler.fixture_statistics import statistic_selector, statistics_per_sample
 from dashgen.compiler.step_windows import GLOBAL_STEP, band_of, step_window_seconds
-from dashgen.compiler.promql import label_value
-from dashgen.compiler.rules import SOURCE_RULES_PREFIX
-from dashgen.compiler.selectors import expand_selectors, rule_selectors
-from dashgen.compiler.source_queries import SourceQueries
 from dashgen.conditions import AllOf, AnyOf, Compare, Comparison, Condition, Shift, Steps, Window, comparisons
 from dashgen.config import Config, duration_seconds, format_duration
-from dashgen.errors import BuildError
 from dashgen.model import Alert
 from dashgen.records import record
-from dashgen.compiler.fixture_statistics import statistic_selector, statistics_per_sample
-from dashgen.sources.step_statistics import ServedStatistics, served_by
+from dashgen.sources.step_statistics import ServedStatistics
 
-GENERATED_SUFFIX = "-generated-test.yaml"
 _RATIO_UNITS = ("percentunit",)
 
 
@@ -270,11 +261,10 @@ def _runs(values: list) -> list[tuple[float | None, int]]:
     return segments
 
 
-def _cases(alert: Alert, catalog: Catalog, config: Config, rhythm: float | None, branches: bool,
-           interval: float | None = None) -> list[_Case]:
-    step = interval or duration_seconds(config.rule_interval)
-    onset = list(comparisons(alert.condition))
-    keep = list(comparisons(alert.keep_firing_while)) if alert.keep_firing_while is not None else []
+def _signal_levels(alert: Alert, onset: list[Comparison], keep: list[Comparison],
+                   catalog: Catalog) -> tuple[dict[str, _Levels], dict[str, str], set[str]]:
+    """Each signal's levels (healthy, fault, and between the thresholds with hysteresis), the series
+    it reads, and the signals that are ratios (kept within 0 to 1)."""
     where = f"alert {alert.name!r}"
     levels: dict[str, _Levels] = {}
     series_of: dict[str, str] = {}
@@ -295,7 +285,15 @@ def _cases(alert: Alert, catalog: Catalog, config: Config, rhythm: float | None,
         keep_at, onset_at = _threshold(comparison, level.healthy), _threshold(onset_of_signal, level.healthy)
         # Halfway between the two thresholds; where they meet, a little on the fault's side.
         level.band = (keep_at + onset_at) / 2 if keep_at != onset_at else keep_at + (level.fault - keep_at) / 10
+    return levels, series_of, ratios
 
+
+def _cases(alert: Alert, catalog: Catalog, config: Config, rhythm: float | None, branches: bool,
+           interval: float | None = None) -> list[_Case]:
+    step = interval or duration_seconds(config.rule_interval)
+    onset = list(comparisons(alert.condition))
+    keep = list(comparisons(alert.keep_firing_while)) if alert.keep_firing_while is not None else []
+    levels, series_of, ratios = _signal_levels(alert, onset, keep, catalog)
     reduce, baseline = _windows(alert.condition, config, rhythm)
     # The baselines the keep-firing condition holds must exist by the crossing too.
     baseline = max(baseline, _windows(alert.keep_firing_while, config, rhythm)[1])
@@ -475,161 +473,3 @@ def _check_levels_suffice(alert: Alert) -> None:
 
 def _steps(seconds: float, step: float) -> int:
     return int(-(-seconds // step))
-
-
-def _values(segments: list[tuple[float | None, int]]) -> str:
-    # promtool's 'a x n' is n + 1 samples of a; '_' is one evaluation without a sample.
-    return " ".join(" ".join(["_"] * count) if value is None else f"{value:.6g}x{count - 1}"
-                    for value, count in segments)
-
-
-def _run_selector(series: str, selectors: dict[str, str], experiment: str) -> str:
-    """The series of one synthetic run: its scrape job's matchers plus the run's labels."""
-    expanded = expand_selectors(series, selectors)
-    labels = f'instance="generated:9464", project="generated", experiment={label_value(experiment)}'
-    if expanded.endswith("}"):
-        return expanded[:-1] + (", " if not expanded.endswith("{}") else "") + labels + "}"
-    return f"{expanded}{{{selectors['verl']}, {labels}}}"
-
-
-def generated_test_files(rule_files: list[str], module_alerts: list[Alert], catalog: Catalog,
-                         config: Config, group_order: list[str] | None = None,
-                         statistics: ServedStatistics = ServedStatistics()) -> dict[str, str]:
-    """The promtool test files for the vocabulary alerts of one module, over `rule_files` (its own
-    and those it reads: an alert may read a baseline another module records): the evaluation
-    interval of each (a test file has one) -> its text; the rule interval's first, none if the
-    module has no such alert. `group_order`: the rule groups in the order promtool evaluates them
-    at one time (by default in an order of its own choosing). `statistics`: the exporter's
-    statistics over steps they read."""
-    selectors = rule_selectors(config)
-    queries = SourceQueries(config)  # the series and labels in the metric source's names
-    tests: dict[float, list[dict]] = {duration_seconds(config.rule_interval): []}
-    for alert in module_alerts:
-        if alert.condition is None:
-            continue
-        try:
-            cases = [case for case in alert_cases(alert, catalog, config, statistics) if not case.unreachable]
-        except UntestableAlert:
-            if alert.untested.strip():
-                continue
-            raise
-        for case in cases:
-            experiment = f"{alert.name}-{case.name}"
-            firing = queries.input_series(
-                f'count(ALERTS{{alertname={label_value(alert.name)}, alertstate="firing", '
-                f'experiment={label_value(experiment)}}})', catalog)
-            inputs = {queries.input_series(_run_selector(series, selectors, experiment), catalog): values
-                      for series, values in case.series.items()}
-            tests.setdefault(case.interval, []).append({
-                "name": f"{alert.name}: {case.name.replace('-', ' ')}",
-                "interval": format_duration(case.interval),
-                "input_series": [{"series": series, "values": _values(values)}
-                                 for series, values in inputs.items() if series is not None],
-                "promql_expr_test": [{"expr": firing, "eval_time": f"{t}s",
-                                      "exp_samples": [{"labels": "{}", "value": 1}] if expected else []}
-                                     for t, expected in sorted(case.checks)],
-            })
-    header = "# Generated by `dashgen test` from the alerts' conditions.\n"
-    order = {"group_eval_order": group_order} if group_order else {}
-    return {format_duration(interval): header + yaml.safe_dump(
-                {"rule_files": rule_files, "evaluation_interval": format_duration(interval), **order,
-                 "tests": cases}, sort_keys=False, width=1000)
-            for interval, cases in tests.items() if cases}
-
-
-def generated_test_name(module: str, interval: str, config: Config) -> str:
-    """The file name of a module's generated tests evaluated every `interval`: `stability-generated-test.yaml`
-    at the rule interval, `stability-every-5m-generated-test.yaml` at another."""
-    every = "" if duration_seconds(interval) == duration_seconds(config.rule_interval) else f"-every-{interval}"
-    return f"{module}{every}{GENERATED_SUFFIX}"
-
-
-_EVERY = re.compile(r"-every-[0-9a-z]+$")
-
-
-def module_of_generated_test(name: str) -> str:
-    """The alert module a generated test file (generated_test_name) tests."""
-    return _EVERY.sub("", name.removesuffix(GENERATED_SUFFIX))
-
-
-def write_generated_tests(folder: Path, rule_files: dict[str, str], alerts: list[tuple[str, Alert, str]],
-                          catalog: Catalog, config: Config) -> list[Path]:
-    """The rendered rule files and the generated test files of each module (one an evaluation interval,
-    generated_test_name) into `folder`; the test files."""
-    written = []
-    for rel, content in rule_files.items():
-        (folder / Path(rel).name).write_text(content)
-    by_module: dict[str, list[Alert]] = {}
-    for module, alert, _ in alerts:
-        by_module.setdefault(Path(module).stem, []).append(alert)
-    names = {Path(rel).name: content for rel, content in rule_files.items()}
-    modules = {Path(module).stem: module for module, _, _ in alerts}
-    for stem, module_alerts in sorted(by_module.items()):
-        read = files_read_by(f"{stem}.yaml", names)
-        try:
-            texts = generated_test_files(read, module_alerts, catalog, config, _source_first(read, names),
-                                         served_by((names[name] for name in read),
-                                                   duration_seconds(config.step_window_floor)))
-        except UntestableAlert as exc:
-            raise BuildError(f"{modules[stem]}: {exc}") from None
-        for interval, text in texts.items():
-            path = folder / generated_test_name(stem, interval, config)
-            path.write_text(text)
-            written.append(path)
-    return written
-
-
-def _source_first(read: list[str], rule_files: dict[str, str]) -> list[str] | None:
-    """When a metric source records series of its own (rules/source-*.yaml), its groups first and then
-    every other group: Prometheus evaluates each group on a ticker of its own, so what reads those
-    series sees them at most one evaluation late; promtool, without an order, picks one at random,
-    and a test would pass or fail by that draw. None without such a file."""
-    sources = [name for name in read if name.startswith(SOURCE_RULES_PREFIX)]
-    if not sources:
-        return None
-    groups = {name: [g["name"] for g in (yaml.safe_load(rule_files[name]) or {}).get("groups", [])] for name in read}
-    return [g for name in (*sources, *(n for n in read if n not in sources)) for g in groups[name]]
-
-
-def alerts_tested_by_fixtures(fixture_files: list[Path]) -> set[str]:
-    """Alert names the hand-written fixtures test (alert_rule_test cases)."""
-    names = set()
-    for path in fixture_files:
-        try:
-            data = yaml.safe_load(path.read_text()) or {}
-        except (OSError, yaml.YAMLError):
-            continue  # promtool reports a broken fixture itself
-        for test in data.get("tests") or ():
-            for case in (test or {}).get("alert_rule_test") or ():
-                if isinstance(case, dict) and isinstance(case.get("alertname"), str):
-                    names.add(case["alertname"])
-    return names
-
-
-_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
-_ALERTNAMES = re.compile(r'alertname=~?"([^"]*)"')
-
-
-def files_read_by(rule_file: str, rule_files: dict[str, str]) -> list[str]:
-    """`rule_file` and the files of `rule_files` (name -> content) that record a series it reads or
-    hold an alert whose ALERTS it reads, directly or through them: all promtool must load to
-    evaluate its rules as Prometheus does. Evaluating only these keeps a generated test short."""
-    defined_in: dict[str, str] = {}
-    reads: dict[str, set[str]] = {}
-    for name, text in rule_files.items():
-        reads[name] = set()
-        for group in (yaml.safe_load(text) or {}).get("groups", []):
-            for rule in group.get("rules", []):
-                defined_in[rule.get("record") or rule.get("alert")] = name
-                expr = str(rule.get("expr", ""))
-                reads[name].update(_NAME.findall(expr))
-                reads[name].update(alert for names in _ALERTNAMES.findall(expr) for alert in names.split("|"))
-    needed, pending = set(), [rule_file]
-    while pending:
-        name = pending.pop()
-        if name in needed or name not in reads:
-            continue
-        needed.add(name)
-        pending += [defined_in[read] for read in reads[name] if read in defined_in]
-    return sorted(needed)
-

@@ -15,6 +15,8 @@ from pathlib import Path
 
 from dashgen.compiler.rendering import templates
 from dashgen.errors import BuildError
+from dashgen.sources.chosen import SOURCES
+from dashgen.sources.exporter import EXPORTER
 
 # The project's labelled runs, which `dashgen review` backtests by default.
 LABELLED_RUNS_DIR = "runs"
@@ -40,18 +42,12 @@ def definition_names(module: str) -> list[str]:
                           and value.__module__ == default.__name__)
 
 
-# The metric source a new project reads (`dashgen init --source`), as its dashgen.yaml sets it.
-SOURCE_LINES = {
-    "exporter": "",
-    "rl_insight": "source: rl_insight\nexporter_address: localhost:9092  # RL-Insight's hub (metrics_report_port)\n",
-}
-
-
-def project_files(source: str = "exporter") -> dict[str, str]:
+def project_files(source: str = EXPORTER.name) -> dict[str, str]:
     """Relative path -> content of a new project reading `source`'s series."""
     template_dir = resources.files("dashgen").joinpath("templates/project")
     files = {
-        "dashgen.yaml": template_dir.joinpath("dashgen.yaml").read_text() + SOURCE_LINES[source],
+        # The metric source it reads (`dashgen init --source`), as its dashgen.yaml sets it.
+        "dashgen.yaml": template_dir.joinpath("dashgen.yaml").read_text() + SOURCES[source].init_config,
         "metrics.yaml": template_dir.joinpath("metrics.yaml").read_text(),
         "Makefile": template_dir.joinpath("Makefile").read_text(),
         ".gitignore": template_dir.joinpath("gitignore").read_text(),
@@ -68,7 +64,7 @@ def project_files(source: str = "exporter") -> dict[str, str]:
     return files
 
 
-def init_project(directory: Path, source: str = "exporter") -> list[str]:
+def init_project(directory: Path, source: str = EXPORTER.name) -> list[str]:
     """Write a new project into `directory` (created if missing); refuses to overwrite anything
     and to write through a symlink that leads out of it.
 

@@ -92,100 +92,127 @@ class _Compiler:
         return self.refs[ref]
 
     def _keyword(self, keyword: str, value: Any, schema: dict) -> Check | None:
-        if keyword == "type":
-            names = [value] if isinstance(value, str) else list(value)
-            if not all(name in _TYPES for name in names):
-                raise Unsupported(f"type {value!r}")
-            if len(names) == 1:
-                return _TYPES[names[0]]
-            checks = [_TYPES[name] for name in names]
-            return lambda instance: any(check(instance) for check in checks)
-        if keyword == "enum":
-            return lambda instance: any(_equal(instance, option) for option in value)
-        if keyword == "const":
-            return lambda instance: _equal(instance, value)
-        if keyword == "required":
-            def required(instance: Any) -> bool:
-                if isinstance(instance, dict):
-                    for name in value:
-                        if name not in instance:
-                            return False
-                return True
-            return required
-        if keyword == "maxProperties":
-            return lambda instance: not isinstance(instance, dict) or len(instance) <= value
-        if keyword == "properties":
-            properties = {name: self.compile(subschema) for name, subschema in value.items()}
-
-            def each_property(instance: Any) -> bool:
-                if isinstance(instance, dict):
-                    for name, item in instance.items():
-                        check = properties.get(name)
-                        if check is not None and not check(item):
-                            return False
-                return True
-            return each_property
-        if keyword == "additionalProperties":
-            if "patternProperties" in schema:
-                raise Unsupported("patternProperties")
-            known = frozenset(schema.get("properties", {}))
-            check = self.compile(value)
-
-            def each_other_property(instance: Any) -> bool:
-                if isinstance(instance, dict):
-                    for name, item in instance.items():
-                        if name not in known and not check(item):
-                            return False
-                return True
-            return each_other_property
-        if keyword == "items":
-            if not isinstance(value, (dict, bool)):
-                raise Unsupported("items as a list of schemas")
-            check = self.compile(value)
-
-            def each_item(instance: Any) -> bool:
-                if isinstance(instance, list):
-                    for item in instance:
-                        if not check(item):
-                            return False
-                return True
-            return each_item
-        if keyword == "anyOf":
-            checks = [self.compile(subschema) for subschema in value]
-            return lambda instance: any(check(instance) for check in checks)
-        if keyword == "if":
-            condition = self.compile(value)
-            then = self.compile(schema.get("then", True))
-            otherwise = self.compile(schema.get("else", True))
-            return lambda instance: then(instance) if condition(instance) else otherwise(instance)
-        if keyword == "allOf":
-            checks = [self.compile(subschema) for subschema in value]
-            return lambda instance: all(check(instance) for check in checks)
-        if keyword == "oneOf":
-            checks = [self.compile(subschema) for subschema in value]
-            return lambda instance: sum(1 for check in checks if check(instance)) == 1
-        if keyword == "not":
-            check = self.compile(value)
-            return lambda instance: not check(instance)
-        if keyword == "propertyNames":
-            check = self.compile(value)
-            return lambda instance: not isinstance(instance, dict) or all(check(name) for name in instance)
-        if keyword == "minLength":
-            return lambda instance: not isinstance(instance, str) or len(instance) >= value
-        if keyword == "maxLength":
-            return lambda instance: not isinstance(instance, str) or len(instance) <= value
-        if keyword == "pattern":
-            # Compiled when first used, as jsonschema does: a pattern Python refuses fails only there.
-            return lambda instance: not isinstance(instance, str) or re.search(value, instance) is not None
-        if keyword == "minimum":
-            return lambda instance: not _TYPES["number"](instance) or instance >= value
-        if keyword == "maximum":
-            return lambda instance: not _TYPES["number"](instance) or instance <= value
-        if keyword == "minItems":
-            return lambda instance: not isinstance(instance, list) or len(instance) >= value
+        of_value = _VALUE_CHECKS.get(keyword)
+        if of_value is not None:
+            return of_value(value)
+        of_schemas = _SCHEMA_CHECKS.get(keyword)
+        if of_schemas is not None:
+            return of_schemas(self, value, schema)
         if keyword in _NOT_COMPILED:
             raise Unsupported(f"keyword {keyword!r}")
         return None  # "then"/"else" (applied with "if"), "format", annotations, keywords Draft 7 does not define
+
+    # --- keywords holding schemas, compiled in turn -------------------------------------------
+
+    def _properties(self, value: dict, schema: dict) -> Check:
+        properties = {name: self.compile(subschema) for name, subschema in value.items()}
+
+        def each_property(instance: Any) -> bool:
+            if isinstance(instance, dict):
+                for name, item in instance.items():
+                    check = properties.get(name)
+                    if check is not None and not check(item):
+                        return False
+            return True
+        return each_property
+
+    def _additional_properties(self, value: Any, schema: dict) -> Check:
+        if "patternProperties" in schema:
+            raise Unsupported("patternProperties")
+        known = frozenset(schema.get("properties", {}))
+        check = self.compile(value)
+
+        def each_other_property(instance: Any) -> bool:
+            if isinstance(instance, dict):
+                for name, item in instance.items():
+                    if name not in known and not check(item):
+                        return False
+            return True
+        return each_other_property
+
+    def _items(self, value: Any, schema: dict) -> Check:
+        if not isinstance(value, (dict, bool)):
+            raise Unsupported("items as a list of schemas")
+        check = self.compile(value)
+
+        def each_item(instance: Any) -> bool:
+            if isinstance(instance, list):
+                for item in instance:
+                    if not check(item):
+                        return False
+            return True
+        return each_item
+
+    def _if(self, value: Any, schema: dict) -> Check:
+        condition = self.compile(value)
+        then = self.compile(schema.get("then", True))
+        otherwise = self.compile(schema.get("else", True))
+        return lambda instance: then(instance) if condition(instance) else otherwise(instance)
+
+    def _any_of(self, value: list, schema: dict) -> Check:
+        checks = [self.compile(subschema) for subschema in value]
+        return lambda instance: any(check(instance) for check in checks)
+
+    def _all_of(self, value: list, schema: dict) -> Check:
+        checks = [self.compile(subschema) for subschema in value]
+        return lambda instance: all(check(instance) for check in checks)
+
+    def _one_of(self, value: list, schema: dict) -> Check:
+        checks = [self.compile(subschema) for subschema in value]
+        return lambda instance: sum(1 for check in checks if check(instance)) == 1
+
+    def _not(self, value: Any, schema: dict) -> Check:
+        check = self.compile(value)
+        return lambda instance: not check(instance)
+
+    def _property_names(self, value: Any, schema: dict) -> Check:
+        check = self.compile(value)
+        return lambda instance: not isinstance(instance, dict) or all(check(name) for name in instance)
+
+
+_SCHEMA_CHECKS: dict[str, Callable[[_Compiler, Any, dict], Check]] = {
+    "properties": _Compiler._properties, "additionalProperties": _Compiler._additional_properties,
+    "items": _Compiler._items, "anyOf": _Compiler._any_of, "if": _Compiler._if, "allOf": _Compiler._all_of,
+    "oneOf": _Compiler._one_of, "not": _Compiler._not, "propertyNames": _Compiler._property_names,
+}
+
+
+# --- keywords whose check depends on their value alone ------------------------------------------
+
+def _type(value: str | list[str]) -> Check:
+    names = [value] if isinstance(value, str) else list(value)
+    if not all(name in _TYPES for name in names):
+        raise Unsupported(f"type {value!r}")
+    if len(names) == 1:
+        return _TYPES[names[0]]
+    checks = [_TYPES[name] for name in names]
+    return lambda instance: any(check(instance) for check in checks)
+
+
+def _required(value: list[str]) -> Check:
+    def required(instance: Any) -> bool:
+        if isinstance(instance, dict):
+            for name in value:
+                if name not in instance:
+                    return False
+        return True
+    return required
+
+
+_VALUE_CHECKS: dict[str, Callable[[Any], Check]] = {
+    "type": _type,
+    "enum": lambda value: lambda instance: any(_equal(instance, option) for option in value),
+    "const": lambda value: lambda instance: _equal(instance, value),
+    "required": _required,
+    "maxProperties": lambda value: lambda instance: not isinstance(instance, dict) or len(instance) <= value,
+    "minLength": lambda value: lambda instance: not isinstance(instance, str) or len(instance) >= value,
+    "maxLength": lambda value: lambda instance: not isinstance(instance, str) or len(instance) <= value,
+    # Compiled when first used, as jsonschema does: a pattern Python refuses fails only there.
+    "pattern": lambda value: lambda instance: not isinstance(instance, str) or re.search(value, instance) is not None,
+    "minimum": lambda value: lambda instance: not _TYPES["number"](instance) or instance >= value,
+    "maximum": lambda value: lambda instance: not _TYPES["number"](instance) or instance <= value,
+    "minItems": lambda value: lambda instance: not isinstance(instance, list) or len(instance) >= value,
+}
 
 
 def _equal(one: Any, two: Any) -> bool:

@@ -1,7 +1,11 @@
-"""Expansion of named selectors (`verl_actor_ppo_kl{run}`) into label matchers.
+"""Expansion of named selectors (`verl_actor_ppo_kl{$run}`) into label matchers.
 
 Definitions never spell out job names or template variables themselves; the compiler
-fills them in from the config, so one setting changes every query that uses it.
+fills them in from the config, so one setting changes every query that uses it. A name is
+written with a `$` (`{$verl}`, `{$verl, state!="running"}`), so in a Python f-string it is no
+replacement field: `f"{metric}{{$verl}}"`, where a forgotten doubling of the braces is a syntax
+error instead of a variable quietly filled in. The bare name (`{verl}`) of projects made before
+is read the same way.
 """
 
 from __future__ import annotations
@@ -90,7 +94,12 @@ def _expand_items(body: str, selectors: Mapping[str, str]) -> str:
     expanded = []
     for item in items:
         name = item.strip()
-        if _IDENTIFIER.fullmatch(name):
+        if name.startswith("$") and _IDENTIFIER.fullmatch(name[1:]):
+            if name[1:] not in selectors:
+                raise QueryError(f"unknown selector {name!r} in braces; known: "
+                                 f"{', '.join('$' + known for known in sorted(selectors))}")
+            expanded.append(selectors[name[1:]])
+        elif _IDENTIFIER.fullmatch(name):  # the spelling before `$name`, which projects made before still use
             if name not in selectors:
                 raise QueryError(f"unknown selector {name!r} in braces; known: {', '.join(sorted(selectors))}")
             expanded.append(selectors[name])

@@ -24,7 +24,7 @@ from dashgen.promtool import find_binary
 
 RULES_PREFIX = "rules/"
 TIMEOUT_SECONDS = 120
-# The first line of a rendered rule file names its module (dashgen/compiler/rules.py).
+# The first line of a rendered rule file names its module (dashgen/compiler/targets/prometheus.py).
 _SOURCE = re.compile(r"# Rendered by `dashgen build` from (\S+);")
 
 

@@ -1,2 +1,2 @@
 """Recorded runs replayed through the real engines: backfill into a TSDB, backtest the alerts,
-preview the dashboards, and the simulated runs with ground truth that score the alerts."""
+preview the dashboards."""

@@ -34,21 +34,22 @@ from dataclasses import field
 from pathlib import Path
 from typing import Iterable, Iterator, TextIO
 
-from dashgen.catalog import (CATALOG, LOG_ROUNDING_METRIC, NONFINITE_LOSS_STREAK_METRIC, NONFINITE_STREAK_METRIC, RUN_STATE_METRIC,
-                             STEP_STATISTIC_METRIC, STEP_WINDOWS_INFO_METRIC, VALIDATION_FAMILIES, VALIDATION_LABELS,
-                             Catalog)
+from dashgen.catalog import (CATALOG, DROPPED_KEYS_METRIC, DROPPED_LINES_METRIC, EXIT_CODE_METRIC, EXPORTER_COUNTERS,
+                             KEY_COLLISIONS_METRIC, LAST_STEP_METRIC, LOG_ROUNDING_METRIC, NONFINITE_LOSS_STREAK_METRIC,
+                             NONFINITE_STREAK_METRIC, PARSE_ERRORS_METRIC, RUN_STATE_METRIC, STEP_STATISTIC_METRIC,
+                             STEP_WINDOWS_INFO_METRIC, STEPS_METRIC, VALIDATION_FAMILIES, VALIDATION_LABELS, Catalog,
+                             counter_family)
 from dashgen.errors import BuildError
 from dashgen.lifecycle import NonFiniteStreak, RunPhase
 from dashgen.promtool import run_promtool
 from dashgen.records import record
 from dashgen.runtime.log_follower import MAX_LINE_BYTES, run_from_path
-from dashgen.sources.rounding import line_rounding
-from dashgen.sources import trl
-from dashgen.sources.trl import is_trainer_state
+from dashgen.formats.rounding import line_rounding
+from dashgen.formats import trl
+from dashgen.formats.trl import is_trainer_state
 from dashgen.sources.step_statistics import STEP_TIME_METRIC, ServedStatistics, StepStatistic
-from dashgen.sources.verl_log import LineError, StepMapper, ValidationSeries, is_training_line, parse_line
+from dashgen.formats.verl_log import LineError, StepMapper, ValidationSeries, is_training_line, parse_line
 
-LAST_STEP_METRIC = "verl_exporter_last_step_timestamp_seconds"
 # promtool's block lengths: 2h times a power of 3 (the TSDB's compaction ranges).
 SMALLEST_BLOCK_HOURS = 2
 # How a recorded run ended: the exporter's final states, or a trainer that hangs.
@@ -150,7 +151,7 @@ def read_run(path: Path, labels: dict[str, str], timing: Timing, export_unknown:
     run = RecordedRun(path, labels, end_kind=timing.end, step_windows_digest=step_statistics.digest)
     mapper = StepMapper(catalog, export_unknown=export_unknown)
     streak = NonFiniteStreak()
-    rounding: float | None = None  # the newest line's that shows one (dashgen/sources/rounding.py)
+    rounding: float | None = None  # the newest line's that shows one (dashgen/formats/rounding.py)
     step_stats = step_statistics.tracker(timing.default_step_seconds)
     durations: list[float] = []
     steps_left_out: list[int] = []  # per line: steps the log left out before it (a log of every Nth step)
@@ -315,10 +316,12 @@ def label_text(labels: dict[str, str]) -> str:
     return "{" + ",".join(f'{name}="{value}"' for name, value in zip(labels, escaped)) + "}"
 
 
-DROPPED_COUNTERS = ("verl_exporter_dropped_lines", "verl_exporter_dropped_keys", "verl_exporter_key_collisions")
-EXPORTER_SAMPLES = frozenset({LAST_STEP_METRIC, "verl_exporter_steps_total", "verl_exporter_parse_errors_total",
-                              RUN_STATE_METRIC, "verl_run_exit_code", STEP_WINDOWS_INFO_METRIC,
-                              *(f"{name}_total" for name in DROPPED_COUNTERS)})
+# A run's dropped lines, dropped keys and key collisions after each step (RecordedRun.dropped_seen), in order.
+DROPPED_COUNTERS = (DROPPED_LINES_METRIC, DROPPED_KEYS_METRIC, KEY_COLLISIONS_METRIC)
+# The exporter's own series (dashgen/catalog.py, EXPORTER_SERIES) that a backfill writes whatever the
+# run logs; the non-finite streaks are among a step's values, the statistics and validation when computed.
+EXPORTER_SAMPLES = frozenset({LAST_STEP_METRIC, *EXPORTER_COUNTERS, RUN_STATE_METRIC, EXIT_CODE_METRIC,
+                              STEP_WINDOWS_INFO_METRIC})
 
 
 def series_names(runs: list[RecordedRun]) -> set[str]:
@@ -341,14 +344,13 @@ def _families(runs: list[RecordedRun], only: set[str] | None) -> Iterable[_Famil
         if only is None or name in only:
             yield _Family(name, "gauge", name, [[openmetrics_value(step[name]) if name in step else None
                                                   for step in run.values] for run in runs])
+    # Each counter's value after each step, as the exporter counts it at that step.
+    counted = {STEPS_METRIC: lambda run: [str(i + 1) for i in range(len(run.steps))],
+               PARSE_ERRORS_METRIC: lambda run: [str(n) for n in run.errors_seen],
+               **{name: lambda run, which=which: [str(counts[which]) for counts in run.dropped_seen]
+                  for which, name in enumerate(DROPPED_COUNTERS)}}
     exporter = [(LAST_STEP_METRIC, "gauge", LAST_STEP_METRIC, lambda run: [repr(t) for t in run.times]),
-                ("verl_exporter_steps", "counter", "verl_exporter_steps_total",
-                 lambda run: [str(i + 1) for i in range(len(run.steps))]),
-                ("verl_exporter_parse_errors", "counter", "verl_exporter_parse_errors_total",
-                 lambda run: [str(n) for n in run.errors_seen])]
-    exporter += [(name, "counter", f"{name}_total",
-                  lambda run, which=which: [str(counts[which]) for counts in run.dropped_seen])
-                 for which, name in enumerate(DROPPED_COUNTERS)]
+                *((counter_family(name), "counter", name, counted[name]) for name in EXPORTER_COUNTERS)]
     for family, kind, sample, per_step in exporter:
         if only is None or sample in only:
             yield _Family(family, kind, sample, [per_step(run) for run in runs])
@@ -392,12 +394,12 @@ def write_openmetrics(runs: list[RecordedRun], out: TextIO, scrape_interval: flo
                 out.write(_repeated(prefix + while_running, run_scrapes.running)
                           + _repeated(prefix + after, run_scrapes.ended))
                 written += len(run_scrapes.stamps)
-    if only is None or "verl_run_exit_code" in only:
-        out.write("# TYPE verl_run_exit_code gauge\n")
+    if only is None or EXIT_CODE_METRIC in only:
+        out.write(f"# TYPE {EXIT_CODE_METRIC} gauge\n")
         for run, run_scrapes in zip(runs, scrapes):
             if run.end_kind != "hung":
                 code = CRASH_EXIT_CODE if run.end_kind == "crashed" else 0
-                out.write(_repeated(f"verl_run_exit_code{label_text(run.labels)} {code}", run_scrapes.ended))
+                out.write(_repeated(f"{EXIT_CODE_METRIC}{label_text(run.labels)} {code}", run_scrapes.ended))
                 written += len(run_scrapes.ended)
     if only is None or "up" in only:
         out.write("# TYPE up gauge\n")

@@ -17,32 +17,33 @@ from pathlib import Path
 
 import click
 
-from dashgen.compiler.rules import AlertRule, RecordingRule
-from dashgen.config import duration_seconds, load_config
+from dashgen.compiler.compiled import AlertRule, RecordingRule
+from dashgen.config import load_config
 from dashgen.project_metrics import project_catalog
 from dashgen.replay.backtest import RuleSet
-from dashgen.sources.step_statistics import served_by
+from dashgen.sources.chosen import REPLAYED_SOURCE
+from dashgen.sources.step_statistics import ServedStatistics, StepStatistic
 
 
 def compiled_json(root: Path) -> str:
-    """The project's recording and alerting rules as the backtest evaluates them, and the digest of
-    the step windows they read, for the exporter as a recorded run is replayed."""
-    from dashgen.compiler.rules import render_rules
+    """The project's recording and alerting rules as the backtest evaluates them, and the statistics
+    over steps they read, for the exporter as a recorded run is replayed."""
+    from dashgen.compiler.rules import compile_rules
 
-    config = load_config(None, root).with_source("exporter")
-    compiled = render_rules(root, config, project_catalog(root))
-    digest = served_by((rule.expr for rule in [*compiled.recording_rules, *compiled.alert_rules]),
-                       duration_seconds(config.step_window_floor)).digest
+    config = load_config(None, root).with_source(REPLAYED_SOURCE.name)
+    compiled = compile_rules(root, config, project_catalog(root))
     return json.dumps({"recordings": [dataclasses.asdict(rule) for rule in compiled.recording_rules],
                        "alerts": [dataclasses.asdict(rule) for rule in compiled.alert_rules],
-                       "step_windows_digest": digest})
+                       "step_statistics": [dataclasses.asdict(stat) for stat in compiled.step_statistics.statistics],
+                       "step_window_floor_seconds": compiled.step_statistics.floor_seconds})
 
 
 def rule_set_from_json(text: str) -> RuleSet:
     data = json.loads(text)
     return RuleSet([RecordingRule(**{**rule, "labels": _labels(rule["labels"])}) for rule in data["recordings"]],
                    [AlertRule(**{**rule, "labels": _labels(rule["labels"])}) for rule in data["alerts"]],
-                   data["step_windows_digest"])
+                   ServedStatistics(tuple(StepStatistic(**stat) for stat in data["step_statistics"]),
+                                    data["step_window_floor_seconds"]))
 
 
 def _labels(pairs: list[list[str]]) -> tuple[tuple[str, str], ...]:

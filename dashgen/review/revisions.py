@@ -13,15 +13,15 @@ import sys
 import tarfile
 from pathlib import Path
 
-from dashgen.compiler.rules import RULES_DIR
+from dashgen.compiler.compiled import RULES_DIR
 from dashgen.errors import BuildError
 from dashgen.records import record
 from dashgen.replay.backtest import RuleSet, load_rules
 from dashgen.replay.work_dir import work_dir
 from dashgen.review.compiled_rules import rule_set_from_json
-from dashgen.sources.step_statistics import load_statistics
+from dashgen.sources.step_statistics import STEP_STATISTICS_FILE, load_statistics
 
-STATISTICS_FILE = Path("exporter") / "step-statistics.yaml"
+STATISTICS_FILE = Path(STEP_STATISTICS_FILE)
 
 
 @record
@@ -62,11 +62,11 @@ def _against_rendered(root: Path, folder: Path) -> ComparedRules:
         raise BuildError(f"--base {folder}/{RULES_DIR}: not Prometheus rule files as dashgen renders them: {exc}") \
             from None
     statistics = folder / STATISTICS_FILE
-    digest = load_statistics(statistics).digest if statistics.is_file() else ""
     head = _compile(root, "the working tree's rules")
     head = dataclasses.replace(head, alerts=[dataclasses.replace(alert, condition="", sustain=None)
                                              for alert in head.alerts])
-    return ComparedRules(RuleSet(recordings, alerts, digest), head, str(folder))
+    return ComparedRules(RuleSet(recordings, alerts, load_statistics(statistics) if statistics.is_file() else None),
+                         head, str(folder))
 
 
 def _git(root: Path, *args: str) -> subprocess.CompletedProcess:

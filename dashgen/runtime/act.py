@@ -42,9 +42,9 @@ from pathlib import Path
 from typing import Iterator
 
 from dashgen.bounded_read import TooLarge, read_bounded
-from dashgen.compiler.targets.alertmanager import ACT_PATH
 from dashgen.config import Config, duration_seconds
 from dashgen.errors import BuildError
+from dashgen.model import ACT_PATH
 from dashgen.records import record
 from dashgen.runtime.process_group import end_group, start_group, wait_for_exit
 from dashgen.sources.chosen import metric_source

@@ -17,14 +17,16 @@ from typing import Callable, Collection, Iterator
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from dashgen.catalog import (CATALOG, LOG_ROUNDING_METRIC, NONFINITE_LOSS_STREAK_METRIC, NONFINITE_STREAK_METRIC, RUN_STATE_METRIC,
-                             STEP_STATISTIC_METRIC, STEP_WINDOWS_INFO_METRIC, VALIDATION_FAMILIES, VALIDATION_LABELS,
-                             Catalog, verl_metric_name)
+from dashgen.catalog import (CATALOG, DROPPED_KEYS_METRIC, DROPPED_LINES_METRIC, EXIT_CODE_METRIC, EXPORTER_COUNTERS,
+                             KEY_COLLISIONS_METRIC, LAST_STEP_METRIC, LOG_ROUNDING_METRIC, NONFINITE_LOSS_STREAK_METRIC,
+                             NONFINITE_STREAK_METRIC, PARSE_ERRORS_METRIC, RUN_STATE_METRIC, STEP_STATISTIC_METRIC,
+                             STEP_WINDOWS_INFO_METRIC, STEPS_METRIC, VALIDATION_FAMILIES, VALIDATION_LABELS, Catalog,
+                             counter_family, verl_metric_name)
 from dashgen.lifecycle import NonFiniteStreak, RunPhase
 from dashgen.runtime.log_tail import HistoryCounts, StatisticsInput, TailStart
-from dashgen.sources.rounding import line_rounding
+from dashgen.formats.rounding import line_rounding
 from dashgen.sources.step_statistics import STEP_STATISTIC_LABELS, ServedStatistics, step_seconds
-from dashgen.sources.verl_log import MAX_REMEMBERED_KEYS, StepMapper, ValidationSeries, is_training_line
+from dashgen.formats.verl_log import MAX_REMEMBERED_KEYS, StepMapper, ValidationSeries, is_training_line
 
 LABELS = ("project", "experiment")
 
@@ -49,7 +51,7 @@ class RunState:
         self.phase = RunPhase.RUNNING
         self.exit_code: int | None = None
         self._streak = NonFiniteStreak(catalog)
-        self._rounding: float | None = None  # the newest line's (dashgen/sources/rounding.py)
+        self._rounding: float | None = None  # the newest line's (dashgen/formats/rounding.py)
         self.dropped_lines_total = 0
         # Validation results are logged on test steps only: held until the next test step
         # replaces them (all of them: a series that step lacks is gone) or the run restarts.
@@ -188,23 +190,21 @@ class RunState:
             loss_streak, rounding = self._streak.loss_steps, self._rounding
             validation = self._validation
             statistics = self._statistics.values()
-            counters = () if self.history_pending else (
-                ("verl_exporter_steps", steps), ("verl_exporter_parse_errors", errors),
-                ("verl_exporter_dropped_lines", self.dropped_lines_total),
-                ("verl_exporter_dropped_keys", self._mapper.counts.dropped_keys),
-                ("verl_exporter_key_collisions", self._mapper.counts.key_collisions))
+            counts = {STEPS_METRIC: steps, PARSE_ERRORS_METRIC: errors, DROPPED_LINES_METRIC: self.dropped_lines_total,
+                      DROPPED_KEYS_METRIC: self._mapper.counts.dropped_keys,
+                      KEY_COLLISIONS_METRIC: self._mapper.counts.key_collisions}
+            counters = () if self.history_pending else [(name, counts[name]) for name in EXPORTER_COUNTERS]
         for name in sorted(values):
             family = GaugeMetricFamily(name, self._help.get(name, "verl metric (no catalog entry)"),
                                        labels=LABELS)
             family.add_metric(self.labels, values[name])
             yield family
         if last_time is not None:
-            family = GaugeMetricFamily("verl_exporter_last_step_timestamp_seconds",
-                                       self._help["verl_exporter_last_step_timestamp_seconds"], labels=LABELS)
+            family = GaugeMetricFamily(LAST_STEP_METRIC, self._help[LAST_STEP_METRIC], labels=LABELS)
             family.add_metric(self.labels, last_time)
             yield family
         for name, value in counters:
-            family = CounterMetricFamily(name, self._help[f"{name}_total"], labels=LABELS)
+            family = CounterMetricFamily(counter_family(name), self._help[name], labels=LABELS)
             family.add_metric(self.labels, value)
             yield family
         family = GaugeMetricFamily(RUN_STATE_METRIC, self._help[RUN_STATE_METRIC], labels=(*LABELS, "state"))
@@ -212,7 +212,7 @@ class RunState:
             family.add_metric((*self.labels, each.value), float(each is phase))
         yield family
         if exit_code is not None:
-            family = GaugeMetricFamily("verl_run_exit_code", self._help["verl_run_exit_code"], labels=LABELS)
+            family = GaugeMetricFamily(EXIT_CODE_METRIC, self._help[EXIT_CODE_METRIC], labels=LABELS)
             family.add_metric(self.labels, exit_code)
             yield family
         gauges = [(NONFINITE_STREAK_METRIC, streak), (NONFINITE_LOSS_STREAK_METRIC, loss_streak)]

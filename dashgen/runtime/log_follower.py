@@ -12,7 +12,7 @@ from typing import Callable, Iterator
 from dashgen.runtime.exporter import RunState
 from dashgen.runtime.log_tail import HistoryCounter, HistoryCounts, last_line_end, read_tail, recent_records
 from dashgen.runtime.log_watch import LogChanges
-from dashgen.sources.verl_log import LineError, is_training_line, parse_line
+from dashgen.formats.verl_log import LineError, is_training_line, parse_line
 
 READ_CHUNK = 1 << 20
 HEAD_BYTES = 256

@@ -29,8 +29,8 @@ from typing import Callable, Collection, Iterator, Protocol
 from dashgen.catalog import CATALOG, VALIDATION_FAMILIES, Catalog
 from dashgen.lifecycle import step_is_nonfinite, watched_keys, NONFINITE_FATAL
 from dashgen.records import record
-from dashgen.sources.rounding import line_rounding
-from dashgen.sources.verl_log import (MAX_VALIDATION_SERIES, LineError, StepMapper, ValidationSeries, is_training_line,
+from dashgen.formats.rounding import line_rounding
+from dashgen.formats.verl_log import (MAX_VALIDATION_SERIES, LineError, StepMapper, ValidationSeries, is_training_line,
                                      parse_line)
 
 BLOCK_BYTES = 1 << 20
@@ -259,7 +259,7 @@ class TailStart:
     newest_training: tuple[int, dict] | None = None
     nonfinite_steps: int = 0
     nonfinite_loss_steps: int = 0
-    rounding: float | None = None  # of the newest line that shows one (dashgen/sources/rounding.py)
+    rounding: float | None = None  # of the newest line that shows one (dashgen/formats/rounding.py)
     validation: dict[ValidationSeries, float] = field(default_factory=dict)
 
 

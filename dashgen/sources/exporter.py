@@ -10,4 +10,5 @@ from dashgen.sources.metric_source import MetricSource
 EXPORTER = MetricSource(
     name="exporter",
     title="dashgen's exporter (`dashgen export` following verl's step log)",
+    computes_step_windows=True,
 )

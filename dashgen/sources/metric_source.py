@@ -15,7 +15,7 @@ import re
 from dataclasses import field
 from typing import Callable, Mapping
 
-from dashgen.catalog import Catalog, Metric, Source
+from dashgen.catalog import Catalog, Metric, Origin
 from dashgen.config import Config
 from dashgen.errors import BuildError
 from dashgen.model import Recording
@@ -65,6 +65,11 @@ class MetricSource:
     # Under Kubernetes, the labels of the pods that serve its series, which a PodMonitor scrapes at
     # exporter_address's port; empty for dashgen's exporter, whose pods kubernetes_exporter_* name.
     pod_labels: Mapping[str, str] = field(default_factory=dict)
+    # Whether it computes the statistics over steps the rules read from the step log itself
+    # (verl_step_statistic, dashgen/sources/step_statistics.py); where not, step windows compile to PromQL.
+    computes_step_windows: bool = False
+    # What `dashgen init --source NAME` adds to a new project's dashgen.yaml to read this source.
+    init_config: str = ""
 
     @property
     def is_catalog(self) -> bool:
@@ -83,7 +88,7 @@ class MetricSource:
         if self.is_catalog:
             return {}
         names = {m.name: self.series_of_key(m.verl_keys[0]) for m in catalog.values()
-                 if m.source is Source.VERL and m.verl_keys and m.scale == 1.0}
+                 if m.origin is Origin.VERL and m.verl_keys and m.scale == 1.0}
         names.update({d.meaning: d.record for d in self.derived(config)})
         return names
 
@@ -102,15 +107,15 @@ class MetricSource:
 
         for metric in catalog.values():
             labels = frozenset(self.label(label) for label in metric.labels)
-            if metric.source is Source.VERL and metric.verl_keys and metric.scale != 1.0:
+            if metric.origin is Origin.VERL and metric.verl_keys and metric.scale != 1.0:
                 # As logged, in the key's own unit; the catalog's meaning is a recording that rescales it.
                 add(Metric(self.series_of_key(metric.verl_keys[0]), metric.type, "none",
-                           f"{metric.help} ({metric.verl_keys[0]}, as logged)", labels, metric.source,
+                           f"{metric.help} ({metric.verl_keys[0]}, as logged)", labels, metric.origin,
                            metric.verl_keys), metric)
-            if metric.source is Source.VERL and metric.name not in names:
+            if metric.origin is Origin.VERL and metric.name not in names:
                 continue
             add(Metric(names.get(metric.name, metric.name), metric.type, metric.unit, metric.help, labels,
-                       metric.source, metric.verl_keys, 1.0), metric)
+                       metric.origin, metric.verl_keys, 1.0), metric)
         return Catalog(made for made, _ in metrics.values())
 
     def _collision(self, name: str, first: Metric, second: Metric) -> str:
@@ -126,7 +131,7 @@ class MetricSource:
         if self.is_catalog:
             return None
         metric = catalog.get(name)
-        if metric is None or metric.source is not Source.VERL or name in self.series_map(catalog, config):
+        if metric is None or metric.origin is not Origin.VERL or name in self.series_map(catalog, config):
             return None
         return self.lacking.get(name, f"{self.title} does not publish it")
 

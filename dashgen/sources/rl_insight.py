@@ -123,6 +123,7 @@ class _RLInsight(MetricSource):
 RL_INSIGHT = _RLInsight(
     name="rl_insight",
     title="verl's RL-Insight hub (trainer.logger=['console','rl_insight'])",
+    init_config="source: rl_insight\nexporter_address: localhost:9092  # RL-Insight's hub (metrics_report_port)\n",
     series_of_key=series_name,
     labels=LABELS,
     lacking=_LACKING,

@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from conftest import REPO, run, tree_digest
-from dashgen.compiler.build import render_project
-from dashgen.compiler.rule_tests import write_generated_tests
+from dashgen.compiler.project import compile_project
+from dashgen.compiler.rule_test_files import write_generated_tests
 from dashgen.compiler.selectors import expand_selectors, rule_selectors
 from dashgen.config import config_from
 from dashgen.promtool import run_tool
@@ -105,14 +105,13 @@ def test_a_ratio_threshold_out_of_range_fails_its_generated_test(project, tmp_pa
 
 
 def test_the_hysteresis_case_fails_on_a_rule_without_its_keep_firing_branch(project, tmp_path):
-    rendered = render_project(project, config_from({}))
-    generated = write_generated_tests(tmp_path, {k: v for k, v in rendered.files.items() if k.startswith("rules/")},
-                                      rendered.alerts, rendered.catalog, config_from({}))
+    compiled = compile_project(project, config_from({}))
+    generated = write_generated_tests(tmp_path, compiled.rules, compiled.alerts, config_from({}))
     test_file, hourly = tmp_path / "rewards-generated-test.yaml", tmp_path / "rewards-every-5m-generated-test.yaml"
     assert test_file in generated and hourly in generated  # the cases at 3,600 s a step are evaluated every 5m
     assert run_tool("promtool", ["test", "rules", str(test_file), str(hourly)]).returncode == 0
     # The cliff without its hysteresis: only the onset condition, as a hand-written rule might forget.
-    onset = expand_selectors(next(alert.expr for _, alert, _ in rendered.alerts if alert.name == "VerlRewardCliff"),
+    onset = expand_selectors(next(alert.rule.condition for alert in compiled.alerts if alert.name == "VerlRewardCliff"),
                              rule_selectors(config_from({})))
     rules = tmp_path / "rewards.yaml"
     data = yaml.safe_load(rules.read_text())

@@ -1,6 +1,6 @@
 import pytest
 
-from dashgen.catalog import CATALOG, MetricType, Source, VERL_LABELS, verl_metric_name
+from dashgen.catalog import CATALOG, MetricType, Origin, VERL_LABELS, verl_metric_name
 
 
 @pytest.mark.parametrize("key, name, scale", [
@@ -41,7 +41,7 @@ def test_every_verl_metric_is_a_labelled_gauge_from_the_exporter():
     for metric in verl:
         assert metric.type is MetricType.GAUGE
         assert metric.labels == VERL_LABELS
-        assert metric.source is Source.VERL
+        assert metric.origin is Origin.VERL
         assert verl_metric_name(metric.verl_keys[0])[0] == metric.name
 
 

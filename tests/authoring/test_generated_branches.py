@@ -9,9 +9,9 @@ import pytest
 import yaml
 
 from conftest import run
-from dashgen.compiler.build import render_project
+from dashgen.compiler.project import compile_project
 from dashgen.compiler.rule_test_report import explain_failures
-from dashgen.compiler.rule_tests import write_generated_tests
+from dashgen.compiler.rule_test_files import write_generated_tests
 from dashgen.config import config_from
 from dashgen.promtool import run_tool
 
@@ -50,9 +50,8 @@ def test_a_branch_that_holds_on_a_healthy_run_fails_the_case_where_the_other_cro
     `above(0.2, times=...)` as written, so the wrong factor is put into the rendered rule.)"""
     write_alert(team, "all_of(KL.above(5, times=b), GRAD.above(3, times=b))")
     config = config_from({})
-    rendered = render_project(team, config)
-    rules = {rel: text for rel, text in rendered.files.items() if rel.startswith("rules/")}
-    [test_file] = [path for path in write_generated_tests(tmp_path, rules, rendered.alerts, rendered.catalog, config)
+    project = compile_project(team, config)
+    [test_file] = [path for path in write_generated_tests(tmp_path, project.rules, project.alerts, config)
                    if path.name == "team-generated-test.yaml"]
     names = [case["name"] for case in yaml.safe_load(test_file.read_text())["tests"]]
     assert names == ["TeamComposite: fires", "TeamComposite: stays quiet", "TeamComposite: only branch 1 crosses",
@@ -68,7 +67,7 @@ def test_a_branch_that_holds_on_a_healthy_run_fails_the_case_where_the_other_cro
     assert result.returncode == 1
     failed = set(re.findall(r'experiment=\\"TeamComposite-([a-z0-9-]+)\\"', output))
     assert failed == {"only-branch-2-crosses"}, output
-    [line] = explain_failures(output, {alert.name: alert for _, alert, _ in rendered.alerts})
+    [line] = explain_failures(output, {alert.name: alert.definition for alert in project.alerts})
     assert line == ("alerts/team.py: alert 'TeamComposite', generated case 'only branch 2 of all_of crosses (the "
                     "highest value of actor/grad_norm over 5m is above 3x its median of the 1h before the recent "
                     "window)': expected not firing at 1h33m into the case's series; it was firing (all_of fires on "

@@ -4,7 +4,7 @@ from pathlib import Path
 
 from conftest import REPO, run
 from dashgen.catalog import CATALOG
-from dashgen.compiler.build import render_project
+from dashgen.compiler.project import compile_project
 from dashgen.compiler.coverage import unused_signals, verl_signals
 from dashgen.config import Config
 
@@ -14,7 +14,7 @@ LEFT_OUT = {"perf/time_per_step", "frac_reward_zero_std", "critic/score/std"}
 
 def test_every_catalogued_verl_key_has_a_panel_or_a_reason():
     config = Config()
-    unused = unused_signals(render_project(REPO, config).dashboards, config, CATALOG)
+    unused = unused_signals(compile_project(REPO, config).dashboards, config, CATALOG)
     assert {signal.verl_key for signal in unused} == LEFT_OUT
     assert all(signal.reason for signal in unused), [s.verl_key for s in unused if not s.reason]
 

@@ -10,7 +10,8 @@ import pytest
 
 from conftest import REPO, run, tree_digest, with_preview
 from dashgen.compiler.build import render_project
-from dashgen.compiler.dashboards import LINE_WIDTH, dashboard_to_text, iter_panels
+from dashgen.compiler.dashboards import iter_panels
+from dashgen.compiler.targets.grafana import LINE_WIDTH, dashboard_to_text
 from dashgen.compiler.validate import schema_errors
 from dashgen.config import Config
 

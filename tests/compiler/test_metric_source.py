@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dashgen.catalog import CATALOG, Source
+from dashgen.catalog import CATALOG, Origin
 from dashgen.compiler.build import render_project
 from dashgen.compiler.promql import metrics_in
 from dashgen.config import config_from
@@ -17,8 +17,21 @@ from dashgen.sources.rl_insight import series_name
 from conftest import run, tree_digest
 from support import dashgen_command
 
-# Series of the other sources (Ray, the rollout engines, Prometheus' own) keep their names.
-OTHER_SOURCES = {m.name for m in CATALOG.values() if m.source is not Source.VERL}
+# Series of other origins (Ray, the rollout engines, Prometheus' own) keep their names.
+OTHER_SOURCES = {m.name for m in CATALOG.values() if m.origin is not Origin.VERL}
+
+
+def test_the_metric_sources_are_those_of_one_registry():
+    """`dashgen init --source` offers the registry's sources, and the config's `source:` takes exactly those."""
+    import typing
+
+    from dashgen.cli.project import init
+    from dashgen.config import Config
+    from dashgen.sources.chosen import SOURCES
+
+    assert set(typing.get_args(typing.get_type_hints(Config)["source"])) == set(SOURCES)
+    assert list(next(p for p in init.params if p.name == "source").type.choices) == list(SOURCES)
+    assert [name for name, source in SOURCES.items() if source.computes_step_windows] == ["exporter"]
 
 
 def rl_insight_project(project: Path) -> Path:
@@ -85,10 +98,10 @@ def test_the_exporter_source_is_the_default_and_reads_the_catalog_names(project)
 def test_series_the_source_lacks_make_alerts_unavailable_with_the_reason_in_list_and_runbook(project):
     rl_insight_project(project)
     rendered = render_project(project, config_from({"source": "rl_insight"}))
-    unavailable = {alert.name: why for _, alert, why in rendered.unavailable}
+    unavailable = {alert.name: alert.why for alert in rendered.project.unavailable}
     # RL-Insight serves each validation key as a gauge of its own, not verl_val_core: no reward hacking.
     assert set(unavailable) == {"VerlRunCrashed", "VerlMetricsAbsent", "VerlStepWindowsNotServed", "VerlRewardHacking"}
-    rendered_alerts = {alert.name for _, alert, _ in rendered.alerts}
+    rendered_alerts = {alert.name for alert in rendered.project.alerts}
     assert {"VerlTrainingStalled", "VerlNaNMetrics", "VerlKLSpike"} <= rendered_alerts
     assert not rendered_alerts & set(unavailable)
     runbook = rendered.files["docs/alerts.md"]
@@ -111,7 +124,7 @@ def test_stall_and_nan_are_rebuilt_from_the_global_step_and_prometheus_nan_compa
     assert f"changes({step}[" in by_name["rl_insight:run:last_step_timestamp_seconds"]
     loss = series_name("actor/pg_loss")
     assert f"{loss} != {loss}" in by_name["rl_insight:run:nonfinite_loss"]
-    stalled = next(expr for _, alert, expr in rendered.alerts if alert.name == "VerlTrainingStalled")
+    stalled = next(alert.rule.expr for alert in rendered.project.alerts if alert.name == "VerlTrainingStalled")
     assert "rl_insight:run:last_step_timestamp_seconds" in stalled
 
 

@@ -7,7 +7,8 @@ import yaml
 
 from conftest import REPO, run
 from dashgen.compiler.build import render_project
-from dashgen.compiler.dashboards import dashboard_to_text, iter_panels
+from dashgen.compiler.dashboards import iter_panels
+from dashgen.compiler.targets.grafana import dashboard_to_text
 from dashgen.compiler.validate import schema_errors
 from dashgen.config import Config, config_from
 

@@ -55,3 +55,17 @@ def test_named_selectors_expand_inside_braces_only():
     assert expand_selectors('sum by (gpu) (x{a=~"b{2}"})', selectors) == 'sum by (gpu) (x{a=~"b{2}"})'
     with pytest.raises(QueryError, match="unknown selector 'rnu'"):
         expand_selectors("x{rnu}", selectors)
+
+
+def test_a_named_selector_is_written_with_a_dollar_and_no_f_string_takes_it_for_a_field():
+    selectors = {"run": 'job=~"$job"', "gpu": 'job="ray"', "verl": 'job="verl"'}
+    metric = "verl_actor_ppo_kl"
+    assert expand_selectors(f'{metric}{{$verl}} > 1 and y{{$gpu, GpuIndex="0"}}', selectors) == \
+        'verl_actor_ppo_kl{job="verl"} > 1 and y{job="ray", GpuIndex="0"}'
+    # The spelling of projects written before `$`, the same expansion.
+    assert expand_selectors('x{$run} + y{gpu}', selectors) == expand_selectors('x{run} + y{$gpu}', selectors)
+    # A Grafana variable in a matcher's value is left to Grafana.
+    assert expand_selectors('x{$run, experiment=~"$experiment"}', selectors) == \
+        'x{job=~"$job", experiment=~"$experiment"}'
+    with pytest.raises(QueryError, match=r"unknown selector '\$rnu' in braces; known: \$gpu, \$run, \$verl"):
+        expand_selectors("x{$rnu}", selectors)

@@ -3,6 +3,7 @@ PromQL, a template variable or a link states it."""
 
 import pytest
 
+from dashgen.compiler.compiled import CompiledDashboard
 from dashgen.compiler.references import check_alertname_matchers, check_dashboard_links, resolve_dashboard_references
 from dashgen.errors import BuildError
 from dashgen.model import Dashboard, DashboardLink, Variable
@@ -47,5 +48,7 @@ def test_a_link_to_a_uid_no_dashboard_has_is_refused():
     with pytest.raises(BuildError, match="panels/a.py: dashboard 'verl-training': link 'Compare runs' leads to uid "
                                          "'verl-compare-run', which no dashboard in panels/ has; did you mean "
                                          "'verl-compare-runs'"):
-        check_dashboard_links([("panels/a.py", linked), ("panels/b.py", _dashboard("verl-compare-runs"))])
-    check_dashboard_links([("panels/a.py", linked), ("panels/b.py", _dashboard("verl-compare-run"))])
+        check_dashboard_links([CompiledDashboard("panels/a.py", linked, {}),
+                               CompiledDashboard("panels/b.py", _dashboard("verl-compare-runs"), {})])
+    check_dashboard_links([CompiledDashboard("panels/a.py", linked, {}),
+                           CompiledDashboard("panels/b.py", _dashboard("verl-compare-run"), {})])

@@ -7,9 +7,11 @@ import pytest
 import yaml
 
 from conftest import REPO, run, tree_digest
-from dashgen.compiler.build import render_project
-from dashgen.compiler.rule_tests import files_read_by
+from dashgen.compiler.compiled import AlertRule, CompiledAlert, CompiledGroup, RecordingRule, RuleFile
+from dashgen.compiler.project import compile_project
+from dashgen.compiler.rule_test_files import files_read_by
 from dashgen.config import Config, duration_seconds
+from dashgen.model import Alert
 
 RULES = sorted((REPO / "rendered" / "rules").glob("*.yaml"))
 FIXTURES = sorted((REPO / "tests" / "rules").glob("*.yaml"))
@@ -100,10 +102,10 @@ def test_every_alert_has_a_firing_case_after_its_for_and_a_silent_case():
                 else:
                     silent.add(name)
     # Alerts written with the vocabulary get their firing and silent cases generated (tests/authoring/test_authoring.py).
-    compiled = render_project(REPO, Config()).alerts
-    generated = {alert.name for _, alert, _ in compiled if alert.condition is not None}
+    compiled = [alert.definition for alert in compile_project(REPO, Config()).alerts]
+    generated = {alert.name for alert in compiled if alert.condition is not None}
     # An alert tested elsewhere names the test: it must exist.
-    elsewhere = {alert.name: re.search(r"tests/\S+\.py", alert.untested) for _, alert, _ in compiled if alert.untested}
+    elsewhere = {alert.name: re.search(r"tests/\S+\.py", alert.untested) for alert in compiled if alert.untested}
     for name, rule in rendered_alerts().items():
         if name in generated and name not in firing:
             continue
@@ -187,16 +189,18 @@ def test_rendered_prometheus_config_passes_promtool_check_config():
 
 
 def test_a_generated_test_loads_its_rule_file_and_every_file_it_reads_through():
-    def rules(*rules: dict) -> str:
-        return yaml.safe_dump({"groups": [{"name": "g", "rules": list(rules)}]})
+    def rules(name: str, *rules) -> RuleFile:
+        return RuleFile(name, f"alerts/{name}.py", (CompiledGroup("g", "1m", rules),))
 
-    files = {
-        "base.yaml": rules({"record": "team:loss:baseline", "expr": "avg_over_time(verl_loss[1h])"}),
-        "held.yaml": rules({"record": "team:loss:held", "expr": "max_over_time(team:loss:baseline[1d])"}),
-        "alert.yaml": rules({"alert": "TeamLossHigh", "expr": "verl_loss > 2 * team:loss:held"}),
-        "follows.yaml": rules({"alert": "TeamAfter", "expr": 'ALERTS{alertname=~"TeamLossHigh|Other"} and up'}),
-        "apart.yaml": rules({"alert": "TeamApart", "expr": "up == 0"}),
-    }
+    def alert(name: str, expr: str) -> CompiledAlert:
+        return CompiledAlert(f"alerts/{name}.py", Alert(name, expr=expr), AlertRule(name, expr, 60_000, 0), "", "")
+
+    files = {f"{rule_file.name}.yaml": rule_file for rule_file in (
+        rules("base", RecordingRule("team:loss:baseline", "avg_over_time(verl_loss[1h])", 60_000)),
+        rules("held", RecordingRule("team:loss:held", "max_over_time(team:loss:baseline[1d])", 60_000)),
+        rules("alert", alert("TeamLossHigh", "verl_loss > 2 * team:loss:held")),
+        rules("follows", alert("TeamAfter", 'ALERTS{alertname=~"TeamLossHigh|Other"} and up')),
+        rules("apart", alert("TeamApart", "up == 0")))}
     assert files_read_by("alert.yaml", files) == ["alert.yaml", "base.yaml", "held.yaml"]
     assert files_read_by("follows.yaml", files) == ["alert.yaml", "base.yaml", "follows.yaml", "held.yaml"]
     assert files_read_by("apart.yaml", files) == ["apart.yaml"]

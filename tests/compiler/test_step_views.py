@@ -82,8 +82,8 @@ def test_signals_have_units():
 
 def test_a_step_chart_value_with_other_labels_is_refused(project):
     module = project / "panels" / "compare_runs.py"
-    module.write_text(module.read_text().replace('Query(f"avg by ({RUN}) (verl_val_core{{run}})")',
-                                                 'Query("verl_val_core{run}")'))
+    module.write_text(module.read_text().replace('Query(f"avg by ({RUN}) (verl_val_core{{$run}})")',
+                                                 'Query("verl_val_core{$run}")'))
     result = run("build", "--root", str(project))
     assert result.exit_code == 1
     assert "panels/compare_runs.py: dashboard 'verl-compare-runs', panel 'Validation score'" in result.output

@@ -5,7 +5,8 @@ import pytest
 import yaml
 
 from conftest import REPO
-from dashgen.compiler.rules import render_rules
+from dashgen.compiler.rules import compile_rules
+from dashgen.compiler.targets.prometheus import rule_file_texts
 from dashgen.compiler.step_windows import band_of
 from dashgen.config import Config
 from dashgen.project_metrics import project_catalog
@@ -44,10 +45,11 @@ def band_at(index: int, timestamps: list[float], steps: list[float]) -> int | No
 
 def promql_step_window_rules(folder) -> list[str]:
     """The project's rule files with its step windows compiled to PromQL (exporter_step_windows off)."""
-    rendered = render_rules(REPO, Config(exporter_step_windows=False), project_catalog(REPO))
+    config = Config(exporter_step_windows=False)
+    files = rule_file_texts(compile_rules(REPO, config, project_catalog(REPO)).files, config)
     paths = []
     for name in ("plausibility.yaml", "stability.yaml", "rewards.yaml"):  # the rhythm is recorded in the first
-        (folder / name).write_text(rendered.files[f"rules/{name}"])
+        (folder / name).write_text(files[f"rules/{name}"])
         paths.append(str(folder / name))
     return paths
 

@@ -23,7 +23,7 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 import ray  # noqa: E402
 import rl_insight  # noqa: E402
 
-from dashgen.replay.synthetic_runs import step_line  # noqa: E402
+from dashgen.evaluation.synthetic_runs import step_line  # noqa: E402
 
 RUNS = ("diverging", "healthy")
 

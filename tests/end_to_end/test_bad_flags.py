@@ -38,7 +38,7 @@ def dashgen(*args: str, cwd=None) -> subprocess.CompletedProcess:
     (["export", "--root", str(REPO), "--jsonl", str(REPO / "bench/realruns/unsloth-llama31-8b-gsm8k-trainer-state/"
                                                       "trainer_state.json"), "--listen", "127.0.0.1:0"],
      "trainer_state.json: a TRL trainer state, not a step log: follow the log that "
-     "dashgen.sources.trl_callback.StepLogCallback writes"),
+     "dashgen.formats.trl_callback.StepLogCallback writes"),
     (["act", "--root", str(REPO), "--project", "p", "--experiment", "e", "--token-file", "/dev/zero",
       "--listen", "127.0.0.1:0"], "the act token file /dev/zero is larger than 4,096 bytes"),
     (["act", "--root", str(REPO), "--project", "p", "--experiment", "e", "--token-file", "TOKEN", "--audit-log",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dashgen.replay.synthetic_runs import write_run
+from dashgen.evaluation.synthetic_runs import write_run
 
 from conftest import REPO, wait_until
 

@@ -5,7 +5,7 @@ import os
 import stat
 
 import pytest
-from dashgen.replay.synthetic_runs import write_run
+from dashgen.evaluation.synthetic_runs import write_run
 
 from conftest import REPO, run, tree_digest
 

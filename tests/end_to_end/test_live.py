@@ -21,7 +21,7 @@ import yaml
 from conftest import run
 from dashgen.compiler.dashboards import iter_panels
 from dashgen.replay.prometheus_server import PrometheusServer, free_port
-from dashgen.replay.synthetic_runs import step_line
+from dashgen.evaluation.synthetic_runs import step_line
 from support import firing, wait_until
 
 pytestmark = pytest.mark.live

@@ -5,7 +5,7 @@ import math
 from pathlib import Path
 
 import pytest
-from dashgen.replay.synthetic_runs import step_data, write_run
+from dashgen.evaluation.synthetic_runs import step_data, write_run
 
 from conftest import REPO, run
 from dashgen.replay.backfill import Timing, read_run, run_labels
@@ -207,3 +207,63 @@ def test_a_project_never_built_is_said_to_backfill_no_step_statistics(tmp_path: 
     assert result.exit_code == 0, result.output
     assert (f"dashgen backfill: no {unbuilt}/rendered/exporter/step-statistics.yaml: writing no statistics over "
             "steps, so the alerts that count in steps read nothing; run `dashgen build`") in result.output
+
+
+def _served(families, last_scrape_only: bool = False) -> dict[tuple[str, frozenset], float]:
+    """Each sample of an exposition by name and labels, the scrape's job and instance aside; of a
+    backfill's scrapes (`last_scrape_only`), those of the last one."""
+    samples = [sample for family in families for sample in family.samples
+               if not sample.name.endswith("_created") and sample.name != "up"]
+    if last_scrape_only:  # OpenMetrics' Timestamp: seconds and nanoseconds
+        last = max(float(sample.timestamp) for sample in samples)
+        samples = [sample for sample in samples if float(sample.timestamp) == last]
+    return {(sample.name, frozenset((k, v) for k, v in sample.labels.items() if k not in ("job", "instance"))):
+            sample.value for sample in samples}
+
+
+@pytest.mark.live
+def test_a_live_scrape_serves_what_the_backfill_of_the_same_log_writes_last(tmp_path: Path):
+    """The run's own series (catalog.EXPORTER_SERIES: run state, counters, streaks, step windows,
+    validation) and its logged keys: a scrape of `dashgen export` once it has read a log, against the
+    last scrape a backfill of the same log writes (of a run still running: hung)."""
+    import io
+
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics_families
+    from prometheus_client.parser import text_string_to_metric_families as text_families
+
+    from dashgen.catalog import EXPORTER_SERIES, LAST_STEP_METRIC
+    from dashgen.replay.backfill import write_openmetrics
+    from support import start_exporter, wait_until
+
+    log = write_run(tmp_path / "gsm8k" / "ppo-7b.jsonl", "diverging", steps=40, event_at=30)
+    last = step_data(41)
+    last["actor/grad_norm"] = None  # verl's file logger writes NaN as null
+    with open(log, "a") as handle:
+        handle.write("not json\n")
+        handle.write(json.dumps({"step": 41, "data": last}) + "\n")
+
+    exporter = start_exporter(log, "--root", str(REPO))
+    try:
+        def read_whole_log() -> dict | None:
+            served = _served(text_families(exporter.scrape()))
+            steps = [value for (name, _), value in served.items() if name == "verl_exporter_steps_total"]
+            return served if steps == [41] else None
+        live = wait_until(read_whole_log, 60, "dashgen export to read the whole log")
+    finally:
+        exporter.kill()
+
+    recorded = read_run(log, run_labels(log, "verl"), Timing(start=START, end="hung"),
+                        step_statistics=rendered_statistics(REPO))
+    text = io.StringIO()
+    write_openmetrics([recorded], text, 15.0)
+    backfilled = _served(openmetrics_families(text.getvalue()), last_scrape_only=True)
+
+    assert set(live) == set(backfilled)
+    for (name, labels), value in live.items():
+        if name == LAST_STEP_METRIC:
+            continue  # the exporter's wall clock, where the backfill places the step on the run's own
+        got = backfilled[(name, labels)]
+        assert (math.isnan(got) and math.isnan(value)) or got == value, (name, sorted(labels), value, got)
+    own = {name for name, _ in live if any(name.startswith(series.removesuffix("_total")) for series in EXPORTER_SERIES)}
+    assert own >= {LAST_STEP_METRIC, "verl_exporter_steps_total", "verl_exporter_parse_errors_total", "verl_run_state",
+                   "verl_nonfinite_streak_steps", "verl_exporter_step_windows_info", "verl_step_statistic"}

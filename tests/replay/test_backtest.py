@@ -6,7 +6,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from dashgen.replay.synthetic_runs import write_run
+from dashgen.evaluation.synthetic_runs import write_run
 
 from conftest import REPO, run
 from dashgen.config import duration_seconds

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from dashgen.compiler.promql import metrics_in
-from dashgen.compiler.rules import RecordingRule, render_rules
+from dashgen.compiler.compiled import RecordingRule
+from dashgen.compiler.rules import compile_rules
 from dashgen.config import Config
 from dashgen.errors import BuildError
 from dashgen.project_metrics import project_catalog
@@ -28,7 +29,7 @@ from dashgen.replay.backtest import blocks as backtest_blocks
 from dashgen.replay.backtest.blocks import BlockParts
 from dashgen.replay.backtest.evaluation import evaluate_alert
 from dashgen.replay.backtest.recordings import Window, queried_series
-from dashgen.replay.simulate import Fault, RunSpec, write_run
+from dashgen.evaluation.simulate import Fault, RunSpec, write_run
 from dashgen.sources.step_statistics import served_by
 
 from conftest import REPO
@@ -52,7 +53,7 @@ def _timing(spec: RunSpec) -> Timing:
 def _reference_backtest(paths: list[Path], timings: dict[Path, Timing]) -> list[list]:
     """Per run: (alert, labels, firing episodes) as the engine before issue 19 found them."""
     catalog = project_catalog(REPO)
-    compiled = render_rules(REPO, Config(), catalog)
+    compiled = compile_rules(REPO, Config(), catalog)
     recordings, alerts = compiled.recording_rules, compiled.alert_rules
     selected = set().union(*(metrics_in(rule.expr) for rule in [*recordings, *alerts]))
     wanted = served_by((rule.expr for rule in [*recordings, *alerts]), 60.0)

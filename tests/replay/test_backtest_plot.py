@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from dashgen.compiler.rules import RecordingRule
+from dashgen.compiler.compiled import RecordingRule
 from dashgen.replay.backfill import RecordedRun
 from dashgen.replay.backtest.engine import raw_reads
 from dashgen.replay.backtest.evaluation import AlertOutcome, Firing, RunOutcome

@@ -1,4 +1,4 @@
-"""A zero gradient counts only where the log prints a 0 for 0 (dashgen/sources/rounding.py)."""
+"""A zero gradient counts only where the log prints a 0 for 0 (dashgen/formats/rounding.py)."""
 
 import json
 import math
@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from dashgen.replay.synthetic_runs import step_data
+from dashgen.evaluation.synthetic_runs import step_data
 from dashgen.runtime.exporter import RunState
 from dashgen.runtime.log_follower import LogFollower
-from dashgen.sources.rounding import line_rounding, value_rounding
+from dashgen.formats.rounding import line_rounding, value_rounding
 
 from conftest import REPO, run
 

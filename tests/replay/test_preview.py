@@ -118,23 +118,25 @@ def test_the_preview_shows_the_alerts_the_backtest_reports():
     ALERTS series its rules wrote, which begin where the backtest's firing intervals begin."""
     import json
 
-    from dashgen.compiler.build import render_project
+    from dashgen.compiler.build import render_files
+    from dashgen.compiler.project import compile_project
     from dashgen.config import duration_seconds, load_config
     from dashgen.project_metrics import project_catalog
     from dashgen.replay.backfill import Timing
-    from dashgen.replay.backtest import backtest
+    from dashgen.replay.backtest import RuleSet, backtest
     from dashgen.replay.preview import preview_data
     from dashgen.replay.preview.query import backfilled
 
     config = load_config(None, REPO)
-    rendered = render_project(REPO, config)
+    project = compile_project(REPO, config)
     catalog = project_catalog(REPO)
     timing = Timing(start=1735689600.0, scrape_interval=duration_seconds(config.scrape_interval))
     fired = {alert.alertname: alert.firing[0] for alert in backtest([SAMPLE], REPO, config, timing)[0].alerts
              if alert.firing}
     assert "VerlTrainingDivergence" in fired and fired["VerlTrainingDivergence"].start_step >= 75
-    model = json.loads(rendered.files["dashboards/verl-training.json"])
-    with backfilled(SAMPLE, config, catalog, timing, rendered.recording_rules, rendered.alert_rules) as (server, run):
+    model = json.loads(render_files(project)["dashboards/verl-training.json"])
+    rules = RuleSet(project.rules.recording_rules, project.rules.alert_rules, project.step_statistics)
+    with backfilled(SAMPLE, config, catalog, timing, rules) as (server, run):
         results, events = preview_data(server, model, run, catalog, timing.scrape_interval, "verl_training.py")
         grid_start = run.start // timing.scrape_interval * timing.scrape_interval  # evaluations fall on the grid
         alerts = server.api("query_range", query='ALERTS{alertstate="firing"}', start=f"{grid_start}",

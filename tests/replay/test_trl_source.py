@@ -8,8 +8,8 @@ import pytest
 from conftest import REPO
 from dashgen.errors import BuildError
 from dashgen.replay.backfill import Timing, read_run, run_labels
-from dashgen.sources.trl import is_trainer_state, step_log_lines, step_records
-from dashgen.sources.verl_log import LineError, parse_line
+from dashgen.formats.trl import is_trainer_state, step_log_lines, step_records
+from dashgen.formats.verl_log import LineError, parse_line
 
 REAL_STATE = REPO / "bench/realruns/unsloth-llama31-8b-gsm8k-trainer-state/trainer_state.json"
 

@@ -5,15 +5,14 @@ area's recordings, or in every rule's interval."""
 import pytest
 
 from conftest import REPO
-from dashgen.compiler.rules import render_rules
-from dashgen.config import config_from, duration_seconds
+from dashgen.compiler.rules import compile_rules
+from dashgen.config import config_from
 from dashgen.project_metrics import project_catalog
 from dashgen.replay.backfill import Timing
 from dashgen.replay.backtest import RuleSet, backtest_rule_sets
 from dashgen.review.comparison import START, run_timings
 from dashgen.review.corpus import public_corpus
 from dashgen.review.runs import find_runs
-from dashgen.sources.step_statistics import served_by
 
 pytestmark = [pytest.mark.live, pytest.mark.heavy]
 
@@ -25,13 +24,11 @@ CONFIGS = [{}, {"rewards": {"reward_cliff_drop_fraction": 0.05, "reward_cliff_mi
 
 
 def rule_set(overrides: dict) -> RuleSet:
-    """The set as a review makes it: with the digest of the step windows it reads, which an
-    exporter of that build serves (the touchy cliff reads no noise, so its digest differs)."""
+    """The set as a review makes it: with the step windows it reads, whose digest an exporter of
+    that build serves (the touchy cliff reads no noise, so its digest differs)."""
     config = config_from(overrides).with_source("exporter")
-    compiled = render_rules(REPO, config, project_catalog(REPO))
-    rules = [*compiled.recording_rules, *compiled.alert_rules]
-    digest = served_by((rule.expr for rule in rules), duration_seconds(config.step_window_floor)).digest
-    return RuleSet(compiled.recording_rules, compiled.alert_rules, digest)
+    compiled = compile_rules(REPO, config, project_catalog(REPO))
+    return RuleSet(compiled.recording_rules, compiled.alert_rules, compiled.step_statistics)
 
 
 def outcomes_of(per_run) -> list:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from dashgen.compiler.rules import AlertRule, RecordingRule
+from dashgen.compiler.compiled import AlertRule, RecordingRule
 from dashgen.errors import BuildError
 from dashgen.replay.backtest.rule_sets import RuleSet, merge, renamed
 

@@ -14,7 +14,7 @@ from dashgen.runtime.exporter import RunState, VerlPrometheusLogger
 
 from dashgen.replay.prometheus_server import stop_process
 from dashgen.runtime.log_follower import LogFollower, run_from_path
-from dashgen.sources.verl_log import MAX_UNKNOWN_SERIES, StepMapper, parse_line
+from dashgen.formats.verl_log import MAX_UNKNOWN_SERIES, StepMapper, parse_line
 from support import start_exporter, wait_until
 
 

@@ -14,7 +14,7 @@ from dashgen.runtime.exporter import RunState
 
 from dashgen.runtime.log_follower import MAX_LINE_BYTES, LogFollower, run_from_path
 from dashgen.sources.step_statistics import ServedStatistics, StepStatistic
-from dashgen.sources.verl_log import MAX_REMEMBERED_KEYS, MAX_UNKNOWN_SERIES, LineError, StepMapper, parse_line
+from dashgen.formats.verl_log import MAX_REMEMBERED_KEYS, MAX_UNKNOWN_SERIES, LineError, StepMapper, parse_line
 from support import announced_port, dashgen_process, start_exporter, wait_until
 
 

@@ -8,14 +8,14 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from dashgen.lifecycle import RunPhase
-from dashgen.replay.synthetic_runs import step_data
+from dashgen.evaluation.synthetic_runs import step_data
 from dashgen.runtime.exporter import RunState
 import dashgen.runtime.log_follower
 from dashgen.runtime.log_follower import LogFollower
 import dashgen.runtime.log_tail
 from dashgen.runtime.log_tail import lines_backwards, read_tail, recent_records
 from dashgen.sources.step_statistics import rendered_statistics
-from dashgen.sources.verl_log import MAX_VALIDATION_SERIES
+from dashgen.formats.verl_log import MAX_VALIDATION_SERIES
 
 from conftest import REPO
 

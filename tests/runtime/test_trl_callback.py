@@ -13,10 +13,10 @@ import torch
 from transformers import Trainer, TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 from transformers.trainer_callback import CallbackHandler
 
+from dashgen.formats import trl_callback
+from dashgen.formats.trl_callback import DROPPED_LINES_KEY, StepLogCallback
 from dashgen.runtime.exporter import RunState
 from dashgen.runtime.log_follower import LogFollower
-from dashgen.sources import trl_callback
-from dashgen.sources.trl_callback import DROPPED_LINES_KEY, StepLogCallback
 
 
 def _train(tmp_path, entries):
@@ -30,6 +30,12 @@ def _train(tmp_path, entries):
         state.global_step = step
         handler.on_log(args, state, control, logs=logs)
     return log
+
+
+def test_the_callback_is_still_importable_from_where_the_docs_written_before_dashgen_formats_put_it():
+    from dashgen.sources.trl_callback import StepLogCallback as written_before
+
+    assert written_before is StepLogCallback
 
 
 def test_each_log_becomes_a_verl_step_line_with_trls_keys_by_meaning_and_a_step_time(tmp_path):

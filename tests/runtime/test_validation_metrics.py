@@ -4,13 +4,13 @@ labels and are held between test steps, by the exporter and by backfill alike.""
 import math
 from pathlib import Path
 
-from dashgen.replay.synthetic_runs import DATA_SOURCE, TEST_FREQ, step_data, write_run
+from dashgen.evaluation.synthetic_runs import DATA_SOURCE, TEST_FREQ, step_data, write_run
 
 from conftest import run
 from dashgen.replay.backtest import serve_tsdb
 from dashgen.runtime.exporter import RunState
 from dashgen.runtime.log_follower import LogFollower
-from dashgen.sources.verl_log import MAX_VALIDATION_SERIES, StepMapper, validation_series
+from dashgen.formats.verl_log import MAX_VALIDATION_SERIES, StepMapper, validation_series
 
 START = 1_700_000_000
 

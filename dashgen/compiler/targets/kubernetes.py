@@ -18,21 +18,23 @@ from __future__ import annotations
 
 import re
 import urllib.parse
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from dashgen.compiler.block_yaml import rule_yaml
-from dashgen.compiler.rules import RULES_DIR
-from dashgen.compiler.targets.alertmanager import ACT, CHANNEL, NOWHERE, PAGE
+from dashgen.compiler.compiled import CompiledDashboard, RuleFile
+from dashgen.compiler.receivers import url_secret
+from dashgen.compiler.routing import ACT, CHANNEL, NOWHERE, PAGE
+from dashgen.compiler.targets.grafana import dashboard_path, dashboard_to_text
 from dashgen.compiler.targets.kubernetes_schemas import check_object, object_name, receiver_schema
-from dashgen.compiler.targets.receivers import url_secret
+from dashgen.compiler.targets.prometheus import rule_file_model
 from dashgen.config import Config
 from dashgen.errors import BuildError
-from dashgen.model import Dashboard
 from dashgen.records import record
 from dashgen.sources.chosen import metric_source
 from dashgen.sources.metric_source import MetricSource
+
+if TYPE_CHECKING:
+    from dashgen.compiler.compiled import CompiledProject
 
 KUBERNETES_DIR = "kubernetes"
 MONITORING_API = "monitoring.coreos.com/v1"
@@ -55,14 +57,14 @@ class KubernetesObject:
         return header + rule_yaml(self.body)
 
 
-def render_kubernetes(config: Config, files: dict[str, str], dashboards: list[tuple[str, Dashboard]],
-                      alertmanager: dict[str, Any]) -> dict[str, str]:
+def render_kubernetes(project: CompiledProject) -> dict[str, str]:
     """The files of rendered/kubernetes/ (path under rendered/ -> text); none unless config.kubernetes."""
+    config = project.config
     if not config.kubernetes:
         return {}
-    objects = [*_prometheus_rules(config, files), *_dashboard_config_maps(config, files, dashboards),
+    objects = [*_prometheus_rules(config, project.rules.files), *_dashboard_config_maps(config, project.dashboards),
                _verl_monitor(config), *([_ray_monitor(config)] if config.kubernetes_ray_monitor else []),
-               _alertmanager_config(config, alertmanager)]
+               _alertmanager_config(config, project.routing)]
     names: dict[tuple[str, str], str] = {}
     rendered = {}
     for obj in objects:
@@ -92,37 +94,36 @@ def _name(config: Config, suffix: str, source: str) -> str:
     return object_name(f"{config.kubernetes_name_prefix}-{suffix}", source)
 
 
-def _prometheus_rules(config: Config, files: dict[str, str]) -> list[KubernetesObject]:
+def _prometheus_rules(config: Config, rule_files: tuple[RuleFile, ...]) -> list[KubernetesObject]:
     objects = []
-    for rel in sorted(rel for rel in files if rel.startswith(f"{RULES_DIR}/")):
-        stem = rel[len(RULES_DIR) + 1:].rsplit(".", 1)[0]
+    for rule_file in sorted(rule_files, key=lambda rule_file: rule_file.path):
+        stem = rule_file.name
         source = f"alerts/{stem}.py"
-        groups = yaml.safe_load(files[rel])["groups"]
+        groups = rule_file_model(rule_file, config)["groups"]
         for group in groups:
             for rule in group["rules"]:
                 if "alert" in rule:
                     # The Operator's AlertmanagerConfig routes only alerts of its own namespace.
                     rule["labels"] = {**rule.get("labels", {}), "namespace": config.kubernetes_namespace}
         objects.append(KubernetesObject(
-            f"{KUBERNETES_DIR}/prometheus-rules/{stem}.yaml", f"{source} (rendered/{rel})",
+            f"{KUBERNETES_DIR}/prometheus-rules/{stem}.yaml", f"{source} (rendered/{rule_file.path})",
             {"apiVersion": MONITORING_API, "kind": "PrometheusRule",
              "metadata": _metadata(config, _name(config, stem, source)), "spec": {"groups": groups}}))
     return objects
 
 
-def _dashboard_config_maps(config: Config, files: dict[str, str],
-                           dashboards: list[tuple[str, Dashboard]]) -> list[KubernetesObject]:
+def _dashboard_config_maps(config: Config, dashboards: tuple[CompiledDashboard, ...]) -> list[KubernetesObject]:
     objects = []
-    for module, dashboard in sorted(dashboards, key=lambda item: item[1].uid):
-        source = f"{module}: dashboard uid {dashboard.uid!r}"
-        rel = f"dashboards/{dashboard.uid}.json"
+    for dashboard in sorted(dashboards, key=lambda dashboard: dashboard.uid):
+        source = f"{dashboard.module}: dashboard uid {dashboard.uid!r}"
         objects.append(KubernetesObject(
-            f"{KUBERNETES_DIR}/dashboards/{dashboard.uid}.yaml", f"{module} (rendered/{rel})",
+            f"{KUBERNETES_DIR}/dashboards/{dashboard.uid}.yaml",
+            f"{dashboard.module} (rendered/{dashboard_path(dashboard.uid)})",
             {"apiVersion": "v1", "kind": "ConfigMap",
              "metadata": _metadata(config, _name(config, f"dashboard-{dashboard.uid}", source),
                                    {config.kubernetes_dashboard_label: config.kubernetes_dashboard_label_value},
                                    {config.kubernetes_dashboard_folder_annotation: config.grafana_folder}),
-             "data": {f"{dashboard.uid}.json": files[rel]}}))
+             "data": {f"{dashboard.uid}.json": dashboard_to_text(dashboard.model)}}))
     return objects
 
 

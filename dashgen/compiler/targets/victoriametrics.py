@@ -23,15 +23,17 @@ import os
 import subprocess
 import tempfile
 from pathlib import Path
-
-import yaml
+from typing import TYPE_CHECKING
 
 from dashgen.compiler.block_yaml import rule_yaml
+from dashgen.compiler.rule_checks import fired_recording
 from dashgen.config import duration_seconds, format_duration
 from dashgen.errors import BuildError
 from dashgen.promtool import find_binary, run_tool
 
-RULES_DIR = "rules"
+if TYPE_CHECKING:
+    from dashgen.compiler.compiled import CompiledProject
+
 VMALERT_RULES_DIR = "victoriametrics/rules"
 def vmalert_installed() -> bool:
     """Whether vmalert is on PATH; BuildError if $VMALERT names something that is not an executable
@@ -43,17 +45,6 @@ def vmalert_installed() -> bool:
             raise
         return False
     return True
-
-
-def fired_recording(alertname: str) -> str:
-    """The recording of when an alert fired that its hold reads (a valid metric name: alert names are)."""
-    return f"dashgen:{alertname}:fired"
-
-
-def is_fired_recording(name: str) -> bool:
-    """Whether a recording's name is of fired_recording's form: a team's recording so named would be
-    read as an alert's hold (it would fire under vmalert and not under Prometheus)."""
-    return name.startswith("dashgen:") and name.endswith(":fired")
 
 
 def held_alert(rule: dict, interval: str) -> list[dict]:
@@ -79,20 +70,20 @@ def _indented(text: str) -> str:
     return "\n".join(f"  {line}" for line in text.splitlines())
 
 
-def for_vmalert(rule_text: str, default_interval: str) -> str:
-    """A rendered Prometheus rule file as vmalert 1.79 and later load it (see the module's docstring)."""
-    header = "".join(line + "\n" for line in rule_text.splitlines() if line.startswith("#"))
-    data = yaml.safe_load(rule_text)
-    for group in data.get("groups", []):
-        interval = group.get("interval", default_interval)
-        group["rules"] = [kept for rule in group.get("rules", []) for kept in held_alert(rule, interval)]
-    return header + rule_yaml(data)
+def render_victoriametrics(project: CompiledProject) -> dict[str, str]:
+    """rendered/victoriametrics/rules/<area>.yaml for each rule file rendered/rules/<area>.yaml holds, as
+    vmalert 1.79 and later load it (see the module's docstring); none unless config.victoriametrics."""
+    from dashgen.compiler.targets.prometheus import rule_file_header, rule_file_model
 
-
-def render_victoriametrics(files: dict[str, str], default_interval: str) -> dict[str, str]:
-    """rendered/victoriametrics/rules/<area>.yaml for each rendered/rules/<area>.yaml."""
-    return {f"{VMALERT_RULES_DIR}/{rel[len(RULES_DIR) + 1:]}": for_vmalert(text, default_interval)
-            for rel, text in sorted(files.items()) if rel.startswith(f"{RULES_DIR}/") and rel.endswith(".yaml")}
+    if not project.config.victoriametrics:
+        return {}
+    out = {}
+    for rule_file in sorted(project.rules.files, key=lambda rule_file: rule_file.path):
+        model = rule_file_model(rule_file, project.config)
+        for group in model["groups"]:
+            group["rules"] = [kept for rule in group["rules"] for kept in held_alert(rule, group["interval"])]
+        out[f"{VMALERT_RULES_DIR}/{rule_file.name}.yaml"] = rule_file_header(rule_file) + rule_yaml(model)
+    return out
 
 
 def dry_run(paths: list[Path]) -> subprocess.CompletedProcess:

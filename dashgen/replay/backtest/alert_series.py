@@ -13,7 +13,7 @@ dashgen reads them.
 
 from __future__ import annotations
 
-from dashgen.compiler.rules import AlertRule
+from dashgen.compiler.compiled import AlertRule
 from dashgen.replay.backfill import RecordedRun, label_text
 from dashgen.replay.backtest.evaluation import AlertOutcome, evaluation_times
 

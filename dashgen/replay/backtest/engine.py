@@ -26,7 +26,7 @@ from typing import Callable
 
 from dashgen.compiler.promql import metrics_in
 from dashgen.catalog import Catalog
-from dashgen.compiler.rules import AlertRule, RecordingRule
+from dashgen.compiler.compiled import AlertRule, RecordingRule
 from dashgen.config import Config, duration_seconds
 from dashgen.promtool import find_binary
 from dashgen.replay.backfill import (RecordedRun, Timing, check_unique_runs, read_run, run_labels, series_names,
@@ -35,11 +35,10 @@ from dashgen.replay.backtest.blocks import BlockParts
 from dashgen.replay.backtest.evaluation import AlertOutcome, RunOutcome, evaluate_alert
 from dashgen.replay.backtest.recordings import fill_recordings, recorded_openmetrics
 from dashgen.replay.backtest.rule_files import read_rule_files
-from dashgen.replay.backtest.rule_sets import RuleSet, merge
+from dashgen.replay.backtest.rule_sets import RuleSet, merge, served_statistics
 from dashgen.replay.backtest.server import SERVER_ARGS, query_pool, serve_tsdb
 from dashgen.replay.prometheus_server import PrometheusServer
 from dashgen.replay.work_dir import work_dir
-from dashgen.sources.step_statistics import served_by
 
 __all__ = ["SERVER_ARGS", "backtest", "backtest_rule_sets", "evaluate_rules", "recorded_openmetrics", "serve_tsdb"]
 
@@ -51,18 +50,18 @@ def backtest(paths: list[Path], root: Path, config: Config, timing: Timing,
 
     `timings` gives some runs their own timing (e.g. how each ended) instead of `timing`.
     `rule_files`: backtest these Prometheus rule files instead of the project's alerts."""
-    from dashgen.compiler.rules import render_rules
+    from dashgen.compiler.rules import compile_rules
     from dashgen.project_metrics import project_catalog
 
     find_binary("promtool")
     find_binary("prometheus")
     catalog = project_catalog(root)
     if rule_files:
-        recordings, alerts = read_rule_files(rule_files)
+        rule_set = RuleSet(*read_rule_files(rule_files))
     else:
-        compiled = render_rules(root, config, catalog)
-        recordings, alerts = compiled.recording_rules, compiled.alert_rules
-    return backtest_rule_sets(paths, [RuleSet(recordings, alerts)], catalog, config, timing, say, timings)[0]
+        compiled = compile_rules(root, config, catalog)
+        rule_set = RuleSet(compiled.recording_rules, compiled.alert_rules, compiled.step_statistics)
+    return backtest_rule_sets(paths, [rule_set], catalog, config, timing, say, timings)[0]
 
 
 def backtest_rule_sets(paths: list[Path], rule_sets: list[RuleSet], catalog: Catalog, config: Config, timing: Timing,
@@ -70,14 +69,16 @@ def backtest_rule_sets(paths: list[Path], rule_sets: list[RuleSet], catalog: Cat
                        timings: dict[Path, Timing] | None = None) -> list[list[RunOutcome]]:
     """Backtest several rule sets on the runs in one pass (one backfill, one Prometheus per round):
     each set's outcomes on each run, in the sets' order. `config` places the runs on the clock
-    (job, step-window floor); each set's step-window digest, if given, is served beside the others."""
+    (job, step-window floor); the statistics over steps every set reads are computed, and each set's
+    digest of them, where its build is known, served beside the others."""
     find_binary("promtool")
     find_binary("prometheus")
     merged = merge(rule_sets)
     recordings, alerts = merged.recordings, merged.alerts
     selected = set().union(*(metrics_in(rule.expr) for rule in [*recordings, *alerts]))
-    wanted = served_by((rule.expr for rule in [*recordings, *alerts]), duration_seconds(config.step_window_floor))
-    digests = tuple(sorted({rule_set.step_windows_digest for rule_set in rule_sets} - {"", wanted.digest}))
+    wanted = served_statistics(rule_sets, duration_seconds(config.step_window_floor))
+    digests = tuple(sorted({rule_set.step_statistics.digest for rule_set in rule_sets
+                            if rule_set.step_statistics is not None} - {wanted.digest}))
     runs = [read_run(path, run_labels(path, config.verl_job), (timings or {}).get(path, timing), keep=selected,
                      catalog=catalog, step_statistics=wanted)
             for path in paths]

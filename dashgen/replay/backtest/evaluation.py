@@ -15,7 +15,7 @@ import math
 import urllib.error
 from dataclasses import field
 
-from dashgen.compiler.rules import AlertRule
+from dashgen.compiler.compiled import AlertRule
 from dashgen.errors import BuildError
 from dashgen.records import record
 from dashgen.replay.backfill import RecordedRun

@@ -25,7 +25,7 @@ from typing import Callable
 import promql_parser as pp
 
 from dashgen.compiler.promql import metrics_in
-from dashgen.compiler.rules import RecordingRule
+from dashgen.compiler.compiled import RecordingRule
 from dashgen.records import record
 from dashgen.replay.backfill import RecordedRun, label_text
 from dashgen.replay.backtest.blocks import BlockParts

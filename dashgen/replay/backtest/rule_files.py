@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 
 from dashgen.compiler.promql import metrics_in
-from dashgen.compiler.rules import RULES_DIR, AlertRule, RecordingRule
+from dashgen.compiler.compiled import RULES_DIR, AlertRule, RecordingRule
 from dashgen.config import duration_seconds
 from dashgen.errors import BuildError
 from dashgen.promtool import run_promtool

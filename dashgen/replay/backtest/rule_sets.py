@@ -11,18 +11,32 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from dashgen.compiler.compiled import AlertRule, RecordingRule
 from dashgen.compiler.promql import metrics_in
-from dashgen.compiler.rules import AlertRule, RecordingRule
 from dashgen.errors import BuildError
 from dashgen.records import record
+from dashgen.sources.step_statistics import ServedStatistics, StepStatistic, statistics_in
 
 
 @record
 class RuleSet:
-    """The rules of one revision, and the digest of the step windows they read."""
+    """The rules of one revision, and the statistics over steps they read as their build listed them;
+    None for rules whose build is not known (rule files given as they are), which read what their
+    expressions select."""
     recordings: list[RecordingRule]
     alerts: list[AlertRule]
-    step_windows_digest: str = ""
+    step_statistics: ServedStatistics | None = None
+
+    def statistics_read(self) -> set[StepStatistic]:
+        if self.step_statistics is not None:
+            return set(self.step_statistics.statistics)
+        return statistics_in(rule.expr for rule in [*self.recordings, *self.alerts])
+
+
+def served_statistics(rule_sets: list[RuleSet], floor_seconds: float) -> ServedStatistics:
+    """What a backfill of a run computes for the sets' rules: every statistic over steps any of them reads."""
+    read = set().union(*(rule_set.statistics_read() for rule_set in rule_sets))
+    return ServedStatistics(tuple(sorted(read, key=lambda s: (s.series, s.name))), floor_seconds)
 
 
 @record

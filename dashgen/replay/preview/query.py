@@ -17,18 +17,17 @@ from dataclasses import field
 from pathlib import Path
 from typing import Any, Iterator
 
-from dashgen.catalog import Catalog, Source
+from dashgen.catalog import Catalog, Origin
 from dashgen.compiler.dashboards import iter_panels
 from dashgen.compiler.promql import metrics_in, substitute_variables
 from dashgen.config import Config, duration_seconds
 from dashgen.promtool import find_binary
 from dashgen.records import record
-from dashgen.sources.step_statistics import served_by
 from dashgen.replay.backfill import RecordedRun, Timing, create_blocks, read_run, run_labels, write_openmetrics
-from dashgen.compiler.rules import AlertRule, RecordingRule
 from dashgen.replay.backtest.alert_series import alerts_openmetrics
 from dashgen.replay.backtest.engine import evaluate_rules, serve_tsdb
 from dashgen.replay.backtest.evaluation import query_range
+from dashgen.replay.backtest.rule_sets import RuleSet, served_statistics
 from dashgen.replay.prometheus_server import PrometheusServer
 from dashgen.replay.work_dir import work_dir
 
@@ -66,15 +65,18 @@ class PreviewRun:
 
 
 @contextmanager
-def backfilled(path: Path, config: Config, catalog: Catalog, timing: Timing, recordings: list[RecordingRule] = (),
-               alerts: list[AlertRule] = ()) -> Iterator[tuple[PrometheusServer, PreviewRun]]:
+def backfilled(path: Path, config: Config, catalog: Catalog, timing: Timing,
+               rules: RuleSet | None = None) -> Iterator[tuple[PrometheusServer, PreviewRun]]:
     """A query-only Prometheus holding the run at `path`; removed when the block ends.
 
     The rules are evaluated over the run as a backtest does (`evaluate_rules`): the recordings'
-    results and the `ALERTS` series of the alerts that fired are in the TSDB beside the run's."""
+    results and the `ALERTS` series of the alerts that fired are in the TSDB beside the run's, and the
+    statistics over steps they read are the run's as the exporter would serve them."""
     find_binary("promtool")
     find_binary("prometheus")
-    wanted = served_by((rule.expr for rule in [*recordings, *alerts]), duration_seconds(config.step_window_floor))
+    rules = rules or RuleSet([], [])
+    recordings, alerts = rules.recordings, rules.alerts
+    wanted = served_statistics([rules], duration_seconds(config.step_window_floor))
     run = read_run(path, run_labels(path, config.verl_job), timing, catalog=catalog, step_statistics=wanted)
     start, end = run.times[0] - timing.scrape_interval, run.served_until
     step = max(timing.scrape_interval, round((end - start) / POINTS_PER_PANEL / timing.scrape_interval)
@@ -140,8 +142,8 @@ def preview_data(server: PrometheusServer, model: dict[str, Any], preview: Previ
         result = PanelResult(substitute_variables(panel["title"], {**{k: "" for k in values}, **preview.run.labels}))
         for target in panel.get("targets", []):
             expr = substitute_variables(target["expr"], values, ".*")
-            sources = {catalog[name].source for name in metrics_in(expr) if name in catalog}
-            result.reads_verl |= Source.VERL in sources
+            origins = {catalog[name].origin for name in metrics_in(expr) if name in catalog}
+            result.reads_verl |= Origin.VERL in origins
             for found in evaluate(server, expr, preview, f"{origin}, panel {panel['title']!r}"):
                 labels = found["metric"]
                 result.series.append(Series(target["refId"], legend(target.get("legendFormat", ""), labels), labels,

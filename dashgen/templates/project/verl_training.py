@@ -12,7 +12,7 @@ from dashgen.config import Config
 from dashgen.model import Dashboard, Query, Row, Threshold, TimeSeries  # noqa: F401  (for your panels)
 
 TEAM_ROWS: tuple[Row, ...] = (
-    # Row("Our metrics", (TimeSeries("Judge score", (Query("verl_judge_score_mean{run}", "{{experiment}}"),)),)),
+    # Row("Our metrics", (TimeSeries("Judge score", (Query("verl_judge_score_mean{$run}", "{{experiment}}"),)),)),
 )
 
 

@@ -1,4 +1,4 @@
-"""dashgen/replay/simulate.py: the runs behind the published benchmark figures stay as they were."""
+"""dashgen/evaluation/simulate.py: the runs behind the published benchmark figures stay as they were."""
 
 import hashlib
 import json
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dashgen.replay.simulate import (VALIDATION_KEY, Fault, RunSpec, SmallBatch, healthy_entropy, noise_free_entropy,
+from dashgen.evaluation.simulate import (VALIDATION_KEY, Fault, RunSpec, SmallBatch, healthy_entropy, noise_free_entropy,
                                      write_run)
 
 # Four of bench/alert_lifecycle.py's 25 runs (plateaus, a skipped step, signed rewards, a restart,

@@ -1,4 +1,4 @@
-"""Score a backtest against the ground truth of simulated runs (dashgen/replay/simulate.py).
+"""Score a backtest against the ground truth of simulated runs (dashgen/evaluation/simulate.py).
 
 For every alert: the episodes it must catch and how many it did, how late, how many
 separate firings each episode got, which share of a lasting fault it covered, how soon it
@@ -16,7 +16,7 @@ from dataclasses import field
 
 from dashgen.records import record
 from dashgen.replay.backtest import RunOutcome
-from dashgen.replay.simulate import FAULT_ALERTS, PLANNED_ALERTS, TERMINAL, Fault, RunSpec, noise_free_entropy
+from dashgen.evaluation.simulate import FAULT_ALERTS, PLANNED_ALERTS, TERMINAL, Fault, RunSpec, noise_free_entropy
 
 # A firing that starts this long after an episode ended still belongs to it (windows lag).
 SLACK_SECONDS = 1800.0

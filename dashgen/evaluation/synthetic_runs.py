@@ -17,7 +17,7 @@ import random
 from pathlib import Path
 
 from dashgen.catalog import CATALOG
-from dashgen.replay.simulate import neutral_value
+from dashgen.evaluation.simulate import neutral_value
 
 KINDS = ("healthy", "diverging", "reward_cliff", "truncation", "stalled")
 STEP_SECONDS = 60.0

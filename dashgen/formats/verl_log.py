@@ -13,23 +13,17 @@ from dataclasses import field
 from typing import Any, Iterator
 
 from dashgen.bounded_read import parse_nested
-from dashgen.catalog import (CATALOG, DROPPED_KEYS_METRIC, DROPPED_LINES_METRIC, EXIT_CODE_METRIC,
-                             KEY_COLLISIONS_METRIC, LAST_STEP_METRIC, LOG_ROUNDING_METRIC, NONFINITE_LOSS_STREAK_METRIC,
-                             NONFINITE_STREAK_METRIC, PARSE_ERRORS_METRIC,
-                             RUN_STATE_METRIC, STEPS_METRIC, VALIDATION_FAMILIES, Catalog, verl_metric_name)
+from dashgen.catalog import (CATALOG, EXPORTER_COUNTERS, EXPORTER_SERIES, VALIDATION_FAMILIES, Catalog, counter_family,
+                             verl_metric_name)
 from dashgen.gpu import RUN_SESSION_INFO
 from dashgen.records import record
 
-_EXPORTER_COUNTERS = (STEPS_METRIC, PARSE_ERRORS_METRIC, DROPPED_LINES_METRIC, DROPPED_KEYS_METRIC,
-                      KEY_COLLISIONS_METRIC)
 # Names the exporter serves itself, as families and samples: in OpenMetrics (which Prometheus asks
 # for) the counter `x_total` is the family `x`, with `x_created` beside it. A gauge of a logged key
 # under one of these names would make the page invalid: such a key is dropped and counted.
-EXPORTER_METRICS = frozenset({LAST_STEP_METRIC, RUN_STATE_METRIC, EXIT_CODE_METRIC, NONFINITE_STREAK_METRIC, LOG_ROUNDING_METRIC,
-                              NONFINITE_LOSS_STREAK_METRIC, RUN_SESSION_INFO, *VALIDATION_FAMILIES.values(),
-                              *_EXPORTER_COUNTERS,
-                              *(name.removesuffix("_total") for name in _EXPORTER_COUNTERS),
-                              *(name.removesuffix("_total") + "_created" for name in _EXPORTER_COUNTERS)})
+EXPORTER_METRICS = frozenset({*EXPORTER_SERIES, RUN_SESSION_INFO,
+                              *(counter_family(name) for name in EXPORTER_COUNTERS),
+                              *(counter_family(name) + "_created" for name in EXPORTER_COUNTERS)})
 # Bounds that keep a run's held state flat whatever it logs: distinct names exported for keys
 # the catalog does not know, keys whose mapping is remembered, collision messages kept.
 MAX_UNKNOWN_SERIES = 2_000

@@ -4,12 +4,12 @@ from pathlib import Path
 
 import pytest
 
-from dashgen.replay import scoring
+from dashgen.evaluation import scoring
 
 from dashgen.replay.backfill import RecordedRun
 from dashgen.replay.backtest import AlertOutcome, Firing, RunOutcome
-from dashgen.replay.scoring import entropy_fifth_step, issue_20_checks, score, unknown_expected_alerts
-from dashgen.replay.simulate import Fault, RunSpec, noise_free_entropy
+from dashgen.evaluation.scoring import entropy_fifth_step, issue_20_checks, score, unknown_expected_alerts
+from dashgen.evaluation.simulate import Fault, RunSpec, noise_free_entropy
 
 STEP = 60.0
 
