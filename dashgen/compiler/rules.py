@@ -15,15 +15,16 @@ import textwrap
 from dataclasses import field, replace
 from pathlib import Path
 
-from dashgen.catalog import Catalog, Metric, MetricType, Source
+from dashgen.catalog import SERIES_READERS_METRIC, Catalog, Metric, MetricType, Source
 from dashgen.compiler.block_yaml import rule_yaml
 from dashgen.compiler.condition_compiler import BaselineDefaults, ConditionCompiler, expand_group
 from dashgen.compiler.loader import DefinitionModule, call_definition, load_modules
-from dashgen.compiler.promql import QueryError, label_value
+from dashgen.compiler.promql import QueryError, label_value, metrics_in
 from dashgen.compiler.references import check_alertname_matchers, check_step_statistics_listed
 from dashgen.compiler.rule_format import label_name_problem, template_problem
 from dashgen.compiler.rendering import runbook_anchor, templates
 from dashgen.compiler.selectors import checked_expression, expression_info, rule_selectors
+from dashgen.compiler.signal_needs import alert_needs, readers_expression
 from dashgen.compiler.source_queries import Lacking, SourceQueries
 from dashgen.compiler.targets.victoriametrics import fired_recording, is_fired_recording
 from dashgen.conditions import MAX_FOR_STEPS, RUN_NAME, VALUE, Steps, comparisons, windows_in
@@ -38,6 +39,7 @@ _ALERT_NAME = re.compile(r"[A-Z][A-Za-z0-9]*")
 _RECORD_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 RULES_DIR = "rules"
 DOCS_FILE = "docs/alerts.md"
+SERIES_READERS_FILE = "dashgen-series-readers.yaml"  # rules/<it>: which alerts read each logged series
 SOURCE_RULES_PREFIX = "source-"  # rules/source-<name>.yaml: the metric source's own recordings
 
 
@@ -221,6 +223,7 @@ def render_rules(root: Path, config: Config, catalog: Catalog,
         check_alertname_matchers(expr, out.alert_labels, where)
         check_step_statistics_listed(expr, served, where)
     _render_derived(out, config)
+    _render_series_readers(out, config)
     if exporter_source:  # the exporter reads the list, empty or not
         out.step_statistics = served
         out.files[STEP_STATISTICS_FILE] = dump_statistics(served)
@@ -242,6 +245,20 @@ def _render_derived(out: RulesOutput, config: Config) -> None:
     header = f"# Rendered by `dashgen build` from dashgen/sources/{name}.py; do not edit.\n"
     out.files[f"{RULES_DIR}/{SOURCE_RULES_PREFIX}{name}.yaml"] = header + rule_yaml(
         {"groups": [{"name": f"{SOURCE_RULES_PREFIX}{name}", "interval": config.rule_interval, "rules": rules}]})
+
+
+def _render_series_readers(out: RulesOutput, config: Config) -> None:
+    """dashgen:series_readers, where an alert reads it: the alerts blind without each logged series."""
+    if not any(SERIES_READERS_METRIC in metrics_in(rule.expr) for rule in out.alert_rules):
+        return
+    needs = alert_needs(((rule.name, rule.condition or rule.expr) for rule in out.alert_rules),
+                        ((rule.record, rule.expr) for rule in out.recording_rules), out.catalog)
+    rule = RecordingRule(SERIES_READERS_METRIC, readers_expression(needs, out.catalog), _ms(config.rule_interval))
+    out.recording_rules.append(rule)
+    header = "# Rendered by `dashgen build` from the alerts' compiled rules (dashgen/compiler/signal_needs.py); do not edit.\n"
+    out.files[f"{RULES_DIR}/{SERIES_READERS_FILE}"] = header + rule_yaml(
+        {"groups": [{"name": "dashgen-series-readers", "interval": config.rule_interval,
+                     "rules": [{"record": rule.record, "expr": rule.expr}]}]})
 
 
 def _with_recordings(catalog: Catalog, modules: list, selectors: dict) -> Catalog:

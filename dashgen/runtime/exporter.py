@@ -17,12 +17,13 @@ from typing import Callable, Collection, Iterator
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from dashgen.catalog import (CATALOG, LOG_ROUNDING_METRIC, NONFINITE_LOSS_STREAK_METRIC, NONFINITE_STREAK_METRIC, RUN_STATE_METRIC,
-                             STEP_STATISTIC_METRIC, STEP_WINDOWS_INFO_METRIC, VALIDATION_FAMILIES, VALIDATION_LABELS,
-                             Catalog, verl_metric_name)
+from dashgen.catalog import (CATALOG, LOG_ROUNDING_METRIC, NONFINITE_LOSS_STREAK_METRIC, NONFINITE_STREAK_METRIC,
+                             RUN_STATE_METRIC, SERIES_UNLOGGED_METRIC, STEP_STATISTIC_METRIC, STEP_WINDOWS_INFO_METRIC,
+                             VALIDATION_FAMILIES, VALIDATION_LABELS, Catalog, verl_metric_name)
 from dashgen.lifecycle import NonFiniteStreak, RunPhase
 from dashgen.runtime.log_tail import HistoryCounts, StatisticsInput, TailStart
 from dashgen.sources.rounding import line_rounding
+from dashgen.sources.series_arrival import SeriesArrival, logged_series
 from dashgen.sources.step_statistics import STEP_STATISTIC_LABELS, ServedStatistics, step_seconds
 from dashgen.sources.verl_log import MAX_REMEMBERED_KEYS, StepMapper, ValidationSeries, is_training_line
 
@@ -61,6 +62,8 @@ class RunState:
         # thing kept of past steps, as far back as those windows reach.
         self._statistics = step_statistics.tracker()
         self._statistics_digest = step_statistics.digest
+        self._arrival = SeriesArrival(logged_series(catalog))
+        self._series_of_key = {key: metric.name for key, metric in catalog.verl_key_map().items()}
 
     def record(self, step: int, data: dict) -> None:
         """Take one line's data: its values replace the previous step's (StepMapper.step_values)."""
@@ -155,6 +158,8 @@ class RunState:
         self.steps_total += 1
         self._streak.observe(data)
         self._rounding = line_rounding(data) or self._rounding
+        if is_training_line(data):
+            self._arrival.observe(self._series_of_key[key] for key in data if key in self._series_of_key)
         self._reach(step)
 
     def ended(self, phase: RunPhase, exit_code: int | None = None) -> None:
@@ -188,6 +193,7 @@ class RunState:
             loss_streak, rounding = self._streak.loss_steps, self._rounding
             validation = self._validation
             statistics = self._statistics.values()
+            unlogged = self._arrival.unlogged()
             counters = () if self.history_pending else (
                 ("verl_exporter_steps", steps), ("verl_exporter_parse_errors", errors),
                 ("verl_exporter_dropped_lines", self.dropped_lines_total),
@@ -232,6 +238,12 @@ class RunState:
                                        labels=(*LABELS, *STEP_STATISTIC_LABELS))
             for statistic, value in statistics.items():
                 family.add_metric((*self.labels, statistic.series, statistic.name), value)
+            yield family
+        if unlogged:
+            family = GaugeMetricFamily(SERIES_UNLOGGED_METRIC, self._help[SERIES_UNLOGGED_METRIC],
+                                       labels=(*LABELS, "series"))
+            for series, lines in sorted(unlogged.items()):
+                family.add_metric((*self.labels, series), lines)
             yield family
 
 
