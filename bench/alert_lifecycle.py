@@ -200,8 +200,12 @@ ISSUE_35_SCENARIOS: tuple[tuple[str, tuple[RunSpec, ...]], ...] = (
     )),
     ("train/rollout mismatch (issue 39) and its healthy twin", (
         # The mean probability gap 0.0025 to 0.05 within 3 steps from step 200, and staying.
-        RunSpec("train-rollout-mismatch", 300, 86, 60, faults=(Fault("train_rollout_mismatch", 200, speed=3),)),
-        RunSpec("healthy-mismatch-twin", 300, 86, 60),
+        RunSpec("train-rollout-mismatch", 300, 86, 60, rollout_gap=True,
+                faults=(Fault("train_rollout_mismatch", 200, speed=3),)),
+        RunSpec("healthy-mismatch-twin", 300, 86, 60, rollout_gap=True),
+        # A small-batch console log: the gap printed to 3 decimals (0.002 or 0.003), the rest noisy.
+        RunSpec("healthy-mismatch-small-batch-console", 400, 89, 30, rollout_gap=True,
+                small_batch=SMALL_BATCH_DISCRETE, console_decimals=3),
     )),
     ("a signal that stops arriving (issue 39): actor/entropy unlogged from step 200, steps going on", (
         RunSpec("entropy-unlogged", 300, 87, 60, faults=(Fault("entropy_unlogged", 200),)),
