@@ -20,13 +20,16 @@ UNJUDGED = "could not judge this run"  # how a backtest's note on such an alert 
 
 @record
 class Unjudged:
-    """An alert that could not judge a run, and the log keys it lacked (those of its least demanding way)."""
+    """An alert that could not judge a run, and the log keys it lacked: those of its least demanding way
+    of firing (`any_of`: each of its ways reads one key, and the run logged none of them)."""
     alertname: str
     never_logged: tuple[str, ...]
+    any_of: bool = False
 
     @property
     def why(self) -> str:
-        return f"{UNJUDGED}: it never logged {', '.join(self.never_logged)}"
+        keys = ", ".join(self.never_logged)
+        return f"{UNJUDGED}: it never logged {'any of ' + keys if self.any_of else keys}"
 
 
 def unjudged(needs: Mapping[str, Needs], logged: set[str] | frozenset[str], catalog: Catalog) -> list[Unjudged]:
@@ -36,6 +39,10 @@ def unjudged(needs: Mapping[str, Needs], logged: set[str] | frozenset[str], cata
     for name, ways in needs.items():
         lacking = [sorted(way - logged) for way in ways]
         if lacking and all(lacking):
+            if len(lacking) > 1 and all(len(missing) == 1 for missing in lacking):
+                keys = sorted({_key(missing[0], catalog) for missing in lacking})
+                out.append(Unjudged(name, tuple(keys), any_of=True))
+                continue
             nearest = min(lacking, key=len)
             out.append(Unjudged(name, tuple(_key(series, catalog) for series in nearest)))
     return out

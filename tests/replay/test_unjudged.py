@@ -42,6 +42,13 @@ def test_a_run_that_never_logged_entropy_is_not_judged_by_the_entropy_alerts(pro
     assert "VerlImplausibleValue" not in blind and "VerlKLSpike" not in blind
 
 
+def test_an_alert_of_either_key_names_every_key_when_the_run_logged_none(project_needs):
+    logged = set(logged_series(CATALOG)) - {ENTROPY, KL, GRAD, "verl_actor_kl_loss"}
+    blind = {each.alertname: each for each in unjudged(project_needs, logged, CATALOG)}
+    assert blind["VerlImplausibleValue"].why == ("could not judge this run: it never logged any of actor/entropy, "
+                                                 "actor/grad_norm, actor/kl_loss, actor/ppo_kl")
+
+
 def test_a_run_that_logs_everything_is_judged_by_every_alert_of_the_log(project_needs):
     assert unjudged(project_needs, set(logged_series(CATALOG)), CATALOG) == []
     # A TRL run lacks PPO's KL to the old policy: the KL spike cannot judge it.
