@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from dashgen.catalog import LOG_ROUNDING_METRIC
+from dashgen.catalog import LOG_ROUNDING_METRIC, verl_metric_name
 from dashgen.conditions import RUN_NAME, VALUE, Baseline, Signal, all_of, any_of, steps
 from dashgen.config import AreaConfig, Config, Duration, Factor, Fraction, Interval, NonNegative, StepCount
 from dashgen.model import Alert, Recording, RuleGroup, Severity
@@ -71,6 +71,19 @@ class RewardsConfig(AreaConfig, area="rewards"):
     no_signal_max_rounding: NonNegative = 1e-6
     # How long one must hold before VerlNoLearningSignal warns.
     no_signal_for: Duration = "1m"
+
+
+# Where the log tells the groups whose rewards are all equal apart (prime-rl's shares of problems).
+EQUAL_GROUPS = (("reward/solve_none", "failed by every completion: the tasks are too hard for the model"),
+                ("reward/solve_all", "solved by every completion: the tasks are too easy for it"))
+
+
+def _equal_groups(key: str, what: str) -> str:
+    """The description's sentence on `key`'s share at the newest step, for a run that logs it."""
+    series = verl_metric_name(key)[0]
+    query = f'printf "max({series}{{project=%q, experiment=%q}})" $labels.project $labels.experiment | query'
+    return (f"{{{{ with {query} }}}} {{{{ . | first | value | humanizePercentage }}}} of the newest step's problems "
+            f"were {what} ({key}).{{{{ end }}}}")
 
 
 def rules(config: Config) -> list[RuleGroup]:
@@ -157,11 +170,15 @@ def rules(config: Config) -> list[RuleGroup]:
         summary="The policy gets no learning signal: grad norm has been 0 although rewards differ, or for many "
                 "steps.",
         description=(f"Run {RUN_NAME}: the actor grad norm was 0 on each of the last {broken} although their "
-                     f"groups' rewards differed, or on each of the last {dead}, in a log that prints a 0 only for 0."),
+                     f"groups' rewards differed, or on each of the last {dead}, in a log that prints a 0 only for 0."
+                     + "".join(_equal_groups(key, what) for key, what in EQUAL_GROUPS)),
         meaning="In GRPO, a group whose responses all get the same reward has zero advantage; when every group "
                 "does (all right, all wrong, or a reward that no longer varies, e.g. after a length collapse), "
-                "the gradient vanishes and the GPUs train nothing. The policy loss is no sign of it: GRPO's "
-                "logged loss is 0 on healthy steps too.",
+                "the gradient vanishes and the GPUs train nothing. All wrong means the tasks are too hard, all "
+                "right too easy: where the log tells them apart (prime-rl's reward/solve_none and "
+                "reward/solve_all), the description gives each share, and the dashboard's \"Groups with equal "
+                "rewards\" panel draws them beside TRL's frac_reward_zero_std, which counts both. The policy loss "
+                "is no sign of it: GRPO's logged loss is 0 on healthy steps too.",
         healthy_runs=("Healthy small-batch GRPO has a grad norm of exactly 0 on 30-60% of its steps (a step whose "
                       "groups all score alike): it needs 0 on 3 steps in a row whose rewards differed, or on 20 in a "
                       "row. A console log prints a healthy 0.0004 as 0.000: a 0 counts only where the log's own "

@@ -198,6 +198,19 @@ ISSUE_35_SCENARIOS: tuple[tuple[str, tuple[RunSpec, ...]], ...] = (
                 faults=(Fault("reward_hacking_validation", 100, speed=100, measurable=120),)),
         RunSpec("healthy-validation-twin", 300, 85, 60, reward_range=(0.08, 0.8), validation_every=10),
     )),
+    ("train/rollout mismatch (issue 39) and its healthy twin", (
+        # The mean probability gap 0.0025 to 0.05 within 3 steps from step 200, and staying.
+        RunSpec("train-rollout-mismatch", 300, 86, 60, rollout_gap=True,
+                faults=(Fault("train_rollout_mismatch", 200, speed=3),)),
+        RunSpec("healthy-mismatch-twin", 300, 86, 60, rollout_gap=True),
+        # A small-batch console log: the gap printed to 3 decimals (0.002 or 0.003), the rest noisy.
+        RunSpec("healthy-mismatch-small-batch-console", 400, 89, 30, rollout_gap=True,
+                small_batch=SMALL_BATCH_DISCRETE, console_decimals=3),
+    )),
+    ("a signal that stops arriving (issue 39): actor/entropy unlogged from step 200, steps going on", (
+        RunSpec("entropy-unlogged", 300, 87, 60, faults=(Fault("entropy_unlogged", 200),)),
+        RunSpec("entropy-unlogged-every-10", 600, 88, 30, log_every=10, faults=(Fault("entropy_unlogged", 300),)),
+    )),
 )
 ISSUE_35_RUNS = tuple(spec for _, specs in ISSUE_35_SCENARIOS for spec in specs)
 

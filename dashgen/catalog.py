@@ -60,6 +60,10 @@ LOG_ROUNDING_METRIC = "verl_log_rounding"
 # dashgen/sources/step_statistics.py: the step windows the exporter computes from the step log,
 # and the digest of which it computes.
 STEP_STATISTIC_METRIC = "verl_step_statistic"
+# dashgen/sources/series_arrival.py: a series the run logged on every line and stopped logging.
+SERIES_UNLOGGED_METRIC = "verl_exporter_series_unlogged_steps"
+# dashgen/compiler/signal_needs.py: each logged series with the alerts blind without it, recorded by the build.
+SERIES_READERS_METRIC = "dashgen:series_readers"
 STEP_WINDOWS_INFO_METRIC = "verl_exporter_step_windows_info"
 STEPS_METRIC = "verl_exporter_steps_total"
 PARSE_ERRORS_METRIC = "verl_exporter_parse_errors_total"
@@ -77,7 +81,7 @@ EXPORTER_COUNTERS = (STEPS_METRIC, PARSE_ERRORS_METRIC, DROPPED_LINES_METRIC, DR
 # The run's own series: what `dashgen export` (dashgen/runtime/exporter.py) serves, and a backfill of
 # the same log (dashgen/replay/backfill.py) writes, beside the logged keys' gauges.
 EXPORTER_SERIES = (LAST_STEP_METRIC, *EXPORTER_COUNTERS, RUN_STATE_METRIC, EXIT_CODE_METRIC, NONFINITE_STREAK_METRIC,
-                   NONFINITE_LOSS_STREAK_METRIC, LOG_ROUNDING_METRIC, STEP_WINDOWS_INFO_METRIC, STEP_STATISTIC_METRIC,
+                   NONFINITE_LOSS_STREAK_METRIC, LOG_ROUNDING_METRIC, SERIES_UNLOGGED_METRIC, STEP_WINDOWS_INFO_METRIC, STEP_STATISTIC_METRIC,
                    *VALIDATION_FAMILIES.values())
 
 
@@ -162,8 +166,35 @@ _VERL_KEYS: list[tuple[tuple[str, ...], str, str]] = [
     (("actor/kl_loss",), "none", "KL loss against the reference policy (use_kl_loss)"),
     (("actor/kl_coef",), "none", "KL coefficient in effect"),
     (("actor/lr",), "none", "Actor learning rate"),
+    # Train/rollout mismatch: the trainer's log-probs of the sampled tokens against the rollout
+    # engine's (verl logs the first three by default since rollout.calculate_log_probs became True).
+    *[((f"training/rollout_probs_diff_{stat}",), "none",
+       f"{stat.capitalize()} over the batch's response tokens of |p_rollout - p_trainer|, the gap between the "
+       f"rollout engine's and the trainer's probability of each sampled token")
+      for stat in ("mean", "max", "std")],
+    (("rollout_corr/kl",), "none",
+     "KL(rollout || trainer) per token from their log-probs (verl's rollout correction); can be slightly negative"),
+    (("rollout_corr/log_ppl_abs_diff",), "none",
+     "Mean absolute difference of the rollout engine's and the trainer's log perplexity per sequence "
+     "(verl's rollout correction)"),
+    (("rollout_corr/chi2_token",), "none",
+     "Chi-squared divergence of the trainer from the rollout engine per token: mean(ratio^2) - 1 "
+     "(verl's rollout correction)"),
+    # TRL's (vLLM importance-sampling correction): slime logs the same mean as train/train_rollout_logprob_abs_diff.
+    (("sampling/sampling_logp_difference/mean", "train/train_rollout_logprob_abs_diff"), "none",
+     "Mean over completion tokens of |log p_trainer - log p_rollout| (TRL; slime's train_rollout_logprob_abs_diff)"),
+    (("sampling/sampling_logp_difference/max",), "none",
+     "Largest |log p_trainer - log p_rollout| of a completion token (TRL)"),
+    *[((f"sampling/importance_sampling_ratio/{stat}",), "none",
+       f"{stat.capitalize()} of the importance-sampling ratio p_trainer / p_rollout TRL corrects the loss with")
+      for stat in ("min", "mean", "max")],
     (("frac_reward_zero_std",), "percentunit",
      "Share of prompt groups whose rewards are all equal (TRL's GRPO): they give no advantage to learn from"),
+    # The same groups told apart, where the log says which (prime-rl's orchestrator logs both).
+    (("reward/solve_none",), "percentunit",
+     "Share of problems none of whose completions earned the reward (prime-rl): too hard, no advantage"),
+    (("reward/solve_all",), "percentunit",
+     "Share of problems all of whose completions earned the reward (prime-rl): too easy, no advantage"),
     # Critic (absent on critic-free GRPO runs) and data metrics
     (("critic/score/std",), "none",
      "Spread of the score within prompt groups (TRL's reward_std, the mean of each group's standard deviation): "
@@ -254,6 +285,14 @@ def _verl_metrics() -> Iterable[Metric]:
                  "A statistic of a logged series over the run's last logged steps (series: the metric, statistic: "
                  "e.g. median_30steps), as rendered/exporter/step-statistics.yaml lists them",
                  VERL_LABELS | {"series", "statistic"}, Origin.VERL)
+    yield Metric(SERIES_UNLOGGED_METRIC, MetricType.GAUGE, "short",
+                 "Training lines logged since the series last arrived, for a series the run had logged on every line "
+                 "and stopped logging (absent while it arrives)",
+                 VERL_LABELS | {"series"}, Origin.VERL)
+    yield Metric(SERIES_READERS_METRIC, MetricType.GAUGE, "none",
+                 "Always 1; one per series the step log gives: its log key, and the alerts every way of firing of "
+                 "which reads it (recorded by the build)",
+                 frozenset({"series", "key", "alerts"}), Origin.RECORDING_RULE)
     yield Metric(VALIDATION_FAMILIES["val-core"], MetricType.GAUGE, "none",
                  "verl's core validation results (val-core/<data_source>/<variable>/<metric>) of the latest test step",
                  VERL_LABELS | set(VALIDATION_LABELS), Origin.VERL)

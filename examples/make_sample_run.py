@@ -67,6 +67,16 @@ def sample_step(step: int) -> dict:
         "global_seqlen/balanced_max": tokens / 8 * 1.01,
     })
     data["perf/time_per_step"] = step_seconds
+    # The train/rollout gap of a bf16 stack (rollout.calculate_log_probs, on by default), with verl's
+    # rollout correction on (rollout_corr/*).
+    gap = 0.0025 * (1 + 0.1 * rng.uniform(-1, 1))
+    data.update({
+        "training/rollout_probs_diff_mean": gap, "training/rollout_probs_diff_std": 6 * gap,
+        "training/rollout_probs_diff_max": 0.5 + 0.2 * rng.random(),
+        "rollout_corr/kl": 0.0004 * (1 + 0.2 * rng.uniform(-1, 1)),
+        "rollout_corr/log_ppl_abs_diff": 0.004 * (1 + 0.2 * rng.uniform(-1, 1)),
+        "rollout_corr/chi2_token": 0.002 * (1 + 0.2 * rng.uniform(-1, 1)),
+    })
     return data
 
 

@@ -9,10 +9,12 @@ Every verl key of the catalog is on a panel here or in LEFT_OUT with the reason
 """
 
 from dashgen_alerts.memory import MemoryConfig
+from dashgen_alerts.mismatch import MismatchConfig
 from dashgen_alerts.progress import ProgressConfig
+from dashgen_alerts.signals import SignalsConfig
 from dashgen_alerts.stability import StabilityConfig
 
-from dashgen.catalog import CATALOG
+from dashgen.catalog import CATALOG, SERIES_UNLOGGED_METRIC
 from dashgen.config import Config, duration_seconds
 from dashgen.gpu import HOST_MEMORY_FULLEST, RUN_SESSION_LINK, SESSION_LABEL, gpu_source, run_join
 from dashgen.model import (Annotation, Dashboard, DashboardLink, Heatmap, LeftOut, Panel, Query, Row, Stat,
@@ -27,9 +29,12 @@ TOKENS_PER_SECOND = "suffix: tokens/s"
 # verl keys the catalog knows that no panel shows, each with the reason.
 LEFT_OUT = (
     LeftOut("perf/time_per_step", "the same wall time as timing_s/step, which the step-time panels show"),
-    LeftOut("frac_reward_zero_std", "TRL's key, which verl does not log; VerlNoLearningSignal reads it"),
     LeftOut("critic/score/std", "TRL's reward_std, which verl does not log; VerlNoLearningSignal and "
                                 "VerlRewardNeverPays read it"),
+    *(LeftOut(key, "TRL's importance-sampling correction, which verl does not log; the train/rollout gap panel "
+                   "shows its mean log-prob gap")
+      for key in ("sampling/sampling_logp_difference/max", *(f"sampling/importance_sampling_ratio/{stat}"
+                                                              for stat in ("min", "mean", "max")))),
 )
 
 # The run picker every verl dashboard shares: `{$run}` reads these three. They list the runs that
@@ -54,6 +59,19 @@ firing_alerts = Stat(
     description="Alerts firing now for the selected runs; the red marks on the graphs show when each began.",
     thresholds=(Threshold(1),),
 )
+
+
+def _signals_stopped(config: Config) -> Stat:
+    after = config.area(SignalsConfig).stopped_after_steps
+    return Stat(
+        "Signals stopped",
+        (Query(f"count({SERIES_UNLOGGED_METRIC}{{run}} >= {after}) or vector(0)", "stopped"),),
+        description=f"Series the run logged on every step and has not logged for {after} logged steps since: the "
+                    f"alerts that read them are blind (VerlSignalStopped names them).",
+        thresholds=(Threshold(1, "VerlSignalStopped"),),
+    )
+
+
 # verl's core validation results (val-core/...); a run that logs only val-aux/... (a custom
 # validation, or a log whose lines were cut before their val-core keys) shows its means instead.
 # `on (instance)` matches the run exactly; the experiment alone scopes the lookup (and keeps the
@@ -64,7 +82,7 @@ latest_validation = Stat(
     "Latest validation score",
     (Query(VALIDATION_SCORES, "{{data_source}} {{variable}} {{metric}}"),),
     description="verl's core validation results (val-core/..., else val-aux means) of the latest test step.",
-    width=12,
+    width=8,
 )
 validation_score = TimeSeries(
     "Validation score",
@@ -177,7 +195,56 @@ aborted_ratio = TimeSeries(
     thresholds=(Threshold(alert="VerlRolloutAborts"),),
 )
 
+# --- Train/rollout mismatch -----------------------------------------------------------
+
+
+def _train_rollout_gap(config: Config) -> TimeSeries:
+    return TimeSeries(
+        "Train/rollout gap",
+        (Query("verl_training_rollout_probs_diff_mean{run}", "mean |p gap| {{experiment}}"),
+         Query("verl_sampling_sampling_logp_difference_mean{run}", "mean |log-p gap| {{experiment}}"),
+         Query("verl_rollout_corr_log_ppl_abs_diff{run}", "|log-ppl gap| {{experiment}}")),
+        description="How far the trainer's token probabilities are from the rollout engine's: verl's "
+                    "training/rollout_probs_diff_mean, TRL's sampling/sampling_logp_difference/mean, verl's rollout "
+                    "correction's log_ppl_abs_diff. A rise from the run's own level is a change in the stack "
+                    "(VerlTrainRolloutMismatch); the line is verl-omni's gate on the first.",
+        width=24,
+        thresholds=(Threshold(config.area(MismatchConfig).probs_diff_gate, "VerlTrainRolloutGapBeyondGate"),),
+    )
+
+
+probs_gap = TimeSeries(
+    "Probability gap per token",
+    (Query("verl_training_rollout_probs_diff_mean{run}", "mean {{experiment}}"),
+     Query("verl_training_rollout_probs_diff_std{run}", "std {{experiment}}"),
+     Query("verl_training_rollout_probs_diff_max{run}", "max {{experiment}}")),
+    description="training/rollout_probs_diff_*: |p_rollout - p_trainer| over the batch's response tokens "
+                "(verl logs it by default, rollout.calculate_log_probs).",
+    width=12,
+)
+rollout_correction = TimeSeries(
+    "Rollout correction divergences",
+    (Query("verl_rollout_corr_kl{run}", "KL(rollout||trainer) {{experiment}}"),
+     Query("verl_rollout_corr_log_ppl_abs_diff{run}", "|log-ppl gap| {{experiment}}"),
+     Query("verl_rollout_corr_chi2_token{run}", "chi2 per token {{experiment}}")),
+    description="rollout_corr/*, logged where verl's rollout correction is on: verl's guide reads |KL| above 0.1 "
+                "as a significant off-policy gap and chi2_token above 1 as a severe shift.",
+    width=12,
+)
+
 # --- Rewards, advantages, values ---------------------------------------------------
+
+equal_reward_groups = TimeSeries(
+    "Groups with equal rewards",
+    (Query("verl_frac_reward_zero_std{run}", "all equal {{experiment}}"),
+     Query("verl_reward_solve_none{run}", "all failed: too hard {{experiment}}"),
+     Query("verl_reward_solve_all{run}", "all solved: too easy {{experiment}}")),
+    unit="percentunit",
+    description="Prompt groups whose completions all scored alike give GRPO no advantage (VerlNoLearningSignal, "
+                "VerlRewardNeverPays). TRL's frac_reward_zero_std counts them; prime-rl's reward/solve_none and "
+                "reward/solve_all tell the too hard from the too easy.",
+    width=24,
+)
 
 
 _CRITIC_FREE = " Empty on critic-free runs (GRPO, RLOO, REINFORCE++): they train no critic."
@@ -513,18 +580,21 @@ def dashboard(config: Config) -> Dashboard:
                        "restart {{experiment}}", color="blue"),
         ),
         rows=(
-            Row("At a glance", (current_step, _seconds_since_step(config), firing_alerts, latest_validation,
-                                validation_score, validation_aux)),
+            Row("At a glance", (current_step, _seconds_since_step(config), firing_alerts, _signals_stopped(config),
+                                latest_validation, validation_score, validation_aux)),
             # The design's four rows, open: on-call reads them first.
             Row("Training stability", (reward, _kl(config), _entropy(config), grad_norm,
-                                       clip_fraction, response_length, response_clip_ratio, aborted_ratio)),
+                                       clip_fraction, response_length, response_clip_ratio, aborted_ratio,
+                                       _train_rollout_gap(config))),
             Row("Losses", (policy_loss, kl_loss, value_loss, explained_variance,
                            value_clip_fraction, critic_grad_norm, learning_rate, kl_coefficient)),
             Row("Per-rank heatmap", (*per_rank_gpu, token_imbalance)),
             Row("Memory timeline", (_peak_memory(config), allocator_gap, gpu_memory_timeline, kv_cache,
                                     _host_memory(config))),
             # The rest is collapsed: Grafana queries a collapsed row's panels only once it is opened.
-            Row("Rewards, advantages and values", (rewards, advantages, returns, values), collapsed=True),
+            Row("Train/rollout mismatch", (probs_gap, rollout_correction), collapsed=True),
+            Row("Rewards, advantages and values", (rewards, advantages, returns, values, equal_reward_groups),
+                collapsed=True),
             Row("Stage timeline", (stage_timeline, per_token_time), collapsed=True),
             Row("Step time and progress", (step_time, time_since_step, global_step), collapsed=True),
             Row("Throughput and MFU", (throughput, mfu, batch_tokens, prompt_length, prompt_clip_ratio),

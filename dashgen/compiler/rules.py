@@ -13,15 +13,16 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from dashgen.catalog import Catalog, Metric, MetricType, Origin
+from dashgen.catalog import SERIES_READERS_METRIC, Catalog, Metric, MetricType, Origin
 from dashgen.compiler.compiled import (AlertRule, CompiledAlert, CompiledGroup, CompiledRules, RecordingRule,
                                        RuleFile, UnavailableAlert)
 from dashgen.compiler.condition_compiler import BaselineDefaults, ConditionCompiler, expand_group
 from dashgen.compiler.loader import DefinitionModule, call_definition, load_modules
-from dashgen.compiler.promql import QueryError, label_value
+from dashgen.compiler.promql import QueryError, label_value, metrics_in
 from dashgen.compiler.references import check_alertname_matchers, check_step_statistics_listed, statistics_read
 from dashgen.compiler.rule_checks import check_alert, check_group_names, check_interval, check_record_name
 from dashgen.compiler.selectors import checked_expression, expression_info, rule_selectors
+from dashgen.compiler.signal_needs import alert_needs, readers_expression
 from dashgen.compiler.source_queries import Lacking, SourceQueries
 from dashgen.conditions import RUN_NAME, VALUE, Steps, comparisons
 from dashgen.config import Config, duration_seconds
@@ -31,6 +32,7 @@ from dashgen.records import record
 from dashgen.sources.step_statistics import ServedStatistics
 
 SOURCE_RULES_PREFIX = "source-"  # rules/source-<name>.yaml: the metric source's own recordings
+SERIES_READERS_FILE = "dashgen-series-readers"  # rules/<it>.yaml: which alerts read each logged series
 
 
 def _ms(duration: str) -> int:
@@ -90,7 +92,20 @@ def compile_rules(root: Path, config: Config, catalog: Catalog, definitions: lis
              for (definition, groups), (_, stated_groups) in zip(modules, stated)]
     compilation.check_references()
     files += compilation.source_files()
+    files += _series_readers_file(files, full_catalog, config)
     return CompiledRules(tuple(files), tuple(compilation.unavailable), full_catalog, served, queries.source)
+
+
+def _series_readers_file(files: list[RuleFile], catalog: Catalog, config: Config) -> list[RuleFile]:
+    """dashgen:series_readers, where an alert reads it: the alerts blind without each logged series."""
+    alerts = [alert.rule for file in files for alert in file.alerts]
+    if not any(SERIES_READERS_METRIC in metrics_in(rule.expr) for rule in alerts):
+        return []
+    needs = alert_needs(((rule.name, rule.condition or rule.expr) for rule in alerts),
+                        ((rule.record, rule.expr) for file in files for rule in file.recordings), catalog)
+    rule = RecordingRule(SERIES_READERS_METRIC, readers_expression(needs, catalog), _ms(config.rule_interval))
+    return [RuleFile(SERIES_READERS_FILE, "the alerts' compiled rules (dashgen/compiler/signal_needs.py)",
+                     (CompiledGroup(SERIES_READERS_FILE, config.rule_interval, (rule,)),))]
 
 
 def baseline_defaults(config: Config) -> BaselineDefaults:
@@ -218,6 +233,20 @@ class _Compilation:
 def alert_labels(alert: Alert) -> dict[str, str]:
     """The labels an alert's rule gives its notifications: severity first, then its own, sorted."""
     return {"severity": alert.severity.value, **dict(sorted(alert.labels))}
+
+
+def _render_series_readers(out: RulesOutput, config: Config) -> None:
+    """dashgen:series_readers, where an alert reads it: the alerts blind without each logged series."""
+    if not any(SERIES_READERS_METRIC in metrics_in(rule.expr) for rule in out.alert_rules):
+        return
+    needs = alert_needs(((rule.name, rule.condition or rule.expr) for rule in out.alert_rules),
+                        ((rule.record, rule.expr) for rule in out.recording_rules), out.catalog)
+    rule = RecordingRule(SERIES_READERS_METRIC, readers_expression(needs, out.catalog), _ms(config.rule_interval))
+    out.recording_rules.append(rule)
+    header = "# Rendered by `dashgen build` from the alerts' compiled rules (dashgen/compiler/signal_needs.py); do not edit.\n"
+    out.files[f"{RULES_DIR}/{SERIES_READERS_FILE}"] = header + rule_yaml(
+        {"groups": [{"name": "dashgen-series-readers", "interval": config.rule_interval,
+                     "rules": [{"record": rule.record, "expr": rule.expr}]}]})
 
 
 def _with_recordings(catalog: Catalog, modules: list, selectors: dict) -> Catalog:

@@ -104,6 +104,12 @@ FAULT_ALERTS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
                                           "VerlKLSpike", "VerlEntropyCollapse"}) | TRUNCATION),
     # The validation score falls to 0 over `speed` steps while the training reward keeps rising.
     "reward_hacking_validation": (frozenset({"VerlRewardHacking"}), frozenset({"VerlRewardStagnation"})),
+    # Issue 39. The trainer's and the rollout engine's token probabilities part: the mean gap rises
+    # from its level (0.002-0.003 in bf16) to MISMATCH_GAP over `speed` steps and stays (a rollout
+    # engine upgraded, a precision setting changed, a weight sync that stopped).
+    "train_rollout_mismatch": (frozenset({"VerlTrainRolloutMismatch"}), frozenset({"VerlTrainRolloutGapBeyondGate"})),
+    # actor/entropy no longer logged while the steps go on (a renamed key, a logger that lost it).
+    "entropy_unlogged": (frozenset({"VerlSignalStopped"}), frozenset()),
 }
 # Alerts FAULT_ALERTS expects that the rules do not define yet, with the severity they are to have.
 PLANNED_ALERTS: dict[str, str] = {
@@ -165,6 +171,7 @@ class RunSpec:
     grad_norm_level: float = 0.5  # healthy grad norm after the warm-up
     step_time_sigma: float = 0.05  # log-normal spread of the step time
     validation_every: int = 50  # steps between validations
+    rollout_gap: bool = False  # logs training/rollout_probs_diff_* (verl's default since calculate_log_probs=True)
 
     @property
     def end(self) -> str:
@@ -217,6 +224,10 @@ class _Noise:
         return math.exp(self.rng.gauss(0.0, sigma))
 
 
+# The mean train/rollout probability gap of a healthy bf16 run (0.002-0.003), and a broken one.
+MISMATCH_LEVEL, MISMATCH_GAP = 0.0025, 0.05
+
+
 def neutral_value(key: str) -> float:
     """A plausible value, in verl's units, for a key a simulated step has no model for."""
     if key.startswith("timing_s/"):
@@ -225,13 +236,21 @@ def neutral_value(key: str) -> float:
         return 0.05
     if key.endswith("_gb"):
         return 40.0
+    if key.startswith("sampling/importance_sampling_ratio/"):
+        return 1.0
+    if key.startswith(("training/rollout_probs_diff_", "rollout_corr/", "sampling/")):
+        return MISMATCH_LEVEL  # the trainer and the rollout engine agree as a healthy bf16 stack does
     return 0.5
 
 
-# Keys of other trainers that verl does not log (TRL's), which the simulated verl runs leave out.
+# Keys of other trainers that verl does not log (TRL's, prime-rl's), and verl's rollout correction's
+# (off by default), which the simulated verl runs leave out; the train/rollout gap only with `rollout_gap`
+# (the runs behind published figures were written before verl logged it).
 _NOT_VERL = frozenset({"frac_reward_zero_std", "critic/score/std"})
+_NOT_LOGGED_PREFIXES = ("sampling/", "rollout_corr/", "reward/", "training/rollout_probs_diff_")
 _BASE = {metric.verl_keys[0]: neutral_value(metric.verl_keys[0]) for metric in CATALOG.values()
-         if metric.verl_keys and metric.verl_keys[0] not in _NOT_VERL}
+         if metric.verl_keys and metric.verl_keys[0] not in _NOT_VERL
+         and not metric.verl_keys[0].startswith(_NOT_LOGGED_PREFIXES)}
 CHECKPOINT_EVERY = 100
 WARMUP_KL_STEPS = 10.0  # e-folding of the warm-up's extra KL
 REPEATED_SKIP_EVERY = 12
@@ -326,6 +345,8 @@ def step_data(spec: RunSpec, step: int, rng: random.Random, reward: _Reward) -> 
         "perf/max_memory_reserved_gb": 62.0 + noise.heavy(0.3),
         "timing_s/step": step_seconds,
     })
+    if spec.rollout_gap:
+        data.update(_mismatch(spec, step))
     if step % spec.validation_every == 0:
         data["timing_s/testing"] = 90.0 * noise.lognormal(0.1)
         data["timing_s/step"] += data["timing_s/testing"]
@@ -346,6 +367,16 @@ def step_data(spec: RunSpec, step: int, rng: random.Random, reward: _Reward) -> 
         data = {key: round(value, spec.console_decimals) if isinstance(value, float) else value
                 for key, value in data.items()}
     return data
+
+
+def _mismatch(spec: RunSpec, step: int) -> dict[str, float]:
+    """The step's train/rollout probability gap (training/rollout_probs_diff_*), drawn from a
+    generator of its own so that the other keys draw what they drew before verl logged it."""
+    rng = random.Random(spec.seed * 1_000_003 + step)
+    mean = MISMATCH_LEVEL * math.exp(rng.gauss(0.0, 0.15))
+    return {"training/rollout_probs_diff_mean": mean,
+            "training/rollout_probs_diff_std": 6 * mean * math.exp(rng.gauss(0.0, 0.1)),
+            "training/rollout_probs_diff_max": min(1.0, 0.6 * math.exp(rng.gauss(0.0, 0.2)))}
 
 
 def _small_batch(shape: SmallBatch, data: dict, noise: _Noise, level: float) -> None:
@@ -483,6 +514,15 @@ def _apply(fault: Fault, step: int, data: dict, spec: RunSpec) -> None:
         data["response_length/clip_ratio"] *= 1 - rise
         data["perf/total_num_tokens"] = 512 * (200 + data["response_length/mean"])
         data["critic/score/mean"] *= 1 - rise
+    elif kind == "train_rollout_mismatch":
+        if not spec.rollout_gap:
+            raise ValueError(f"run {spec.name}: a train_rollout_mismatch fault needs a run with rollout_gap")
+        factor = MISMATCH_GAP / MISMATCH_LEVEL
+        for key in ("training/rollout_probs_diff_mean", "training/rollout_probs_diff_std"):
+            scale(key, factor)
+        data["training/rollout_probs_diff_max"] = min(1.0, data["training/rollout_probs_diff_max"] * (1 + ramp))
+    elif kind == "entropy_unlogged":
+        del data["actor/entropy"]
     elif kind == "reward_hacking_validation":
         if VALIDATION_KEY in data:
             data[VALIDATION_KEY] *= 1 - ramp

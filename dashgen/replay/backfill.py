@@ -36,7 +36,7 @@ from typing import Iterable, Iterator, TextIO
 
 from dashgen.catalog import (CATALOG, DROPPED_KEYS_METRIC, DROPPED_LINES_METRIC, EXIT_CODE_METRIC, EXPORTER_COUNTERS,
                              KEY_COLLISIONS_METRIC, LAST_STEP_METRIC, LOG_ROUNDING_METRIC, NONFINITE_LOSS_STREAK_METRIC,
-                             NONFINITE_STREAK_METRIC, PARSE_ERRORS_METRIC, RUN_STATE_METRIC, STEP_STATISTIC_METRIC,
+                             NONFINITE_STREAK_METRIC, PARSE_ERRORS_METRIC, RUN_STATE_METRIC, SERIES_UNLOGGED_METRIC, STEP_STATISTIC_METRIC,
                              STEP_WINDOWS_INFO_METRIC, STEPS_METRIC, VALIDATION_FAMILIES, VALIDATION_LABELS, Catalog,
                              counter_family)
 from dashgen.errors import BuildError
@@ -47,6 +47,7 @@ from dashgen.runtime.log_follower import MAX_LINE_BYTES, run_from_path
 from dashgen.formats.rounding import line_rounding
 from dashgen.formats import trl
 from dashgen.formats.trl import is_trainer_state
+from dashgen.sources.series_arrival import SeriesArrival, logged_series
 from dashgen.sources.step_statistics import STEP_TIME_METRIC, ServedStatistics, StepStatistic
 from dashgen.formats.verl_log import LineError, StepMapper, ValidationSeries, is_training_line, parse_line
 
@@ -61,6 +62,7 @@ CRASH_EXIT_CODE = 1
 MAX_LOGGING_INTERVAL_STEPS = 1000
 # Scrapes written per run (a 15 s interval: 174 days); more would take gigabytes.
 MAX_SCRAPES_PER_RUN = 1_000_000
+_NONE_UNLOGGED: dict[str, int] = {}  # the steps at which no series is missing share it
 
 
 @record
@@ -103,6 +105,10 @@ class RecordedRun:
     # digest of those it computes.
     statistics: list[dict[StepStatistic, float]] = field(default_factory=list)
     step_windows_digest: str = ServedStatistics().digest
+    # The series a regular run stopped logging, and for how many training lines, after each step
+    # (dashgen/sources/series_arrival.py); and every series it logged (a value or a NaN) on any line.
+    unlogged: list[dict[str, int]] = field(default_factory=list)
+    logged: set[str] = field(default_factory=set)
     # Digests served beside it: rule sets backtested side by side (a review) each find theirs.
     other_step_windows_digests: tuple[str, ...] = ()
 
@@ -153,6 +159,7 @@ def read_run(path: Path, labels: dict[str, str], timing: Timing, export_unknown:
     streak = NonFiniteStreak()
     rounding: float | None = None  # the newest line's that shows one (dashgen/formats/rounding.py)
     step_stats = step_statistics.tracker(timing.default_step_seconds)
+    arrival = SeriesArrival(logged_series(catalog))
     durations: list[float] = []
     steps_left_out: list[int] = []  # per line: steps the log left out before it (a log of every Nth step)
     lines = 0
@@ -172,6 +179,10 @@ def read_run(path: Path, labels: dict[str, str], timing: Timing, export_unknown:
                     run.parse_errors += 1
                     continue
                 shown = mapper.step_values(number, data, shown)
+                if is_training_line(data):
+                    arrival.observe(shown)
+                    run.logged.update(shown)
+                run.unlogged.append(arrival.unlogged() or _NONE_UNLOGGED)
                 if step_stats.wanted:
                     logged = shown if is_training_line(data) else {}
                     step_stats.observe(number, logged, logged.get(STEP_TIME_METRIC))
@@ -327,6 +338,7 @@ EXPORTER_SAMPLES = frozenset({LAST_STEP_METRIC, *EXPORTER_COUNTERS, RUN_STATE_ME
 def series_names(runs: list[RecordedRun]) -> set[str]:
     """Names of every series a backfill of the runs writes."""
     served = {STEP_STATISTIC_METRIC} if any(step for run in runs for step in run.statistics) else set()
+    served |= {SERIES_UNLOGGED_METRIC} if any(step for run in runs for step in run.unlogged) else set()
     return {name for run in runs for step in run.values for name in step} | EXPORTER_SAMPLES | {"up"} | served
 
 
@@ -377,6 +389,8 @@ def write_openmetrics(runs: list[RecordedRun], out: TextIO, scrape_interval: flo
     written += _write_validation(runs, scrapes, out, only)
     if only is None or STEP_STATISTIC_METRIC in only:
         written += _write_statistics(runs, scrapes, out)
+    if only is None or SERIES_UNLOGGED_METRIC in only:
+        written += _write_unlogged(runs, scrapes, out)
     if only is None or STEP_WINDOWS_INFO_METRIC in only:
         out.write(f"# TYPE {STEP_WINDOWS_INFO_METRIC} gauge\n")
         for run, run_scrapes in zip(runs, scrapes):
@@ -471,6 +485,22 @@ def _write_statistics(runs: list[RecordedRun], scrapes: list[_Scrapes], out: Tex
                 value = run.statistics[index].get(stat)
                 if value is not None:
                     out.write(_repeated(f"{prefix} {openmetrics_value(value)}", stamps))
+                    written += len(stamps)
+    return written
+
+
+def _write_unlogged(runs: list[RecordedRun], scrapes: list[_Scrapes], out: TextIO) -> int:
+    """verl_exporter_series_unlogged_steps of each series, at the scrapes of the steps it was missing at."""
+    written = 0
+    if any(step for run in runs for step in run.unlogged):
+        out.write(f"# TYPE {SERIES_UNLOGGED_METRIC} gauge\n")
+    for run, run_scrapes in zip(runs, scrapes):
+        for series in sorted({series for step in run.unlogged for series in step}):
+            prefix = SERIES_UNLOGGED_METRIC + label_text({**run.labels, "series": series})
+            for index, stamps in run_scrapes.by_step:
+                lines = run.unlogged[index].get(series)
+                if lines is not None:
+                    out.write(_repeated(f"{prefix} {lines}", stamps))
                     written += len(stamps)
     return written
 

@@ -13,6 +13,7 @@ from dataclasses import field
 
 from dashgen.records import record
 from dashgen.replay.backtest import RunOutcome
+from dashgen.replay.unjudged import UNJUDGED
 from dashgen.review.runs import LabelledRun, Verdict, check_steps
 
 SEVERE = ("critical", "warning")
@@ -34,6 +35,7 @@ class Judged:
     run: LabelledRun
     logged_steps: list[int]
     fired: list[Fired] = field(default_factory=list)
+    unjudged: dict[str, str] = field(default_factory=dict)  # alerts that could not judge the run: why
 
     @property
     def severe(self) -> list[Fired]:
@@ -112,4 +114,5 @@ def judged(run: LabelledRun, outcome: RunOutcome) -> Judged:
     check_steps(run, steps)
     fired = [Fired(alert.alertname, alert.severity, firing.start_step, firing.end_step)
              for alert in outcome.alerts for firing in alert.firing]
-    return Judged(run, steps, sorted(fired, key=lambda f: (f.start_step, f.alertname)))
+    return Judged(run, steps, sorted(fired, key=lambda f: (f.start_step, f.alertname)),
+                  {alert.alertname: alert.note for alert in outcome.alerts if alert.note.startswith(UNJUDGED)})

@@ -187,6 +187,12 @@ def format_markdown(review: Review) -> str:
         out.append(f"| {run.name} | {run.split or '-'} | {run.verdict.value if run.verdict else 'unlabelled'} "
                    f"| {'-' if run.onset_step is None else run.onset_step} | {before} "
                    f"| {after if after == before else f'**{after}**'} | {_result(change)} |")
+    blind = [change for change in review.runs if change.after.unjudged]
+    if blind:
+        out += ["", "### Alerts that could not judge a run (after)", ""]
+        out += [f"- `{change.run.name}`: " + "; ".join(f"{name} ({why.split(': ', 1)[-1]})"
+                                                    for name, why in sorted(change.after.unjudged.items()))
+                for change in blind]
     splits = by_split(review.runs, lambda change: change.run.split)
     if len(splits) > 1:
         out += ["", "### Per split", "", "| split | before | after |", "|---|---|---|"]
@@ -201,6 +207,7 @@ def review_json(review: Review) -> dict:
     def judged_json(j: Judged) -> dict:
         return {"result": j.result, "clean": j.clean if j.run.labelled else None,
                 "caught_by": j.caught_by.alertname if j.caught_by else None, "latency_steps": j.latency_steps,
+                "unjudged": j.unjudged,
                 "fired": [{"alertname": f.alertname, "severity": f.severity, "start_step": f.start_step,
                            "end_step": f.end_step} for f in j.fired]}
 

@@ -45,7 +45,11 @@ def test_every_pinned_alert_is_rendered_with_severity_summary_description_runboo
         # issue 35: bounds no healthy run crosses, from the first line; issue 40: a lone gradient explosion
         "VerlImplausibleValue", "VerlRewardNeverPays", "VerlGradNormExplosion",
         # issue 40: the training reward rising while validation falls; a high truncation share reported once
-        "VerlRewardHacking", "VerlResponseTruncationHigh"}
+        "VerlRewardHacking", "VerlResponseTruncationHigh",
+        # issue 39: the trainer's token probabilities parting from the rollout engine's
+        "VerlTrainRolloutMismatch", "VerlTrainRolloutGapBeyondGate",
+        # issue 39: a signal the alerts read that stops arriving while the run goes on
+        "VerlSignalStopped"}
     for name, rule in alerts.items():
         assert rule["labels"]["severity"] in ("critical", "warning", "info")
         assert rule["annotations"]["summary"] and "{{" not in rule["annotations"]["summary"]
@@ -84,9 +88,9 @@ def test_promtool_fixtures_pass():
     assert result.exit_code == 0, result.output
     # The fixtures, the generated tests of each module with vocabulary alerts, and the routing fixtures.
     generated = result.output.count("-generated-test.yaml\n  SUCCESS")
-    # stability, rewards, load_balance, rollout, plausibility, validation; and the cases at 3,600 s a
-    # step evaluated every 5m of all but load_balance
-    assert generated == 11
+    # stability, rewards, load_balance, rollout, plausibility, validation, mismatch; and the cases at
+    # 3,600 s a step evaluated every 5m of all but load_balance
+    assert generated == 13
     assert result.output.count("SUCCESS") == len(FIXTURES) + generated + 1
 
 

@@ -38,6 +38,7 @@ from dashgen.replay.backtest.rule_files import read_rule_files
 from dashgen.replay.backtest.rule_sets import RuleSet, merge, served_statistics
 from dashgen.replay.backtest.server import SERVER_ARGS, query_pool, serve_tsdb
 from dashgen.replay.prometheus_server import PrometheusServer
+from dashgen.replay.unjudged import needs_of_rules, unjudged
 from dashgen.replay.work_dir import work_dir
 
 __all__ = ["SERVER_ARGS", "backtest", "backtest_rule_sets", "evaluate_rules", "recorded_openmetrics", "serve_tsdb"]
@@ -93,8 +94,14 @@ def backtest_rule_sets(paths: list[Path], rule_sets: list[RuleSet], catalog: Cat
         per_alert, recorded_names = evaluate_rules(workdir, recordings, alerts, runs)
         available = series_names(runs) | recorded_names
     signals = [tuple(sorted(raw_reads(_reads(alert), recordings))) for alert in alerts]
-    return [[RunOutcome(run, _run_alerts(index, own, rule_set.alerts, alerts, per_alert, signals, available))
-             for index, run in enumerate(runs)] for own, rule_set in zip(merged.alerts_of, rule_sets)]
+    outcomes = [[RunOutcome(run, _run_alerts(index, own, rule_set.alerts, alerts, per_alert, signals, available))
+                 for index, run in enumerate(runs)] for own, rule_set in zip(merged.alerts_of, rule_sets)]
+    needs = needs_of_rules(alerts, recordings, catalog)
+    for outcome in (outcome for per_set in outcomes for outcome in per_set):
+        why = {each.alertname: each.why for each in unjudged(needs, outcome.run.logged, catalog)}
+        for alert in outcome.alerts:
+            alert.note = why.get(alert.alertname) or alert.note
+    return outcomes
 
 
 def _run_alerts(run_index: int, own: list[int], stated: list[AlertRule], alerts: list[AlertRule],
