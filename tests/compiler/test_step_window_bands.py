@@ -46,7 +46,7 @@ def promql_step_window_rules(folder) -> list[str]:
     """The project's rule files with its step windows compiled to PromQL (exporter_step_windows off)."""
     rendered = render_rules(REPO, Config(exporter_step_windows=False), project_catalog(REPO))
     paths = []
-    for name in ("plausibility.yaml", "stability.yaml", "rewards.yaml"):  # the rhythm is recorded in the first
+    for name in ("mismatch.yaml", "plausibility.yaml", "stability.yaml", "rewards.yaml"):  # the rhythm: the first
         (folder / name).write_text(rendered.files[f"rules/{name}"])
         paths.append(str(folder / name))
     return paths
