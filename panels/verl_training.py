@@ -66,8 +66,7 @@ def _signals_stopped(config: Config) -> Stat:
     return Stat(
         "Signals stopped",
         (Query(f"count({SERIES_UNLOGGED_METRIC}{{run}} >= {after}) or vector(0)", "stopped"),),
-        description=f"Series the run logged on every step and has not logged for {after} logged steps since: the "
-                    f"alerts that read them are blind (VerlSignalStopped names them).",
+        description=f"Keys logged on every step, missing from the last {after}.",
         thresholds=(Threshold(1, "VerlSignalStopped"),),
     )
 
@@ -201,13 +200,9 @@ aborted_ratio = TimeSeries(
 def _train_rollout_gap(config: Config) -> TimeSeries:
     return TimeSeries(
         "Train/rollout gap",
-        (Query("verl_training_rollout_probs_diff_mean{run}", "mean |p gap| {{experiment}}"),
-         Query("verl_sampling_sampling_logp_difference_mean{run}", "mean |log-p gap| {{experiment}}"),
-         Query("verl_rollout_corr_log_ppl_abs_diff{run}", "|log-ppl gap| {{experiment}}")),
-        description="How far the trainer's token probabilities are from the rollout engine's: verl's "
-                    "training/rollout_probs_diff_mean, TRL's sampling/sampling_logp_difference/mean, verl's rollout "
-                    "correction's log_ppl_abs_diff. A rise from the run's own level is a change in the stack "
-                    "(VerlTrainRolloutMismatch); the line is verl-omni's gate on the first.",
+        (Query("verl_training_rollout_probs_diff_mean{run}", "p {{experiment}}"),
+         Query("verl_sampling_sampling_logp_difference_mean{run}", "log-p {{experiment}}")),
+        description="Mean |gap| of trainer vs rollout token (log-)probabilities; the line: verl-omni's gate.",
         width=24,
         thresholds=(Threshold(config.area(MismatchConfig).probs_diff_gate, "VerlTrainRolloutGapBeyondGate"),),
     )
@@ -218,17 +213,15 @@ probs_gap = TimeSeries(
     (Query("verl_training_rollout_probs_diff_mean{run}", "mean {{experiment}}"),
      Query("verl_training_rollout_probs_diff_std{run}", "std {{experiment}}"),
      Query("verl_training_rollout_probs_diff_max{run}", "max {{experiment}}")),
-    description="training/rollout_probs_diff_*: |p_rollout - p_trainer| over the batch's response tokens "
-                "(verl logs it by default, rollout.calculate_log_probs).",
+    description="|p_rollout - p_trainer| per response token.",
     width=12,
 )
 rollout_correction = TimeSeries(
     "Rollout correction divergences",
-    (Query("verl_rollout_corr_kl{run}", "KL(rollout||trainer) {{experiment}}"),
-     Query("verl_rollout_corr_log_ppl_abs_diff{run}", "|log-ppl gap| {{experiment}}"),
-     Query("verl_rollout_corr_chi2_token{run}", "chi2 per token {{experiment}}")),
-    description="rollout_corr/*, logged where verl's rollout correction is on: verl's guide reads |KL| above 0.1 "
-                "as a significant off-policy gap and chi2_token above 1 as a severe shift.",
+    (Query("verl_rollout_corr_kl{run}", "KL {{experiment}}"),
+     Query("verl_rollout_corr_log_ppl_abs_diff{run}", "log-ppl {{experiment}}"),
+     Query("verl_rollout_corr_chi2_token{run}", "chi2 {{experiment}}")),
+    description="rollout_corr/*: |KL| above 0.1 is a significant off-policy gap, chi2 above 1 a severe shift.",
     width=12,
 )
 
@@ -236,13 +229,11 @@ rollout_correction = TimeSeries(
 
 equal_reward_groups = TimeSeries(
     "Groups with equal rewards",
-    (Query("verl_frac_reward_zero_std{run}", "all equal {{experiment}}"),
-     Query("verl_reward_solve_none{run}", "all failed: too hard {{experiment}}"),
-     Query("verl_reward_solve_all{run}", "all solved: too easy {{experiment}}")),
+    (Query("verl_frac_reward_zero_std{run}", "equal {{experiment}}"),
+     Query("verl_reward_solve_none{run}", "too hard {{experiment}}"),
+     Query("verl_reward_solve_all{run}", "too easy {{experiment}}")),
     unit="percentunit",
-    description="Prompt groups whose completions all scored alike give GRPO no advantage (VerlNoLearningSignal, "
-                "VerlRewardNeverPays). TRL's frac_reward_zero_std counts them; prime-rl's reward/solve_none and "
-                "reward/solve_all tell the too hard from the too easy.",
+    description="Groups whose rewards are all equal: no GRPO advantage.",
     width=24,
 )
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Iterable, Mapping
 
 from dashgen.catalog import Catalog
-from dashgen.compiler.rules import AlertRule, RecordingRule
+from dashgen.compiler.compiled import AlertRule, RecordingRule
 from dashgen.compiler.signal_needs import Needs, alert_needs
 from dashgen.records import record
 

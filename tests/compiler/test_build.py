@@ -77,7 +77,7 @@ def test_dashboard_shape(project):
     rows = [(p["title"], p.get("collapsed", False)) for p in model["panels"] if p["type"] == "row"]
     # The design's layout: at a glance, then its four rows open; the rest follows, collapsed.
     assert rows == [("At a glance", False), ("Training stability", False), ("Losses", False),
-                    ("Per-rank heatmap", False), ("Memory timeline", False),
+                    ("Per-rank heatmap", False), ("Memory timeline", False), ("Train/rollout mismatch", True),
                     ("Rewards, advantages and values", True), ("Stage timeline", True),
                     ("Step time and progress", True), ("Throughput and MFU", True), ("Rollout engine", True)]
     variables = {v["name"]: v for v in model["templating"]["list"]}

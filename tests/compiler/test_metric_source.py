@@ -99,8 +99,10 @@ def test_series_the_source_lacks_make_alerts_unavailable_with_the_reason_in_list
     rl_insight_project(project)
     rendered = render_project(project, config_from({"source": "rl_insight"}))
     unavailable = {alert.name: alert.why for alert in rendered.project.unavailable}
-    # RL-Insight serves each validation key as a gauge of its own, not verl_val_core: no reward hacking.
-    assert set(unavailable) == {"VerlRunCrashed", "VerlMetricsAbsent", "VerlStepWindowsNotServed", "VerlRewardHacking"}
+    # RL-Insight serves each validation key as a gauge of its own, not verl_val_core: no reward hacking;
+    # nor which key a run stopped logging: no VerlSignalStopped.
+    assert set(unavailable) == {"VerlRunCrashed", "VerlMetricsAbsent", "VerlStepWindowsNotServed", "VerlRewardHacking",
+                                "VerlSignalStopped"}
     rendered_alerts = {alert.name for alert in rendered.project.alerts}
     assert {"VerlTrainingStalled", "VerlNaNMetrics", "VerlKLSpike"} <= rendered_alerts
     assert not rendered_alerts & set(unavailable)

@@ -45,7 +45,7 @@ def test_top_row_is_the_run_at_a_glance(project):
     top = [p for p in dashboard["panels"][1:] if p["gridPos"]["y"] == first_row["gridPos"]["y"] + 1]
     assert [(p["type"], p["title"]) for p in top] == [
         ("stat", "Current step"), ("stat", "Seconds since the last step"), ("stat", "Firing alerts"),
-        ("stat", "Latest validation score")]
+        ("stat", "Signals stopped"), ("stat", "Latest validation score")]
     assert sum(p["gridPos"]["w"] for p in top) == 24
     exprs = {p["title"]: p["targets"][0]["expr"] for p in top}
     assert 'ALERTS{job=~"$job", project=~"$project", experiment=~"$experiment", alertstate="firing"}' in exprs[

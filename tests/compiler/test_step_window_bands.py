@@ -48,7 +48,7 @@ def promql_step_window_rules(folder) -> list[str]:
     config = Config(exporter_step_windows=False)
     files = rule_file_texts(compile_rules(REPO, config, project_catalog(REPO)).files, config)
     paths = []
-    for name in ("plausibility.yaml", "stability.yaml", "rewards.yaml"):  # the rhythm is recorded in the first
+    for name in ("mismatch.yaml", "plausibility.yaml", "stability.yaml", "rewards.yaml"):  # the rhythm: the first
         (folder / name).write_text(files[f"rules/{name}"])
         paths.append(str(folder / name))
     return paths

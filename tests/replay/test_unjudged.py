@@ -4,7 +4,7 @@ import pytest
 
 from conftest import REPO
 from dashgen.catalog import CATALOG
-from dashgen.compiler.rules import render_rules
+from dashgen.compiler.rules import compile_rules
 from dashgen.compiler.signal_needs import NOTHING, alert_needs, blind_without
 from dashgen.config import Config
 from dashgen.replay.unjudged import needs_of_rules, unjudged
@@ -29,7 +29,7 @@ def test_and_needs_both_or_either_unless_only_its_left_and_recordings_are_read_t
 
 @pytest.fixture(scope="module")
 def project_needs():
-    compiled = render_rules(REPO, Config(), CATALOG)
+    compiled = compile_rules(REPO, Config(), CATALOG)
     return needs_of_rules(compiled.alert_rules, compiled.recording_rules, compiled.catalog)
 
 
