@@ -161,7 +161,7 @@ def test_an_alert_without_any_test_fails_dashgen_test_unless_it_says_why(team):
      "inhibition by 'VerlTrainingStalled': 'VerlRewardStagnaton' is not an alert defined in alerts/; did you mean "
      "'VerlRewardStagnation'?"),
     # an annotation's alertname matcher
-    (("panels/verl_training.py", "ALERTS{run, alertstate=\"firing\"}'", "ALERTS{run, alertname=\"VerlNaNMetric\", "
+    (("panels/verl_training.py", "ALERTS{$run, alertstate=\"firing\"}'", "ALERTS{$run, alertname=\"VerlNaNMetric\", "
       "alertstate=\"firing\"}'"), "annotation 'Firing alerts': 'VerlNaNMetric' is not an alert"),
     # a signal
     (("alerts/stability.py", 'Signal("actor/ppo_kl")', 'Signal("actor/ppo_kll")'),

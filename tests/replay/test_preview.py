@@ -30,8 +30,8 @@ def test_preview_draws_every_dashboard_the_same_twice(project: Path, tmp_path: P
 def test_a_verl_panel_without_data_fails_unless_allowed(project: Path, tmp_path: Path):
     module = project / "panels" / "verl_training.py"
     # A key the sample run does not log (only REMAX logs timing_s/gen_max).
-    module.write_text(module.read_text().replace('Query("verl_timing_step_seconds{run}", "{{experiment}}")',
-                                                 'Query("verl_timing_gen_max_seconds{run}", "{{experiment}}")'))
+    module.write_text(module.read_text().replace('Query("verl_timing_step_seconds{$run}", "{{experiment}}")',
+                                                 'Query("verl_timing_gen_max_seconds{$run}", "{{experiment}}")'))
     assert run("build", "--root", str(project)).exit_code == 0
     out = tmp_path / "out"
     result = run("preview", str(SAMPLE), "--out", str(out), "--root", str(project))
@@ -47,8 +47,8 @@ def test_a_failed_preview_leaves_the_committed_previews_as_they_were(project: Pa
     committed = with_preview(project)
     before = {png.name: png.read_bytes() for png in committed.iterdir()}
     module = project / "panels" / "verl_training.py"
-    module.write_text(module.read_text().replace('Query("verl_timing_step_seconds{run}", "{{experiment}}")',
-                                                 'Query("verl_timing_gen_max_seconds{run}", "{{experiment}}")'))
+    module.write_text(module.read_text().replace('Query("verl_timing_step_seconds{$run}", "{{experiment}}")',
+                                                 'Query("verl_timing_gen_max_seconds{$run}", "{{experiment}}")'))
     assert run("build", "--root", str(project)).exit_code == 0
     result = run("preview", str(SAMPLE), "--root", str(project))
     assert result.exit_code == 1 and "no preview in" in result.output
