@@ -128,6 +128,13 @@ def _windows(condition: Condition | None, config: Config, rhythm: float | None =
     return reduce, baseline
 
 
+def _warm_up_windows(alert: Alert, config: Config, rhythm: float | None) -> tuple[float, float]:
+    """_windows of the alert's condition, with the baselines its keep-firing condition holds too:
+    they must exist by the crossing."""
+    reduce, baseline = _windows(alert.condition, config, rhythm)
+    return reduce, max(baseline, _windows(alert.keep_firing_while, config, rhythm)[1])
+
+
 # Rhythms (seconds per training step) every alert that counts in steps is tested at: the fastest
 # and the slowest runs issue 35 names (1.5 s and an hour a step), and one a minute.
 TEST_RHYTHMS = (1.5, 60.0, 3600.0)
@@ -294,9 +301,7 @@ def _cases(alert: Alert, catalog: Catalog, config: Config, rhythm: float | None,
     onset = list(comparisons(alert.condition))
     keep = list(comparisons(alert.keep_firing_while)) if alert.keep_firing_while is not None else []
     levels, series_of, ratios = _signal_levels(alert, onset, keep, catalog)
-    reduce, baseline = _windows(alert.condition, config, rhythm)
-    # The baselines the keep-firing condition holds must exist by the crossing too.
-    baseline = max(baseline, _windows(alert.keep_firing_while, config, rhythm)[1])
+    reduce, baseline = _warm_up_windows(alert, config, rhythm)
     _check_runnable(alert, max(reduce, baseline), step, rhythm)
     _check_levels_suffice(alert)
     if rhythm is not None:  # the run's rhythm is known from its second line on
