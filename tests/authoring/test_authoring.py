@@ -306,10 +306,10 @@ def test_a_warm_up_is_compared_with_its_settled_level_not_the_median_of_its_deca
     assert run("build", "--root", str(team)).exit_code == 0
     rules = (team / "rendered" / "rules" / "team.yaml").read_text()
     stability = (team / "rendered" / "rules" / "stability.yaml").read_text()
-    # Recorded once per project: the team's alert reads the divergence's recording.
-    assert "> 3 * verl:actor_ppo_kl:baseline_floor" in rules and "record: verl:actor_ppo_kl:baseline_floor" not in rules
-    assert "record: verl:actor_ppo_kl:median_5m" in stability
-    assert "min_over_time(verl:actor_ppo_kl:median_5m[1h])" in stability
+    # The divergence counts steps, so the team's quietest level of an hour is a recording of its own.
+    assert "> 3 * verl:actor_ppo_kl:baseline_floor" in rules and "record: verl:actor_ppo_kl:baseline_floor" in rules
+    assert "min_over_time(verl:actor_ppo_kl:median_5m[1h])" in rules
+    assert "record: verl:actor_ppo_kl:baseline_floor\n" not in stability
     result = run("test", "--root", str(team), "team")
     assert result.exit_code == 0, result.output  # the fixture and both alerts' generated cases
 

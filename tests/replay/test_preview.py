@@ -24,7 +24,7 @@ def test_preview_draws_every_dashboard_the_same_twice(project: Path, tmp_path: P
     for png in first.iterdir():
         assert png.read_bytes().startswith(PNG_SIGNATURE)
         assert png.read_bytes() == (second / png.name).read_bytes(), png.name
-    assert "verl-training.png: 40 of 49 panels with data" in result.output
+    assert "verl-training.png: 45 of 54 panels with data" in result.output
 
 
 def test_a_verl_panel_without_data_fails_unless_allowed(project: Path, tmp_path: Path):
