@@ -59,7 +59,8 @@ import yaml
 
 from dashgen.compiler.dashboards import iter_panels
 from dashgen.compiler.promql import metrics_in, substitute_grafana_variables
-from dashgen.replay.backfill import RecordedRun, Timing, create_blocks, label_text, read_run, run_labels, write_openmetrics
+from dashgen.replay.backfill import RecordedRun, Timing, create_blocks, read_run, run_labels
+from dashgen.replay.openmetrics import label_text, write_openmetrics
 from dashgen.replay.backtest import SERVER_ARGS, load_rules, recorded_openmetrics, recording_levels, serve_tsdb
 from dashgen.replay.prometheus_server import PrometheusServer, free_port
 from dashgen.evaluation.simulate import RunSpec, write_run

@@ -154,7 +154,8 @@ def backfill(run_path: Path, tsdb_dir: Path, start: str | None, scrape_interval:
     """Turn a recorded verl run into Prometheus blocks, as if `dashgen export` had been scraped."""
     from dashgen.project_metrics import project_catalog
     from dashgen.promtool import find_binary
-    from dashgen.replay.backfill import create_blocks, read_run, run_labels, write_openmetrics
+    from dashgen.replay.backfill import create_blocks, read_run, run_labels
+    from dashgen.replay.openmetrics import write_openmetrics
     from dashgen.replay.backtest import iso_time
     from dashgen.replay.work_dir import work_dir
 

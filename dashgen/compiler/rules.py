@@ -235,20 +235,6 @@ def alert_labels(alert: Alert) -> dict[str, str]:
     return {"severity": alert.severity.value, **dict(sorted(alert.labels))}
 
 
-def _render_series_readers(out: RulesOutput, config: Config) -> None:
-    """dashgen:series_readers, where an alert reads it: the alerts blind without each logged series."""
-    if not any(SERIES_READERS_METRIC in metrics_in(rule.expr) for rule in out.alert_rules):
-        return
-    needs = alert_needs(((rule.name, rule.condition or rule.expr) for rule in out.alert_rules),
-                        ((rule.record, rule.expr) for rule in out.recording_rules), out.catalog)
-    rule = RecordingRule(SERIES_READERS_METRIC, readers_expression(needs, out.catalog), _ms(config.rule_interval))
-    out.recording_rules.append(rule)
-    header = "# Rendered by `dashgen build` from the alerts' compiled rules (dashgen/compiler/signal_needs.py); do not edit.\n"
-    out.files[f"{RULES_DIR}/{SERIES_READERS_FILE}"] = header + rule_yaml(
-        {"groups": [{"name": "dashgen-series-readers", "interval": config.rule_interval,
-                     "rules": [{"record": rule.record, "expr": rule.expr}]}]})
-
-
 def _with_recordings(catalog: Catalog, modules: list, selectors: dict) -> Catalog:
     """The catalog plus every recorded series, with the labels its expression keeps. A recording
     may read one defined after it (e.g. in a group of another interval); one whose expression

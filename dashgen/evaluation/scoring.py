@@ -16,7 +16,8 @@ from dataclasses import field
 
 from dashgen.records import record
 from dashgen.replay.backtest import RunOutcome
-from dashgen.evaluation.simulate import FAULT_ALERTS, PLANNED_ALERTS, TERMINAL, Fault, RunSpec, noise_free_entropy
+from dashgen.evaluation.fault_alerts import FAULT_ALERTS, PLANNED_ALERTS
+from dashgen.evaluation.simulate import TERMINAL, Fault, RunSpec, noise_free_entropy
 
 # A firing that starts this long after an episode ended still belongs to it (windows lag).
 SLACK_SECONDS = 1800.0

@@ -5,7 +5,7 @@ single-step spikes, a slow natural KL drift and entropy decline, a rising reward
 plateaus (optionally a signed reward that sits near 0), validation and checkpoint steps
 that take longer, and sometimes a restart from a checkpoint (the step goes back). Faults
 are laid over it from a step on, until a step or the run's end (`Fault.until`), and each
-names the alerts that must catch it and those it may also raise (`FAULT_ALERTS`), and the
+names the alerts that must catch it and those it may also raise (`FAULT_ALERTS`, dashgen/evaluation/fault_alerts.py), and the
 step from which it is measurable (`Fault.measurable_from`). Runs can also have the shapes
 that defeat alerts tuned on one model: an entropy level far from the usual (low and flat, or
 high), a warm-up with high KL or noisy first steps, and a log that holds only every Nth step.
@@ -29,93 +29,6 @@ from pathlib import Path
 from dashgen.catalog import CATALOG
 from dashgen.records import record
 
-# The one place that names the alerts each fault is judged on; rename an alert here.
-# A fault that cuts more responses at the length cap may raise both: the rise warns, the high share is an info.
-TRUNCATION = frozenset({"VerlResponseTruncation", "VerlResponseTruncationHigh"})
-# fault kind -> (alerts that must fire, alerts it may also raise)
-FAULT_ALERTS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
-    "divergence": (frozenset({"VerlTrainingDivergence"}),
-                   frozenset({"VerlKLSpike", "VerlEntropyCollapse", "VerlRewardCliff", "VerlRewardStagnation",
-                              "VerlBatchTokenRunaway"}) | TRUNCATION),
-    "kl_spike": (frozenset({"VerlKLSpike"}), frozenset()),
-    "entropy_collapse": (frozenset({"VerlEntropyCollapse"}), frozenset({"VerlRewardStagnation"})),
-    "reward_cliff": (frozenset({"VerlRewardCliff"}), frozenset({"VerlRewardStagnation"})),
-    "reward_hacking": (frozenset({"VerlBatchTokenRunaway"}), TRUNCATION),
-    "truncation": (frozenset({"VerlResponseTruncation"}), frozenset({"VerlResponseTruncationHigh"})),
-    # The held last step is a flat reward; Alertmanager inhibits the stagnation it causes.
-    "stall": (frozenset({"VerlTrainingStalled"}), frozenset({"VerlRewardStagnation"})),
-    "crash": (frozenset({"VerlRunCrashed"}), frozenset()),
-    "nan": (frozenset({"VerlNaNMetrics"}), frozenset({"VerlNonFiniteStep", "VerlRunCrashed"})),
-    "memory_pressure": (frozenset({"VerlGPUMemoryPressure"}), frozenset()),
-    "token_runaway": (frozenset({"VerlBatchTokenRunaway"}), TRUNCATION),
-    "rollout_aborts": (frozenset({"VerlRolloutAborts"}), frozenset()),
-    # Entropy rising several-fold within a few steps, responses running to the length cap.
-    "entropy_explosion": (frozenset({"VerlEntropyExplosion"}),
-                          frozenset({"VerlRewardCliff", "VerlRewardStagnation", "VerlBatchTokenRunaway"}) | TRUNCATION),
-    # Responses shrink to a few tokens while the reward stays up (hacked by minimal answers).
-    "length_collapse": (frozenset({"VerlResponseLengthCollapse"}),
-                        frozenset({"VerlEntropyCollapse", "VerlRewardStagnation", "VerlNoLearningSignal"})),
-    # Every GRPO group's rewards are identical: no advantage, grad norm and policy loss exactly 0.
-    "no_learning_signal": (frozenset({"VerlNoLearningSignal"}), frozenset({"VerlRewardStagnation"})),
-    # Skipped updates (non-finite grad norm) every REPEATED_SKIP_EVERY steps, never two in a row.
-    "repeated_skips": (frozenset({"VerlNonFiniteSteps"}), frozenset({"VerlNonFiniteStep"})),
-    # Reserved memory near the card's capacity with little of it unallocated (no fragmentation).
-    "memory_near_capacity": (frozenset({"VerlGPUMemoryPressure"}), frozenset()),
-    # Not faults: events of a healthy run that an alert may or should report.
-    "plateau": (frozenset({"VerlRewardStagnation"}), frozenset()),
-    "nan_skip": (frozenset(), frozenset({"VerlNonFiniteStep"})),
-    # Entropy falling 10x per `speed` steps. Issue 20 took it for a fault; real healthy runs fall so
-    # (40x over 300 steps; verl's DeepSeek-7B GRPO baseline 7x in its first 55, bench/realruns/).
-    "entropy_decay": (frozenset(), frozenset({"VerlRewardStagnation"})),
-    # Issue 35. Entropy falling 10x per `speed` steps while the reward rises 0.5 over them: convergence.
-    "convergence": (frozenset(), frozenset({"VerlRewardStagnation"})),
-    # Reference KL ~11,000 and grad norm ~420,000 from `at`; from `at + speed` a reward of 0 and
-    # every completion cut at the length cap (a public run logged every 10th step).
-    "implausible_start": (frozenset({"VerlImplausibleValue"}),
-                          frozenset({"VerlReferenceKLBlowUp", "VerlRewardCliff",
-                                     "VerlRewardStagnation", "VerlNoLearningSignal", "VerlKLSpike",
-                                     "VerlTrainingDivergence", "VerlBatchTokenRunaway", "VerlGradNormExplosion",
-                                     "VerlEntropyCollapse", "VerlEntropyExplosion", "VerlResponseLengthCollapse"})
-                          | TRUNCATION),
-    # A small-batch run whose reward sits at its floor: every step whose completions score alike (the
-    # run's zero-std share, 86-97% in public runs) scores the lowest value, the others one completion above.
-    "no_reward": (frozenset({"VerlNoLearningSignal"}),
-                  frozenset({"VerlRewardNeverPays", "VerlRewardStagnation", "VerlImplausibleValue", "VerlEntropyCollapse",
-                             "VerlEntropyExplosion", "VerlResponseLengthCollapse"})),
-    # Entropy doubling every `speed` steps up to 13x (0.76 to 9.8 in a public verl agent run at
-    # 2,400-4,800 s a step) while the reward falls to 0; its NaN grad norms are the spec's skipped steps.
-    "entropy_growth": (frozenset({"VerlEntropyExplosion"}),
-                       frozenset({"VerlRewardCliff", "VerlRewardStagnation",
-                                  "VerlBatchTokenRunaway", "VerlImplausibleValue", "VerlGradNormExplosion",
-                                  "VerlNonFiniteStep", "VerlNonFiniteSteps", "VerlNaNMetrics"}) | TRUNCATION),
-    # Entropy falling by e every `speed` steps (3.3x in 60 steps, not 10x) while the reward slips.
-    "entropy_slow_collapse": (frozenset({"VerlEntropyCollapse"}),
-                              frozenset({"VerlRewardStagnation", "VerlRewardCliff", "VerlNoLearningSignal",
-                                         "VerlResponseLengthCollapse"})),
-    # Issue 40. Grad norm alone: about 12x, 36x, then 120x its level on consecutive steps; KL,
-    # entropy and reward as before (a public unclipped off-policy run: at most 4.6, then 34, 80, 292).
-    "grad_norm_explosion": (frozenset({"VerlGradNormExplosion"}), frozenset()),
-    # After a long quiet stretch, entropy 28x within `speed` steps (0.33 to 0.68, 3.4, 7.4, 9.4 in
-    # 50 steps in a public run), grad norm 13x, PPO clip fraction to 0.7, responses to ~4 tokens.
-    "late_entropy_explosion": (frozenset({"VerlEntropyExplosion"}),
-                               frozenset({"VerlResponseLengthCollapse", "VerlGradNormExplosion",
-                                          "VerlImplausibleValue", "VerlRewardCliff", "VerlRewardStagnation",
-                                          "VerlNoLearningSignal", "VerlBatchTokenRunaway",
-                                          "VerlKLSpike", "VerlEntropyCollapse"}) | TRUNCATION),
-    # The validation score falls to 0 over `speed` steps while the training reward keeps rising.
-    "reward_hacking_validation": (frozenset({"VerlRewardHacking"}), frozenset({"VerlRewardStagnation"})),
-    # Issue 39. The trainer's and the rollout engine's token probabilities part: the mean gap rises
-    # from its level (0.002-0.003 in bf16) to MISMATCH_GAP over `speed` steps and stays (a rollout
-    # engine upgraded, a precision setting changed, a weight sync that stopped).
-    "train_rollout_mismatch": (frozenset({"VerlTrainRolloutMismatch"}), frozenset({"VerlTrainRolloutGapBeyondGate"})),
-    # actor/entropy no longer logged while the steps go on (a renamed key, a logger that lost it).
-    "entropy_unlogged": (frozenset({"VerlSignalStopped"}), frozenset()),
-}
-# Alerts FAULT_ALERTS expects that the rules do not define yet, with the severity they are to have.
-PLANNED_ALERTS: dict[str, str] = {
-    "VerlImplausibleValue": "warning",  # a value no healthy run logs, from the first line (issue 35)
-    "VerlGradNormExplosion": "warning",  # grad norm far above its own quiet level and noise (issue 40)
-}
 # Faults that end the log: the trainer hangs or dies at `at`.
 TERMINAL = {"stall": "hung", "crash": "crashed"}
 

@@ -21,7 +21,8 @@ from pathlib import Path
 from dashgen.errors import BuildError
 from dashgen.parent_death import die_with_parent_hook
 from dashgen.promtool import find_binary
-from dashgen.replay.backfill import RecordedRun, write_openmetrics
+from dashgen.replay.backfill import RecordedRun
+from dashgen.replay.openmetrics import write_openmetrics
 from dashgen.replay.prometheus_server import PrometheusServer, free_port, stop_process
 
 

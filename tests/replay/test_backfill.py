@@ -232,7 +232,7 @@ def test_a_live_scrape_serves_what_the_backfill_of_the_same_log_writes_last(tmp_
     from prometheus_client.parser import text_string_to_metric_families as text_families
 
     from dashgen.catalog import EXPORTER_SERIES, LAST_STEP_METRIC
-    from dashgen.replay.backfill import write_openmetrics
+    from dashgen.replay.openmetrics import write_openmetrics
     from support import start_exporter, wait_until
 
     log = write_run(tmp_path / "gsm8k" / "ppo-7b.jsonl", "diverging", steps=40, event_at=30)

@@ -23,7 +23,8 @@ from dashgen.compiler.rules import compile_rules
 from dashgen.config import Config
 from dashgen.errors import BuildError
 from dashgen.project_metrics import project_catalog
-from dashgen.replay.backfill import RecordedRun, Timing, create_blocks, read_run, run_labels, write_openmetrics
+from dashgen.replay.backfill import RecordedRun, Timing, create_blocks, read_run, run_labels
+from dashgen.replay.openmetrics import write_openmetrics
 from dashgen.replay.backtest import backtest, recorded_openmetrics, recording_levels, serve_tsdb
 from dashgen.replay.backtest import blocks as backtest_blocks
 from dashgen.replay.backtest.blocks import BlockParts
@@ -100,7 +101,7 @@ def test_the_engine_reports_the_firing_episodes_the_engine_before_it_did(simulat
 def _lines_one_by_one(runs: list[RecordedRun], only: set[str]) -> str:
     """The scrapes' sample lines, each written on its own (how write_openmetrics wrote them before issue 19)."""
     from dashgen.lifecycle import RunPhase
-    from dashgen.replay.backfill import _families, _final_phase, _gone_scrapes, _stamp, label_text, openmetrics_value
+    from dashgen.replay.openmetrics import _families, _final_phase, _gone_scrapes, _stamp, label_text, openmetrics_value
 
     out = []
     scrapes = [run.scrapes(15.0) for run in runs]

@@ -14,7 +14,8 @@ dashgen reads them.
 from __future__ import annotations
 
 from dashgen.compiler.compiled import AlertRule
-from dashgen.replay.backfill import RecordedRun, label_text
+from dashgen.replay.backfill import RecordedRun
+from dashgen.replay.openmetrics import label_text
 from dashgen.replay.backtest.evaluation import AlertOutcome, evaluation_times
 
 ALERTS_SERIES = "ALERTS"

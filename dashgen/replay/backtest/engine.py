@@ -29,8 +29,8 @@ from dashgen.catalog import Catalog
 from dashgen.compiler.compiled import AlertRule, RecordingRule
 from dashgen.config import Config, duration_seconds
 from dashgen.promtool import find_binary
-from dashgen.replay.backfill import (RecordedRun, Timing, check_unique_runs, read_run, run_labels, series_names,
-                                     write_openmetrics)
+from dashgen.replay.backfill import RecordedRun, Timing, check_unique_runs, read_run, run_labels
+from dashgen.replay.openmetrics import series_names, write_openmetrics
 from dashgen.replay.backtest.blocks import BlockParts
 from dashgen.replay.backtest.evaluation import AlertOutcome, RunOutcome, evaluate_alert
 from dashgen.replay.backtest.recordings import fill_recordings, recorded_openmetrics

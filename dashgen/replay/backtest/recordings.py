@@ -27,7 +27,8 @@ import promql_parser as pp
 from dashgen.compiler.promql import metrics_in
 from dashgen.compiler.compiled import RecordingRule
 from dashgen.records import record
-from dashgen.replay.backfill import RecordedRun, label_text
+from dashgen.replay.backfill import RecordedRun
+from dashgen.replay.openmetrics import label_text
 from dashgen.replay.backtest.blocks import BlockParts
 from dashgen.replay.backtest.evaluation import evaluation_times, query_range, query_spans, series_key
 from dashgen.replay.backtest.rule_files import recording_levels

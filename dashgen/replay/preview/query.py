@@ -23,7 +23,8 @@ from dashgen.compiler.promql import metrics_in, substitute_variables
 from dashgen.config import Config, duration_seconds
 from dashgen.promtool import find_binary
 from dashgen.records import record
-from dashgen.replay.backfill import RecordedRun, Timing, create_blocks, read_run, run_labels, write_openmetrics
+from dashgen.replay.backfill import RecordedRun, Timing, create_blocks, read_run, run_labels
+from dashgen.replay.openmetrics import write_openmetrics
 from dashgen.replay.backtest.alert_series import alerts_openmetrics
 from dashgen.replay.backtest.engine import evaluate_rules, serve_tsdb
 from dashgen.replay.backtest.evaluation import query_range
