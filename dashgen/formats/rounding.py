@@ -10,16 +10,20 @@ the log shows as 0. A line holds dozens of values, so one of them shows the fine
 
 from __future__ import annotations
 
-import decimal
 import math
+
 
 def value_rounding(value: float) -> float | None:
     """Half the step of the last digit of `value`'s shortest text: 0.0005 for 0.452, 0.05 for 12.5.
     None for 0 and non-finite values, which show no digit."""
     if value == 0 or not math.isfinite(value):
         return None
-    exponent = decimal.Decimal(repr(value)).normalize().as_tuple().exponent
-    return 10.0 ** exponent / 2 if isinstance(exponent, int) else None
+    mantissa, _, exponent = repr(abs(value)).partition("e")
+    whole, _, fraction = mantissa.partition(".")
+    fraction = fraction.rstrip("0")
+    # The last digit kept: in the fraction, or the last nonzero one of the whole part (1200.0: the 2).
+    last = -len(fraction) if fraction else len(whole) - len(whole.rstrip("0"))
+    return 10.0 ** (last + int(exponent or 0)) / 2
 
 
 def line_rounding(data: dict) -> float | None:
