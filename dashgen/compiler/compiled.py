@@ -59,8 +59,22 @@ class AlertRule:
         return dict(self.labels).get("severity", "")
 
 
+class _Defined:
+    """What an alert's definition says of it, for the compiled and the unavailable alike."""
+
+    definition: Alert
+
+    @property
+    def name(self) -> str:
+        return self.definition.name
+
+    @property
+    def severity(self):
+        return self.definition.severity
+
+
 @record
-class CompiledAlert:
+class CompiledAlert(_Defined):
     """An alert as the build compiled it: its definition, where it is stated, and its rule."""
 
     module: str  # the definition module, as a path from the project's root (alerts/stability.py)
@@ -71,31 +85,15 @@ class CompiledAlert:
     losses: tuple[str, ...] = ()  # what the source's rebuilt series cost it, for its runbook
     notified_labels: frozenset[str] = frozenset()  # the labels its notifications carry
 
-    @property
-    def name(self) -> str:
-        return self.definition.name
-
-    @property
-    def severity(self):
-        return self.definition.severity
-
 
 @record
-class UnavailableAlert:
+class UnavailableAlert(_Defined):
     """An alert the metric source cannot give: still defined, so panels and inhibitions may name it."""
 
     module: str
     definition: Alert
     why: str
     notified_labels: frozenset[str] = frozenset()
-
-    @property
-    def name(self) -> str:
-        return self.definition.name
-
-    @property
-    def severity(self):
-        return self.definition.severity
 
 
 @record
