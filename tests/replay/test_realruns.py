@@ -46,15 +46,24 @@ OPEN_ON_HOLDOUT = {
     "unsloth-qwen3-4b-medical-grpo-run2": "a rise of the truncation share warns from step 50",
 }
 
+# Tune runs added to show a class of failure or false alarm the alerts do not yet handle (issue 40,
+# item 5): pinned the same way until a rule change (tuned on them) fixes them.
+OPEN_ON_TUNE = {
+    "trl-gptoss-20b-minesweeper-grpo-zero-gradnorm":
+        "three logged zero grad norms of all-uniform group steps warn (TRL's reward_std spans the window)",
+}
+OPEN = OPEN_ON_HOLDOUT | OPEN_ON_TUNE
+
 
 def _names(verdict: Verdict) -> list:
-    return [pytest.param(run.name, marks=pytest.mark.xfail(strict=True, reason=OPEN_ON_HOLDOUT[run.name]))
-            if run.name in OPEN_ON_HOLDOUT else run.name for run in RUNS if run.verdict is verdict]
+    return [pytest.param(run.name, marks=pytest.mark.xfail(strict=True, reason=OPEN[run.name]))
+            if run.name in OPEN else run.name for run in RUNS if run.verdict is verdict]
 
 
-def test_the_open_holdout_runs_are_holdout_runs():
+def test_the_open_runs_are_in_their_split():
     by_name = {run.name: run for run in RUNS}
     assert all(by_name[name].split == "holdout" for name in OPEN_ON_HOLDOUT)
+    assert all(by_name[name].split == "tune" for name in OPEN_ON_TUNE)
 
 
 def test_no_healthy_real_run_gets_a_critical_page(verdicts):
