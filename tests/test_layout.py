@@ -37,7 +37,7 @@ MAY_IMPORT = {
 }
 # Imports the graph does not have, that the code still has, each with why and what removes it.
 KNOWN = {
-    (API, ALERTS): "dashgen/config.py lists the areas of the shipped alerts (default_areas), which import "
+    (API, ALERTS): "dashgen/config/loading.py lists the areas of the shipped alerts (default_areas), which import "
                    "dashgen.config: a circle at run time, which the branch splitting the config removes",
 }
 # A project's definition modules that `dashgen init` copies: not dashgen's code.
