@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from dashgen.config import load_config
+from dashgen.compiler.sections import load_config
 from dashgen.review.comparison import judge, review
 from dashgen.review.corpus import public_corpus
 from dashgen.review.revisions import compared_rules

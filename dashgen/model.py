@@ -22,9 +22,10 @@ selector's braces are doubled and the name is not a field: `f"{metric}{{$run}}"`
 from __future__ import annotations
 
 import enum
-from dataclasses import field
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Annotated, Literal
 
+from dashgen.config import Address, Between, ByteSize, Interval, Section
 from dashgen.records import record
 
 if TYPE_CHECKING:
@@ -311,6 +312,42 @@ ON_RUN = ", ".join(RUN_MATCH_LABELS)  # as PromQL's on(...) and by(...) take the
 # The path Alertmanager posts the alerts it routes to `dashgen act` to: the rendered receiver
 # dashgen-act posts there, and dashgen/runtime/act.py serves it.
 ACT_PATH = "/alerts"
+
+
+@dataclass(frozen=True)
+class ActSection(Section, section="act"):
+    """The config file's `act:` section: where `dashgen act` listens and what it does with an alert.
+
+    The compiler routes alerts to `dashgen act` by it (dashgen/compiler/routing.py, the Kubernetes
+    target) and dashgen/runtime/act.py acts by it; it stands here, beside ACT_PATH, because
+    neither of the two imports the other."""
+
+    # Where `dashgen act` listens and Alertmanager posts to; empty renders no act receiver.
+    address: Address | Literal[""] = "127.0.0.1:9095"
+    # The file holding the bearer token that `dashgen act` and Alertmanager both use.
+    token_file: str = "/etc/dashgen/act-token"
+    # The alerts routed to `dashgen act`, each with its action: log (record only), stop (the run) or command.
+    actions: dict[str, Literal["log", "stop", "command"]] = field(
+        default_factory=lambda: {"VerlTrainingDivergence": "log", "VerlNaNMetrics": "log"})
+    # The project of the run `dashgen act` guards; alerts of other runs are never acted on.
+    project: str = ""
+    # The experiment of the run `dashgen act` guards; alerts of other runs are never acted on.
+    experiment: str = ""
+    # The trainer's PID file (`dashgen export --pid-file`) by which the `stop` action stops the run;
+    # empty: `stop` stops the Ray job of ray_submission_id instead.
+    pid_file: str = ""
+    # The Ray dashboard that the `stop` action asks to stop a Ray job, e.g. http://127.0.0.1:8265.
+    ray_dashboard_url: str = ""
+    # The submission id of the Ray job that the `stop` action asks the Ray dashboard to stop.
+    ray_submission_id: str = ""
+    # The argv (no shell) of the `command` action, which gets the alert in DASHGEN_ALERT_* variables.
+    command: tuple[str, ...] = ()
+    # How long the `command` action may run before it is killed.
+    command_timeout: Interval = "60s"
+    # The JSON-lines file where `dashgen act` records every alert it received and what it did.
+    audit_log: str = "dashgen-act-audit.jsonl"
+    # The largest request body `dashgen act` reads from Alertmanager; a larger one is refused.
+    max_body_bytes: Annotated[int, ByteSize(), Between(1024, None, unit="bytes")] = 1 << 20
 
 
 @record

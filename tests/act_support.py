@@ -62,7 +62,8 @@ class ActProcess(PrometheusServer):
                  port: int | None = None):
         folder.mkdir(parents=True, exist_ok=True)
         super().__init__(folder / "act.yaml", folder / "act", extra_args=args, ready_timeout=30, port=port)
-        self.config_file.write_text(yaml.safe_dump({"act_project": "gsm8k", "act_experiment": "ppo", **fields}))
+        self.config_file.write_text(yaml.safe_dump(
+            {**fields, "act": {"project": "gsm8k", "experiment": "ppo", **fields.get("act", {})}}))
         self.audit_log = folder / "audit.jsonl"
         self.env = env
         self.token_args: list[str] = []

@@ -9,7 +9,8 @@ from pathlib import Path
 import click
 
 from dashgen.cli.options import collector_paused, config_option, rendered_dir, root_option
-from dashgen.config import config_path as find_config_path, load_config
+from dashgen.compiler.sections import load_config
+from dashgen.config import config_path as find_config_path
 from dashgen.errors import BuildError
 from dashgen.sources.chosen import SOURCES
 from dashgen.sources.exporter import EXPORTER
@@ -331,14 +332,15 @@ def config_(root: Path, config_path: Path | None, describe: bool) -> None:
 
     Alert areas (stability, rewards, ...) are sections of their own; a project without alerts/
     shows dashgen's default areas."""
-    from dashgen.config import areas_of, config_yaml, default_areas, describe_config, read_overrides
+    from dashgen.compiler.sections import deploy_sections, shipped_areas
+    from dashgen.config import areas_of, config_yaml, describe_config, read_overrides
 
     if (root / "alerts").is_dir():
         from dashgen.compiler.rules import load_rule_modules
 
-        areas = areas_of(definition.module for definition in load_rule_modules(root))
+        areas = [*deploy_sections(), *areas_of(definition.module for definition in load_rule_modules(root))]
     else:
-        areas = default_areas()
+        areas = [*deploy_sections(), *shipped_areas()]
     if describe:
         click.echo(describe_config(areas), nl=False)
         return

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 import click
 
 from dashgen.cli.options import DEFAULT_GRACE, DEFAULT_HUNG_HOLD, built_step_statistics, config_option, root_option
-from dashgen.config import Config, load_config
+from dashgen.compiler.sections import load_config
+from dashgen.config import Config
 from dashgen.errors import BuildError
 
 if TYPE_CHECKING:

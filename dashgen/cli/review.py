@@ -33,7 +33,7 @@ def review(run_folders: tuple[Path, ...], base: str, public_corpus: bool, accept
     failure is newly missed or caught later; --accept exits 0 anyway. Neither the working tree
     nor rendered/ is changed.
     """
-    from dashgen.config import load_config
+    from dashgen.compiler.sections import load_config
     from dashgen.review.comparison import review as review_runs
     from dashgen.review.corpus import public_corpus as corpus_folder
     from dashgen.review.report import format_markdown, review_json

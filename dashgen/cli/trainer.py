@@ -11,7 +11,7 @@ import click
 
 from dashgen.cli.options import (DEFAULT_GRACE, DEFAULT_KILL_TIMEOUT, DEFAULT_POLL_SECONDS, MAX_SUPERVISOR_WAIT,
                                  built_step_statistics, config_option, root_option)
-from dashgen.config import load_config
+from dashgen.compiler.sections import load_config
 from dashgen.errors import BuildError
 from dashgen.runtime.log_watch import SHORT_POLL_SECONDS
 
@@ -174,25 +174,27 @@ def _ray_link(labels: tuple[str, str], session: str | None, temp_dir: Path):
 @root_option
 @config_option
 @click.option("--listen", default=None, help="host:port to receive Alertmanager's webhook on. "
-                                             "Default: the config's act_address (127.0.0.1:9095).")
+                                             "Default: the config's act.address (127.0.0.1:9095).")
 @click.option("--token-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="File holding the bearer token Alertmanager sends. Default: $DASHGEN_ACT_TOKEN if set, "
-                   "else the config's act_token_file.")
-@click.option("--project", default=None, help="The guarded run's project label. Default: the config's act_project.")
+                   "else the config's act.token_file.")
+@click.option("--project", default=None, help="The guarded run's project label. Default: the config's act.project.")
 @click.option("--experiment", default=None,
-              help="The guarded run's experiment label. Default: the config's act_experiment.")
+              help="The guarded run's experiment label. Default: the config's act.experiment.")
 @click.option("--pid-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="The trainer's PID file (`dashgen export --pid-file`), for `stop`. Default: the config's act_pid_file.")
+              help="The trainer's PID file (`dashgen export --pid-file`), for `stop`. Default: the config's act.pid_file.")
 @click.option("--audit-log", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="JSONL file every decision is appended to. Default: the config's act_audit_log.")
+              help="JSONL file every decision is appended to. Default: the config's act.audit_log.")
 @click.option("--dry-run", is_flag=True, help="Record what each action would do; do nothing.")
 def act(root: Path, config_path: Path | None, listen: str | None, token_file: Path | None, project: str | None,
         experiment: str | None, pid_file: Path | None, audit_log: Path | None, dry_run: bool) -> None:
     """Receive Alertmanager's notifications and act on the guarded run's alerts (log, stop, command)."""
+    from dashgen.model import ActSection
     from dashgen.runtime.act import ActSettings, load_token, serve
 
     config = load_config(config_path, root)
     settings = ActSettings.from_config(config, project, experiment, pid_file, audit_log, dry_run)
-    token, _ = load_token(token_file, config.act_token_file)
-    host, port = _listen_address(listen or config.act_address)
+    act_section = config.section(ActSection)
+    token, _ = load_token(token_file, act_section.token_file)
+    host, port = _listen_address(listen or act_section.address)
     serve(settings, host, port, token, say=lambda message: click.echo(message, err=True))

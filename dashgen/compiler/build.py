@@ -39,10 +39,10 @@ PREVIEW = "preview"
 
 
 def _render_kubernetes(project: CompiledProject) -> dict[str, str]:
-    if not project.config.kubernetes:  # the objects' schemas only then
-        return {}
-    from dashgen.compiler.targets.kubernetes import render_kubernetes
+    from dashgen.compiler.targets.kubernetes import KubernetesSection, render_kubernetes
 
+    if not project.config.section(KubernetesSection).enabled:  # the objects' schemas only then
+        return {}
     return render_kubernetes(project)
 
 

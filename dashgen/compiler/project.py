@@ -20,6 +20,7 @@ from dashgen.compiler.loader import call_definition, load_modules
 from dashgen.compiler.references import check_dashboard_links, resolve_dashboard_references
 from dashgen.compiler.routing import alertmanager_config, check_routing_config, collect_inhibitions
 from dashgen.compiler.rules import compile_rules, load_rule_modules
+from dashgen.compiler.sections import deploy_sections
 from dashgen.compiler.source_queries import SourceQueries
 from dashgen.compiler.validate import validate_dashboard
 from dashgen.config import Config, areas_of
@@ -32,7 +33,7 @@ def compile_project(root: Path, config: Config) -> CompiledProject:
     """Every definition module of the project at `root`, loaded once and compiled under `config`;
     BuildError naming the file (and panel, alert or line) at the first problem."""
     alert_modules = load_rule_modules(root)
-    config.check_sections(areas_of(definition.module for definition in alert_modules))
+    config.check_sections([*deploy_sections(), *areas_of(definition.module for definition in alert_modules)])
     metrics = project_catalog(root)
     queries = SourceQueries(config)
     rules = compile_rules(root, config, metrics, alert_modules, queries)

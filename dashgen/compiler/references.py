@@ -1,6 +1,6 @@
 """Every name one definition uses to refer to another is checked at build: alert names in panel
 thresholds, in queries and annotations (`alertname="..."`), in inhibitions and in the config's
-act_actions. A typo fails the build with the place and a "did you mean", instead of shipping a
+act.actions. A typo fails the build with the place and a "did you mean", instead of shipping a
 broken runbook link or a matcher that never matches."""
 
 from __future__ import annotations

@@ -9,21 +9,44 @@ rendered from (dashgen/compiler/targets/).
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from dashgen.compiler.compiled import StatedInhibition
 from dashgen.compiler.loader import DefinitionModule, call_definition
 from dashgen.compiler.receivers import check_receiver
 from dashgen.compiler.references import check_alert_name
-from dashgen.config import Config
+from dashgen.config import Address, Config, Duration, Interval, Section
 from dashgen.errors import BuildError, get_close_matches
-from dashgen.model import ACT_PATH, EXPORTER_LABELS, RUN_LABELS, Inhibition, Severity
+from dashgen.model import ACT_PATH, EXPORTER_LABELS, RUN_LABELS, ActSection, Inhibition, Severity
 from dashgen.sources.chosen import metric_source
 
 # Receiver names, as notifications and routing fixtures show them.
 NOWHERE, PAGE, CHANNEL, ACT = "nowhere", "page", "channel", "dashgen-act"
 
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+
+
+@dataclass(frozen=True)
+class AlertmanagerSection(Section, section="alertmanager"):
+    """The config file's `alertmanager:` section: where alerts go, how they are grouped, who gets them."""
+
+    # Where Prometheus sends alerts (the rendered prometheus.yml's alerting section).
+    address: Address = "localhost:9093"
+    # How long a new group of notifications (one a run: project, experiment) waits for more alerts.
+    group_wait: Duration = "30s"
+    # How often a group of notifications may report changes.
+    group_interval: Interval = "5m"
+    # How often a group of notifications repeats while nothing changes.
+    repeat_interval: Interval = "4h"
+    # What the `page` receiver (critical alerts) delivers to, in Alertmanager's own receiver
+    # syntax, e.g. {"slack_configs": [{"api_url_file": "/etc/alertmanager/slack-url",
+    # "channel": "#verl"}]}; empty, it delivers nothing, and secrets are read only from *_file fields.
+    page: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # What the `channel` receiver (warnings) delivers to, in the syntax of the `page` receiver.
+    channel: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # Whether info alerts go to the `channel` receiver too; off, they go nowhere.
+    info_to_channel: bool = False
 
 
 def collect_inhibitions(alert_modules: list[DefinitionModule], config: Config,
@@ -85,35 +108,36 @@ def _check_equal(inhibition: Inhibition, alert_labels: Mapping[str, frozenset[st
 
 
 def severity_routes(config: Config) -> list[tuple[Severity, str]]:
-    info = CHANNEL if config.alertmanager_info_to_channel else NOWHERE
+    info = CHANNEL if config.section(AlertmanagerSection).info_to_channel else NOWHERE
     return [(Severity.CRITICAL, PAGE), (Severity.WARNING, CHANNEL), (Severity.INFO, info)]
 
 
 def alertmanager_config(config: Config, inhibitions: tuple[StatedInhibition, ...]) -> dict[str, Any]:
     """The routes, inhibit rules and receivers, as Alertmanager's config holds them."""
+    alertmanager, act = config.section(AlertmanagerSection), config.section(ActSection)
     routes = []
-    if config.act_address and config.act_actions:
+    if act.address and act.actions:
         # `continue`: the alerts dashgen act handles still page or post to the channel as well.
-        routes.append({"receiver": ACT, "matchers": [_any_of(sorted(config.act_actions))], "continue": True})
+        routes.append({"receiver": ACT, "matchers": [_any_of(sorted(act.actions))], "continue": True})
     routes += [{"receiver": receiver, "matchers": [f'severity="{severity.value}"']}
                for severity, receiver in severity_routes(config)]
     receivers = [{"name": NOWHERE},
-                 {"name": PAGE, **config.alertmanager_page},
-                 {"name": CHANNEL, **config.alertmanager_channel}]
-    if config.act_address:
+                 {"name": PAGE, **alertmanager.page},
+                 {"name": CHANNEL, **alertmanager.channel}]
+    if act.address:
         receivers.append({"name": ACT, "webhook_configs": [{
-            "url": f"http://{config.act_address}{ACT_PATH}",
+            "url": f"http://{act.address}{ACT_PATH}",
             "send_resolved": True,
-            "http_config": {"authorization": {"type": "Bearer", "credentials_file": config.act_token_file}},
+            "http_config": {"authorization": {"type": "Bearer", "credentials_file": act.token_file}},
         }]})
     label = metric_source(config).label  # the run's labels as the metric source names them
     return {
         "route": {
             "receiver": NOWHERE,
             "group_by": [label(name) for name in RUN_LABELS],
-            "group_wait": config.alertmanager_group_wait,
-            "group_interval": config.alertmanager_group_interval,
-            "repeat_interval": config.alertmanager_repeat_interval,
+            "group_wait": alertmanager.group_wait,
+            "group_interval": alertmanager.group_interval,
+            "repeat_interval": alertmanager.repeat_interval,
             "routes": routes,
         },
         "inhibit_rules": [{
@@ -132,9 +156,10 @@ def _any_of(alert_names) -> str:
 
 def check_routing_config(config: Config, alert_names: set[str]) -> None:
     """What the config's schema cannot know: receivers as Alertmanager reads them, secrets, alert names."""
-    for name in ("alertmanager_page", "alertmanager_channel"):
-        check_receiver(name, getattr(config, name))
-    if config.act_address and not config.act_token_file:
-        raise BuildError("config: act_token_file is empty; Alertmanager needs the token file to reach dashgen act")
-    for name in sorted(config.act_actions):
-        check_alert_name(name, alert_names, f"{config.config_file or 'config'}: act_actions")
+    alertmanager, act = config.section(AlertmanagerSection), config.section(ActSection)
+    for name in ("page", "channel"):
+        check_receiver(f"alertmanager.{name}", getattr(alertmanager, name))
+    if act.address and not act.token_file:
+        raise BuildError("config: act.token_file is empty; Alertmanager needs the token file to reach dashgen act")
+    for name in sorted(act.actions):
+        check_alert_name(name, alert_names, f"{config.config_file or 'config'}: act.actions")

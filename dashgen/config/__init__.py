@@ -21,15 +21,16 @@ from dashgen.config.duration import DURATION, MAX_DURATION_SECONDS, duration_pro
 from dashgen.config.fields import (Address, Between, ByteSize, Bytes, ConfigError, DnsLabel, Duration, Factor, Fraction,
                                    GrafanaTime, GrafanaUid, HostPort, Interval, JobName, LabelKey, LabelValue, Matches,
                                    NonNegative, Percent, PortName, PrometheusDuration, StepCount)
-from dashgen.config.loading import (CONFIG_FILE_NAME, MAX_CONFIG_BYTES, config_from, config_path, default_areas,
-                                    load_config, load_yaml, read_overrides)
-from dashgen.config.schema import GIB, AreaConfig, Config, areas_of
+from dashgen.config.loading import (CONFIG_FILE_NAME, MAX_CONFIG_BYTES, MOVED_TO_SECTIONS, config_from, config_path,
+                                    load_config, load_yaml, moved_field_problem, read_overrides)
+from dashgen.config.schema import GIB, AreaConfig, Config, Section, areas_of, check_section_class
 
 __all__ = [
     "Address", "AreaConfig", "Between", "ByteSize", "Bytes", "CONFIG_FILE_NAME", "Config", "ConfigError", "DURATION",
     "DnsLabel", "Duration", "Factor", "Fraction", "GIB", "GrafanaTime", "GrafanaUid", "HostPort", "Interval",
-    "JobName", "LabelKey", "LabelValue", "MAX_CONFIG_BYTES", "MAX_DURATION_SECONDS", "Matches", "NonNegative",
-    "Percent", "PortName", "PrometheusDuration", "StepCount", "_schema", "areas_of", "config_from", "config_path",
-    "config_yaml", "default_areas", "describe_config", "duration_problem", "duration_seconds", "field_comments",
-    "format_duration", "load_config", "load_yaml", "read_overrides",
+    "JobName", "LabelKey", "LabelValue", "MAX_CONFIG_BYTES", "MAX_DURATION_SECONDS", "MOVED_TO_SECTIONS", "Matches",
+    "NonNegative", "Percent", "PortName", "PrometheusDuration", "Section", "StepCount", "_schema", "areas_of",
+    "check_section_class", "config_from", "config_path", "config_yaml", "describe_config", "duration_problem",
+    "duration_seconds", "field_comments", "format_duration", "load_config", "load_yaml", "moved_field_problem",
+    "read_overrides",
 ]

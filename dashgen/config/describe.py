@@ -14,39 +14,41 @@ from typing import Any
 import yaml
 
 from dashgen.config.checking import _defined_in, _kinds, _schema, _type_name
-from dashgen.config.schema import AreaConfig, Config
+from dashgen.config.schema import Config, Section
+
 
 def _yaml_line(name: str, value: Any) -> str:
     return yaml.safe_dump({name: list(value) if isinstance(value, (tuple, frozenset)) else value},
                           default_flow_style=True, width=10**9, allow_unicode=True).strip()[1:-1]
 
 
-def config_yaml(config: Config, areas: list[type[AreaConfig]] = (), overridden_in: Path | None = None,
+def config_yaml(config: Config, sections: list[type[Section]] = (), overridden_in: Path | None = None,
                 overridden: dict[str, Any] | None = None) -> str:
-    """The effective config as YAML, one field a line (alert areas as sections), marking what a file set."""
+    """The effective config as YAML, one field a line (deploy targets and alert areas as sections),
+    marking what a file set."""
     overridden = overridden or {}
     mark = f"  # from {overridden_in.name}" if overridden_in else ""
-    lines = ["# Effective dashgen config: defaults of dashgen/config.py and the alert areas"
+    lines = ["# Effective dashgen config: defaults of dashgen/config/, the deploy targets and the alert areas"
              + (f", overridden by {overridden_in}" if overridden_in else "") + "."]
     for f in dataclasses.fields(Config):
         lines.append(_yaml_line(f.name, getattr(config, f.name)) + (mark if f.name in overridden else ""))
-    for area in areas:
-        section = overridden.get(area.area) or {}
-        lines.append(f"{area.area}:")
-        values = config.area(area)
-        for f in dataclasses.fields(area):
-            lines.append("  " + _yaml_line(f.name, getattr(values, f.name)) + (mark if f.name in section else ""))
+    for section in sections:
+        given = overridden.get(section.section) or {}
+        lines.append(f"{section.section}:")
+        values = config.section(section)
+        for f in dataclasses.fields(section):
+            lines.append("  " + _yaml_line(f.name, getattr(values, f.name)) + (mark if f.name in given else ""))
     return "\n".join(lines) + "\n"
 
 
 # --- Describing the fields ------------------------------------------------------------------------
 
-def describe_config(areas: list[type[AreaConfig]]) -> str:
-    """Every field, the core config's and each alert area's: type, unit or format, default and
+def describe_config(sections: list[type[Section]]) -> str:
+    """Every field, the core config's and each section's: type, unit or format, default and
     description (the comment above the field in its source)."""
     out = []
     for cls, heading in ((Config, "Config (top level of dashgen.yaml)"),
-                         *((a, f"{a.area}: ({a.__qualname__} in {_defined_in(a)})") for a in areas)):
+                         *((s, f"{s.section}: ({s.__qualname__} in {_defined_in(s)})") for s in sections)):
         out.append(f"{heading}\n")
         docs = field_comments(cls)
         defaults = cls()

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterable
 
 import yaml
 
 from dashgen.bounded_read import TooLarge, parse_nested, read_bounded
 from dashgen.config.checking import _type_name
 from dashgen.config.fields import ConfigError
-from dashgen.config.schema import AreaConfig, Config, _core_field_names, areas_of
+from dashgen.config.schema import Config, Section, _core_field_names
 from dashgen.errors import get_close_matches
 
 CONFIG_FILE_NAME = "dashgen.yaml"
@@ -62,8 +62,32 @@ def config_path(root: Path | None, explicit: Path | None) -> Path | None:
 MAX_CONFIG_BYTES = 1 << 20
 
 
-def read_overrides(path: Path) -> dict[str, Any]:
-    """The field: value mapping of a config file; ConfigError naming the file and the field."""
+# Top-level fields of a dashgen.yaml older than the deploy targets' sections: the prefix a field
+# had, and the section it is a field of now (`kubernetes_namespace` -> `kubernetes: {namespace}`).
+MOVED_TO_SECTIONS = {"kubernetes_": "kubernetes", "alertmanager_": "alertmanager", "act_": "act"}
+# `kubernetes: true` turned the Kubernetes target on; the name is the section's now.
+MOVED_SWITCHES = {"kubernetes": "enabled"}
+
+
+def moved_field_problem(key: str, value: Any) -> str | None:
+    """Where a top-level field of an older dashgen.yaml is set now, if `key` is one; else None."""
+    if key in MOVED_SWITCHES and not isinstance(value, dict):
+        new = MOVED_SWITCHES[key]
+        shown = {True: "true", False: "false"}.get(value, repr(value)) if isinstance(value, bool) else repr(value)
+        return f"{key} is a section now: {key}: {shown} moved to {key}.{new}; write it as `{key}: {{{new}: {shown}}}`"
+    for prefix, section in MOVED_TO_SECTIONS.items():
+        if key.startswith(prefix):
+            new = key[len(prefix):]
+            return f"{key} moved to {section}.{new}: write it under `{section}:` as `{section}: {{{new}: ...}}`"
+    return None
+
+
+def read_overrides(path: Path, known_sections: Callable[[], Iterable[type[Section]]] | None = None
+                   ) -> dict[str, Any]:
+    """The field: value mapping of a config file; ConfigError naming the file and the field.
+
+    `known_sections` lists the sections whose fields a top-level key is looked up in, to name a
+    field's section when dashgen.yaml sets it at the top level; it is called only then."""
     try:
         raw = read_bounded(path, MAX_CONFIG_BYTES)
     except OSError as exc:
@@ -87,47 +111,44 @@ def read_overrides(path: Path) -> dict[str, Any]:
     for key in data:
         if not isinstance(key, str):
             raise ConfigError(f"{path}: config field {key!r} is not a name")
+        moved = moved_field_problem(key, data[key])
+        if moved:
+            raise ConfigError(f"{path}: {moved}")
         if key in known or isinstance(data[key], dict):
-            continue  # a field, or an alert area's section (checked once the areas are loaded)
-        home = [a.area for a in default_areas() if key in {f.name for f in dataclasses.fields(a)}]
+            continue  # a field, or a section (checked once the sections are known)
+        home = [s for s in (known_sections() if known_sections else ())
+                if key in {f.name for f in dataclasses.fields(s)}]
         if home:
-            raise ConfigError(f"{path}: {key} is a field of the {home[0]!r} alert area now: write it under "
-                              f"`{home[0]}:` (e.g. `{home[0]}: {{{key}: {data[key]!r}}}`)")
+            raise ConfigError(f"{path}: {key} is a field of the {home[0].section!r} {home[0].kind} now: write it "
+                              f"under `{home[0].section}:` (e.g. `{home[0].section}: {{{key}: {data[key]!r}}}`)")
         close = get_close_matches(key, known, n=1)
         hint = f"; did you mean {close[0]!r}?" if close else "; `dashgen config --describe` lists the fields"
         raise ConfigError(f"{path}: unknown config field {key!r}{hint}")
     return data
 
 
-def load_config(path: Path | None, root: Path | None = None) -> Config:
-    """Defaults, overridden by the config file `config_path(root, path)` finds, if any."""
+def load_config(path: Path | None, root: Path | None = None,
+                known_sections: Callable[[], Iterable[type[Section]]] | None = None) -> Config:
+    """Defaults, overridden by the config file `config_path(root, path)` finds, if any
+    (`known_sections`: see read_overrides; dashgen.compiler.sections.load_config passes dashgen's own)."""
     found = config_path(root, path)
     if found is None:
         return Config()
     try:
-        return config_from(read_overrides(found), found)
+        return config_from(read_overrides(found, known_sections), found)
     except ConfigError as exc:
         raise ConfigError(exc.message if exc.message.startswith(f"{found}: ") else f"{found}: {exc.message}") from None
 
 
 def config_from(data: dict[str, Any], source: Path | None = None) -> Config:
     """A config from a mapping as dashgen.yaml holds it: top-level fields, and a section per alert
-    area (`{"rule_interval": "30s", "stability": {"kl_spike_threshold": 0.2}}`)."""
+    area or deploy target (`{"rule_interval": "30s", "stability": {"kl_spike_threshold": 0.2}}`)."""
+    for key, value in data.items():
+        moved = moved_field_problem(key, value)
+        if moved:
+            raise ConfigError(moved)
     core = set(_core_field_names())
     config = Config(**{k: v for k, v in data.items() if k in core})
     object.__setattr__(config, "_sections", {k: v for k, v in data.items() if k not in core})
     object.__setattr__(config, "_source", source)
     return config
-
-
-def default_areas() -> list[type[AreaConfig]]:
-    """The alert areas of dashgen's default alerts (the installed dashgen_alerts package)."""
-    import importlib
-    import pkgutil
-
-    import dashgen_alerts
-
-    return areas_of(importlib.import_module(f"dashgen_alerts.{info.name}")
-                    for info in pkgutil.iter_modules(dashgen_alerts.__path__) if not info.name.startswith("_"))
-
-

@@ -8,14 +8,13 @@ import dataclasses
 import re
 import types
 import typing
-from dataclasses import field
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
 from dashgen.config.checking import _check_fields, _defined_in, _refuse_raw_text, _schema
 from dashgen.config.duration import duration_seconds
-from dashgen.config.fields import (Address, Between, ByteSize, Bytes, ConfigError, DnsLabel, Duration, GrafanaTime,
-                                   GrafanaUid, Interval, JobName, LabelKey, LabelValue, Matches, PortName)
+from dashgen.config.fields import (Address, Bytes, ConfigError, Duration, GrafanaTime, GrafanaUid, Interval, JobName,
+                                   Matches)
 from dashgen.errors import get_close_matches
 from dashgen.records import record
 
@@ -57,7 +56,7 @@ class Config:
     grafana_folder: str = "verl"
     # Name of the provisioned Prometheus data source the panels query.
     datasource_name: str = "Prometheus"
-    # Its uid, by which the panels refer to it.
+    # The uid of the provisioned Prometheus data source, by which the panels refer to it.
     datasource_uid: GrafanaUid = "dashgen-prometheus"
 
     # --- Prometheus ------------------------------------------------------------
@@ -77,14 +76,15 @@ class Config:
     # over this window, ending `baseline_recent_window` ago: the recent window a fault shows in
     # is not part of the level it is compared with.
     baseline_window: Interval = "1h"
-    # The recent window a rolling baseline ends before (see baseline_window).
+    # The recent window a rolling baseline ends before, so that a fault showing in it is not part of
+    # the level the fault is compared with.
     baseline_recent_window: Interval = "10m"
     # The held baseline is the lowest (for signals a fault raises) or highest (for signals it
     # lowers) rolling baseline of this window: it keeps the pre-fault level for this long
     # after a fault starts, where the rolling median absorbs the fault within about 40 minutes.
     baseline_hold_window: Interval = "24h"
-    # The held baseline reads the rolling baseline's extreme of each such step (recorded by a
-    # group evaluated this often), not every evaluation of it: a tenth of the samples per cycle.
+    # The step at which the held baseline reads the rolling baseline's extreme (recorded by a group
+    # evaluated this often), not every evaluation of it: a tenth of the samples per cycle.
     baseline_hold_step: Interval = "10m"
     # Single-signal conditions read the median of this window, so one odd step neither
     # fires nor resolves them.
@@ -113,56 +113,12 @@ class Config:
     # Base of every alert's runbook_url; the alert's anchor is appended.
     runbook_base_url: Annotated[str, Matches(r"\S+", "https://example.org/runbook.md")] = "rendered/docs/alerts.md"
 
-    # --- Alertmanager and actions ---------------------------------------------------
-    # Where Prometheus sends alerts (the rendered prometheus.yml's alerting section).
-    alertmanager_address: Address = "localhost:9093"
-    # Notifications group by run (project, experiment): how long a new group waits for more alerts.
-    alertmanager_group_wait: Duration = "30s"
-    # How often a group of notifications may report changes.
-    alertmanager_group_interval: Interval = "5m"
-    # How often a group repeats its notification while nothing changes.
-    alertmanager_repeat_interval: Interval = "4h"
-    # What the `page` receiver (critical alerts) delivers to, in Alertmanager's own receiver
-    # syntax, e.g. {"slack_configs": [{"api_url_file": "/etc/alertmanager/slack-url",
-    # "channel": "#verl"}]}. Empty: a placeholder that delivers nothing. Secrets only by *_file
-    # (dashgen/compiler/targets/alertmanager.py checks these).
-    alertmanager_page: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    # What the `channel` receiver (warnings) delivers to, in the same syntax as alertmanager_page.
-    alertmanager_channel: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    # Info alerts go nowhere unless this sends them to the channel too.
-    alertmanager_info_to_channel: bool = False
-    # Where `dashgen act` listens and Alertmanager posts to ("" renders no act receiver).
-    act_address: Address | Literal[""] = "127.0.0.1:9095"
-    # The file holding the bearer token `dashgen act` and Alertmanager both use.
-    act_token_file: str = "/etc/dashgen/act-token"
-    # Alerts routed to `dashgen act`, each with its action: log (record only), stop (the run), command.
-    act_actions: dict[str, Literal["log", "stop", "command"]] = field(
-        default_factory=lambda: {"VerlTrainingDivergence": "log", "VerlNaNMetrics": "log"})
-    # The project of the run `dashgen act` guards; alerts of other runs are never acted on.
-    act_project: str = ""
-    # The experiment of the run `dashgen act` guards.
-    act_experiment: str = ""
-    # How `stop` stops the run: the trainer's PID file (`dashgen export --pid-file`), or else a Ray job.
-    act_pid_file: str = ""
-    # The Ray job's dashboard, for `stop` of a Ray job: e.g. http://127.0.0.1:8265
-    act_ray_dashboard_url: str = ""
-    # The Ray job's submission id, which `stop` asks that dashboard to stop.
-    act_ray_submission_id: str = ""
-    # The `command` action's argv (no shell); the alert is passed in DASHGEN_ALERT_* variables.
-    act_command: tuple[str, ...] = ()
-    # How long the `command` action may run before it is killed.
-    act_command_timeout: Interval = "60s"
-    # The JSON-lines file where `dashgen act` records every alert it received and what it did.
-    act_audit_log: str = "dashgen-act-audit.jsonl"
-    # The largest request body `dashgen act` reads from Alertmanager; a larger one is refused.
-    act_max_body_bytes: Annotated[int, ByteSize(), Between(1024, None, unit="bytes")] = 1 << 20
-
     # --- Adoption: Grafana, runbook, packaging ---------------------------------------
     # Make the provisioned Prometheus data source Grafana's default. Off: Grafana refuses to
     # start with two default data sources, and a team's Grafana usually has one already.
     datasource_is_default: bool = False
     # Grafana as people reach it (https://grafana.example.org): the runbook links each alert to
-    # the dashboard. Empty: no such links. (runbook_base_url, above, is where the runbook lives.)
+    # the dashboard. Empty: no such links. (runbook_base_url is where the runbook lives.)
     grafana_base_url: Annotated[str, Matches(r"(https?://\S+[^/])?", "https://grafana.example.org")] = ""
     # The rollout engines' /metrics addresses, as a Prometheus file_sd targets file (JSON or YAML:
     # [{"targets": ["10.0.0.5:8000"]}]). Prometheus re-reads it on change. Keep verl's own
@@ -176,57 +132,6 @@ class Config:
     # run's Ray session from its session_latest link, to tie the run to its GPUs' series.
     ray_temp_dir: str = "/tmp/ray"
 
-    # --- Kubernetes --------------------------------------------------------------------
-    # Also render rendered/kubernetes/ for the Prometheus Operator and Grafana's dashboard sidecar:
-    # a PrometheusRule per rule file, a ConfigMap per dashboard, monitors for the exporter and Ray,
-    # an AlertmanagerConfig. Off: nothing is rendered there.
-    kubernetes: bool = False
-    # Namespace of every rendered object (the alerts also carry it as their `namespace` label, which
-    # the Operator's AlertmanagerConfig routes match on).
-    kubernetes_namespace: DnsLabel = "monitoring"
-    # Labels on every rendered object, e.g. the `release` label kube-prometheus-stack's Prometheus
-    # selects PrometheusRules and monitors by (its Helm release name).
-    kubernetes_labels: dict[LabelKey, LabelValue] = field(
-        default_factory=lambda: {"release": "kube-prometheus-stack"})
-    # Start of every object's name (dashgen-verl-training, dashgen-stability, ...).
-    kubernetes_name_prefix: DnsLabel = "dashgen"
-    # The label Grafana's dashboard sidecar looks for on ConfigMaps (kube-prometheus-stack:
-    # grafana_dashboard "1").
-    kubernetes_dashboard_label: LabelKey = "grafana_dashboard"
-    # That label's value.
-    kubernetes_dashboard_label_value: LabelValue = "1"
-    # The annotation the sidecar reads each dashboard's folder from: it does so only where the
-    # Grafana chart sets sidecar.dashboards.folderAnnotation to this name.
-    kubernetes_dashboard_folder_annotation: LabelKey = "grafana_folder"
-    # How the Operator finds `dashgen export`: a PodMonitor on pods with these labels, or a
-    # ServiceMonitor on services with them; either scrapes the port of this name. The target's job
-    # label is set to verl_job, so the rules and dashboards match as with a static config. Under
-    # source: rl_insight (no exporter) a PodMonitor for the hub is rendered instead, and these are refused.
-    kubernetes_exporter_monitor: Literal["PodMonitor", "ServiceMonitor"] = "PodMonitor"
-    # The labels of the exporter's pods (PodMonitor) or services (ServiceMonitor).
-    kubernetes_exporter_selector: dict[LabelKey, LabelValue] = field(
-        default_factory=lambda: {"app.kubernetes.io/name": "dashgen-exporter"})
-    # The name of the exporter's port the monitor scrapes.
-    kubernetes_exporter_port: PortName = "metrics"
-    # A PodMonitor for KubeRay's head and worker pods (label ray.io/is-ray-node: "yes", port
-    # `metrics`), their job label set to ray_job. Off: Ray's metrics come from monitors of your own,
-    # and ray_job must then be the job label those give them.
-    kubernetes_ray_monitor: bool = True
-    # The name of the Ray pods' metrics port that PodMonitor scrapes.
-    kubernetes_ray_port: PortName = "metrics"
-    # The `page` receiver of the AlertmanagerConfig, in the Operator's syntax, secrets as Secret
-    # references: {"slackConfigs": [{"apiURL": {"name": "slack", "key": "url"}, "channel":
-    # "#verl"}]}. Empty: a receiver that delivers nothing.
-    kubernetes_alertmanager_page: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    # The `channel` receiver of the AlertmanagerConfig, in the same syntax.
-    kubernetes_alertmanager_channel: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    # Where Alertmanager reaches `dashgen act` in the cluster (http://dashgen-act.monitoring:9095/alerts).
-    # Empty: no act receiver.
-    kubernetes_act_url: Annotated[str, Matches(r"(https?://\S+)?", "http://dashgen-act.monitoring:9095/alerts")] = ""
-    # The Secret (name, key) holding the bearer token Alertmanager sends to `dashgen act`.
-    kubernetes_act_token_secret: tuple[DnsLabel, Annotated[str, Matches(r"[-._a-zA-Z0-9]+", "token")]] = \
-        ("dashgen-act-token", "token")
-
     # --- VictoriaMetrics ---------------------------------------------------------------
     # Also render rendered/victoriametrics/rules/: the rule files as vmalert loads them from 1.79 on
     # (Debian bookworm's), which has no keep_firing_for: each held alert reads a recording of when it
@@ -236,9 +141,9 @@ class Config:
 
     def __post_init__(self) -> None:
         _check_fields(self)
-        # The per-area sections of the config file (`stability: {...}`), read by `area()`.
+        # The sections of the config file (`stability: {...}`, `kubernetes: {...}`), read by `section()`.
         object.__setattr__(self, "_sections", {})
-        object.__setattr__(self, "_areas", {})
+        object.__setattr__(self, "_section_values", {})
         object.__setattr__(self, "_source", None)
         # prometheus.yml scrapes these as separate jobs; Prometheus refuses two of one name.
         scraped = {"verl_job": self.verl_job, "ray_job": self.ray_job, "rollout_job": self.rollout_job}
@@ -262,46 +167,81 @@ class Config:
         object.__setattr__(other, "source", source)
         return other
 
-    def area(self, tunables: type[A]) -> A:
-        """An alert area's tunables: its defaults, overridden by the config file's `<area>:` section."""
-        if tunables not in self._areas:
-            _refuse_raw_text(tunables)
-            values = self._sections.get(tunables.area, {})
+    def section(self, tunables: type[S]) -> S:
+        """A section's tunables: its defaults, overridden by the config file's `<section>:` mapping."""
+        if tunables not in self._section_values:
+            if issubclass(tunables, AreaConfig):
+                _refuse_raw_text(tunables)
+            values = self._sections.get(tunables.section, {})
             where = f"{self._source}: " if self._source else ""
+            if not isinstance(values, dict):
+                raise ConfigError(f"{where}{tunables.section}: expected a mapping of field: value, got {values!r}")
             known = [f.name for f in dataclasses.fields(tunables)]
             for key in values:
                 if key not in known:
                     close = get_close_matches(str(key), known, n=1)
                     hint = f"; did you mean {close[0]!r}?" if close else f"; its fields: {', '.join(known)}"
-                    raise ConfigError(f"{where}{tunables.area}: unknown field {key!r}{hint}")
+                    raise ConfigError(f"{where}{tunables.section}: unknown field {key!r}{hint}")
             try:
-                self._areas[tunables] = tunables(**values)
+                self._section_values[tunables] = tunables(**values)
             except ConfigError as exc:
-                raise ConfigError(f"{where}{tunables.area}.{exc.message}") from None
-        return self._areas[tunables]
+                raise ConfigError(f"{where}{tunables.section}.{exc.message}") from None
+        return self._section_values[tunables]
 
-    def check_sections(self, areas: list[type["AreaConfig"]]) -> None:
-        """Every section of the config file names an area, and every field in it is one of the area's."""
-        by_name = {a.area: a for a in areas}
+    def area(self, tunables: type[A]) -> A:
+        """An alert area's tunables: the section of dashgen.yaml named after the area."""
+        return self.section(tunables)
+
+    def check_sections(self, sections: list[type["Section"]]) -> None:
+        """Every section of the config file is one of `sections`, and every field in it is one of its."""
+        by_name = {s.section: s for s in sections}
         where = f"{self._source}: " if self._source else ""
         for name in self._sections:
             if name in by_name:
-                self.area(by_name[name])
+                self.section(by_name[name])
                 continue
-            home = [a.area for a in areas if name in {f.name for f in dataclasses.fields(a)}]
+            home = [s for s in sections if name in {f.name for f in dataclasses.fields(s)}]
             if home:
-                raise ConfigError(f"{where}{name} is a field of the {home[0]!r} alert area: write it under "
-                                  f"`{home[0]}:` (e.g. `{home[0]}: {{{name}: ...}}`)")
+                raise ConfigError(f"{where}{name} is a field of the {home[0].section!r} {home[0].kind}: write it "
+                                  f"under `{home[0].section}:` (e.g. `{home[0].section}: {{{name}: ...}}`)")
             close = get_close_matches(name, [*_core_field_names(), *by_name], n=1)
             hint = f"; did you mean {close[0]!r}?" if close else "; `dashgen config --describe` lists the fields"
             raise ConfigError(f"{where}unknown config field or area {name!r}{hint}")
 
 
-class AreaConfig:
-    """The tunables of one alert area (an alerts/*.py module), next to what they tune.
+class Section:
+    """A section of dashgen.yaml: the tunables of one concern, declared beside the code they tune
+    (an alert area's rules, a deploy target's renderer), read with `config.section(cls)`.
 
-    Subclass it as a frozen dataclass naming the area, with a comment above each field (its
-    description in `dashgen config --describe`); fields are typed and checked like Config's:
+    Subclass it as a frozen dataclass naming the section, with a comment above each field that
+    stands alone as its description in `dashgen config --describe`; fields are typed and checked
+    like Config's:
+
+        @dataclass(frozen=True)
+        class ActSection(Section, section="act"):
+            # Where `dashgen act` listens and Alertmanager posts to.
+            address: Address = "127.0.0.1:9095"
+
+    `dashgen.yaml` sets them under the section's name (`act: {address: 0.0.0.0:9095}`).
+    """
+
+    section: ClassVar[str] = ""
+    kind: ClassVar[str] = "section"  # what the section is, in messages
+
+    def __init_subclass__(cls, section: str = "", **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        if section:
+            if not re.fullmatch(r"[a-z][a-z0-9_]*", section):
+                raise ValueError(f"{cls.__name__}: {cls.kind} {section!r} must be lower-case letters, digits and _")
+            cls.section = section
+
+    def __post_init__(self) -> None:
+        _check_fields(self)
+
+
+class AreaConfig(Section):
+    """The tunables of one alert area (an alerts/*.py module), next to what they tune: a Section
+    named after the area, whose values may reach PromQL (so no field takes any text at all).
 
         @dataclass(frozen=True)
         class RewardsConfig(AreaConfig, area="rewards"):
@@ -313,23 +253,21 @@ class AreaConfig:
     """
 
     area: ClassVar[str] = ""
+    kind: ClassVar[str] = "alert area"
 
     def __init_subclass__(cls, area: str = "", **kwargs) -> None:
-        super().__init_subclass__(**kwargs)
+        super().__init_subclass__(section=area, **kwargs)
         if area:
-            if not re.fullmatch(r"[a-z][a-z0-9_]*", area):
-                raise ValueError(f"{cls.__name__}: area {area!r} must be lower-case letters, digits and _")
             cls.area = area
 
-    def __post_init__(self) -> None:
-        _check_fields(self)
 
-
+S = typing.TypeVar("S", bound=Section)
 A = typing.TypeVar("A", bound=AreaConfig)
 
 
 def _core_field_names() -> list[str]:
     return [f.name for f in dataclasses.fields(Config)]
+
 
 def areas_of(modules: typing.Iterable[types.ModuleType]) -> list[type[AreaConfig]]:
     """The AreaConfig classes the modules define or import, each once, in order; an area name
@@ -338,7 +276,7 @@ def areas_of(modules: typing.Iterable[types.ModuleType]) -> list[type[AreaConfig
     for module in modules:
         for value in vars(module).values():
             if isinstance(value, type) and issubclass(value, AreaConfig) and value.area:
-                _check_area_class(value)
+                check_section_class(value)
                 other = found.setdefault(value.area, value)
                 if other is not value:
                     raise ConfigError(f"alert area {value.area!r} is declared twice: by {other.__qualname__} "
@@ -346,23 +284,23 @@ def areas_of(modules: typing.Iterable[types.ModuleType]) -> list[type[AreaConfig
     return list(found.values())
 
 
-def _check_area_class(cls: type[AreaConfig]) -> None:
-    """ConfigError naming the file and class if an area class cannot be read as one: not a
+def check_section_class(cls: type[Section]) -> None:
+    """ConfigError naming the file and class if a section class cannot be read as one: not a
     dataclass, a field without a default (dashgen.yaml only overrides), a field typed `object`
-    (which checks nothing), or an area named like a core field (dashgen.yaml could not tell them apart)."""
+    (which checks nothing), or a section named like a core field (dashgen.yaml could not tell them apart)."""
     where = f"{_defined_in(cls)}: {cls.__qualname__}"
     if not dataclasses.is_dataclass(cls):
-        raise ConfigError(f"{where} (alert area {cls.area!r}) is not a dataclass: put @dataclass(frozen=True) "
+        raise ConfigError(f"{where} ({cls.kind} {cls.section!r}) is not a dataclass: put @dataclass(frozen=True) "
                           f"above it")
-    if cls.area in _core_field_names():
-        raise ConfigError(f"{where}: alert area {cls.area!r} is named like a core config field, which dashgen.yaml "
-                          f"sets at its top level; name the area otherwise")
+    if cls.section in _core_field_names():
+        raise ConfigError(f"{where}: {cls.kind} {cls.section!r} is named like a core config field, which "
+                          f"dashgen.yaml sets at its top level; name the {cls.kind} otherwise")
     for f, hint in _schema(cls).items():
         if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise ConfigError(f"{where}.{f.name} has no default: every tunable needs one (dashgen.yaml only "
                               f"overrides); give it the value that suits most runs")
         if hint is object:
             raise ConfigError(f"{where}.{f.name} is typed object, which checks nothing a dashgen.yaml gives; type "
-                              f"it as a number kind, Duration, StepCount or a Literal (see dashgen/config.py)")
+                              f"it as a number kind, Duration, StepCount or a Literal (see dashgen/config/fields.py)")
 
 

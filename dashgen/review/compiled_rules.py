@@ -18,7 +18,7 @@ from pathlib import Path
 import click
 
 from dashgen.compiler.compiled import AlertRule, RecordingRule
-from dashgen.config import load_config
+from dashgen.compiler.sections import load_config
 from dashgen.project_metrics import project_catalog
 from dashgen.replay.backtest import RuleSet
 from dashgen.sources.chosen import REPLAYED_SOURCE

@@ -2,7 +2,7 @@
 
 Alertmanager posts its notifications to http://ADDRESS/alerts with a bearer token (the receiver
 `dashgen-act` of the rendered alertmanager.yml). Each alert in a notification gets one decision,
-appended to the audit log (JSONL), and at most one action, as the config's `act_actions` says:
+appended to the audit log (JSONL), and at most one action, as the config's `act.actions` says:
 
 - log:     record it only (the default, a dry run);
 - stop:    stop the run: SIGTERM to the trainer whose PID is in a pid file (`dashgen export
@@ -44,7 +44,7 @@ from typing import Iterator
 from dashgen.bounded_read import TooLarge, read_bounded
 from dashgen.config import Config, duration_seconds
 from dashgen.errors import BuildError
-from dashgen.model import ACT_PATH
+from dashgen.model import ACT_PATH, ActSection
 from dashgen.records import record
 from dashgen.runtime.process_group import end_group, start_group, wait_for_exit
 from dashgen.sources.chosen import metric_source
@@ -92,32 +92,33 @@ class ActSettings:
                     pid_file: Path | None = None, audit_log: Path | None = None,
                     dry_run: bool = False) -> "ActSettings":
         # The config's schema has checked the types, the actions and the durations.
-        timeout = duration_seconds(config.act_command_timeout)
-        pid_path = pid_file or (Path(config.act_pid_file) if config.act_pid_file else None)
-        settings = cls(project or config.act_project, experiment or config.act_experiment, dict(config.act_actions),
-                       audit_log or Path(config.act_audit_log), pid_path, config.act_ray_dashboard_url,
-                       config.act_ray_submission_id, tuple(config.act_command), timeout, dry_run,
-                       config.act_max_body_bytes, metric_source(config).label("experiment"))
+        act = config.section(ActSection)
+        timeout = duration_seconds(act.command_timeout)
+        pid_path = pid_file or (Path(act.pid_file) if act.pid_file else None)
+        settings = cls(project or act.project, experiment or act.experiment, dict(act.actions),
+                       audit_log or Path(act.audit_log), pid_path, act.ray_dashboard_url,
+                       act.ray_submission_id, tuple(act.command), timeout, dry_run,
+                       act.max_body_bytes, metric_source(config).label("experiment"))
         settings.check()
         return settings
 
     def check(self) -> None:
         if not self.project or not self.experiment:
             raise BuildError("dashgen act guards one run: give --project and --experiment "
-                             "(or act_project and act_experiment in the config)")
+                             "(or act.project and act.experiment in the config)")
         used = set(self.actions.values())
         ray = bool(self.ray_dashboard_url or self.ray_submission_id)
         if "stop" in used:
             if self.pid_file is None and not ray:
-                raise BuildError("act_actions has 'stop', but nothing says how: give --pid-file (the trainer's PID "
-                                 "file of `dashgen export --pid-file`) or act_ray_dashboard_url and "
-                                 "act_ray_submission_id in the config")
+                raise BuildError("act.actions has 'stop', but nothing says how: give --pid-file (the trainer's PID "
+                                 "file of `dashgen export --pid-file`) or act.ray_dashboard_url and "
+                                 "act.ray_submission_id in the config")
             if self.pid_file is not None and ray:
                 raise BuildError("stop has two targets: a pid file and a Ray job; configure one of them")
             if ray and not (self.ray_dashboard_url and self.ray_submission_id):
-                raise BuildError("stopping a Ray job needs both act_ray_dashboard_url and act_ray_submission_id")
+                raise BuildError("stopping a Ray job needs both act.ray_dashboard_url and act.ray_submission_id")
         if "command" in used and (not self.command or not all(self.command)):
-            raise BuildError("act_actions has 'command', but act_command is not a list of arguments, "
+            raise BuildError("act.actions has 'command', but act.command is not a list of arguments, "
                              "e.g. [/usr/local/bin/notify-oncall, --urgent]")
 
     def describe(self, action: str) -> str:

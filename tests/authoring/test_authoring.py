@@ -182,10 +182,10 @@ def test_a_typo_in_any_reference_fails_the_build_with_a_did_you_mean(project, ed
 
 def test_an_act_action_for_an_unknown_alert_has_a_did_you_mean(project, tmp_path):
     config = tmp_path / "c.yaml"
-    config.write_text("act_actions: {VerlTrainingDivergance: stop}\n")
+    config.write_text("act: {actions: {VerlTrainingDivergance: stop}}\n")
     result = run("build", "--root", str(project), "--config", str(config))
     assert result.exit_code == 1
-    assert result.output.startswith(f"Error: {config}: act_actions: 'VerlTrainingDivergance'")
+    assert result.output.startswith(f"Error: {config}: act.actions: 'VerlTrainingDivergance'")
     assert "did you mean 'VerlTrainingDivergence'?" in result.output
 
 

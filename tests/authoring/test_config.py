@@ -10,7 +10,8 @@ import typing
 import pytest
 import yaml
 
-from dashgen.config import (CONFIG_FILE_NAME, Config, ConfigError, _schema, default_areas, duration_seconds,
+from dashgen.compiler.sections import shipped_sections
+from dashgen.config import (CONFIG_FILE_NAME, Config, ConfigError, _schema, config_from, duration_seconds,
                             format_duration, load_config)
 from conftest import run, tree_digest
 
@@ -49,6 +50,14 @@ def write_config(project, text: str):
     # A flat dashgen.yaml of before the areas: the error names each field's new place.
     ("kl_spike_threshold: 0.2\n", "kl_spike_threshold is a field of the 'stability' alert area now: write it under "
                                    "`stability:`"),
+    # A flat field of a deploy target, before the targets had sections: its new place.
+    ("kubernetes_namespace: ml\n", "kubernetes_namespace moved to kubernetes.namespace: write it under "
+                                   "`kubernetes:` as `kubernetes: {namespace: ...}`"),
+    ("kubernetes: true\n", "kubernetes: true moved to kubernetes.enabled; write it as `kubernetes: {enabled: true}`"),
+    ("act_address: 0.0.0.0:9095\n", "act_address moved to act.address"),
+    ("alertmanager_group_wait: 1m\n", "alertmanager_group_wait moved to alertmanager.group_wait"),
+    ("kubernetes: {namespce: ml}\n", "kubernetes: unknown field 'namespce'; did you mean 'namespace'?"),
+    ("act: {command_timeout: 0s}\n", "act.command_timeout: '0s' must be longer than 0s"),
     ("rule_interval: 1m\nrule_interval: 2m\n", "field 'rule_interval' is given twice"),
     ("- a\n- b\n", "config must be a mapping of field: value"),
     ("a: [\n", "not valid YAML"),
@@ -66,6 +75,40 @@ def test_a_bad_value_names_the_field_and_the_file(project, text, expected):
     assert tree_digest(project / "rendered") == before
 
 
+# The 35 flat fields of the deploy targets before they became sections (dashgen 0.x's Config).
+FLAT_TARGET_FIELDS = [
+    "alertmanager_address", "alertmanager_group_wait", "alertmanager_group_interval", "alertmanager_repeat_interval",
+    "alertmanager_page", "alertmanager_channel", "alertmanager_info_to_channel",
+    "act_address", "act_token_file", "act_actions", "act_project", "act_experiment", "act_pid_file",
+    "act_ray_dashboard_url", "act_ray_submission_id", "act_command", "act_command_timeout", "act_audit_log",
+    "act_max_body_bytes",
+    "kubernetes", "kubernetes_namespace", "kubernetes_labels", "kubernetes_name_prefix", "kubernetes_dashboard_label",
+    "kubernetes_dashboard_label_value", "kubernetes_dashboard_folder_annotation", "kubernetes_exporter_monitor",
+    "kubernetes_exporter_selector", "kubernetes_exporter_port", "kubernetes_ray_monitor", "kubernetes_ray_port",
+    "kubernetes_alertmanager_page", "kubernetes_alertmanager_channel", "kubernetes_act_url",
+    "kubernetes_act_token_secret",
+]
+
+
+@pytest.mark.parametrize("flat", FLAT_TARGET_FIELDS)
+def test_each_flat_target_field_names_a_field_of_its_section(flat):
+    """Every old flat field is refused, by config_from as by a file, naming a field its section has."""
+    with pytest.raises(ConfigError) as refused:
+        config_from({flat: False})
+    section, field = re.search(r"moved to (\w+)\.(\w+)", refused.value.message).groups()
+    cls = next(cls for cls in shipped_sections() if cls.section == section)
+    assert field in {f.name for f in dataclasses.fields(cls)}
+    assert flat not in {f.name for f in dataclasses.fields(Config)}
+
+
+def test_a_section_sets_a_deploy_target(project):
+    write_config(project, "kubernetes: {enabled: true, namespace: ml}\nalertmanager: {group_wait: 45s}\n")
+    assert run("build", "--root", str(project)).exit_code == 0
+    assert "group_wait: 45s" in (project / "rendered" / "alertmanager" / "alertmanager.yml").read_text()
+    rules = (project / "rendered" / "kubernetes" / "prometheus-rules" / "stability.yaml").read_text()
+    assert "namespace: ml\n" in rules
+
+
 def test_a_config_that_is_not_utf8_is_named(project):
     path = project / CONFIG_FILE_NAME
     path.write_bytes("datasource_name: Prométheus\n".encode("latin-1"))
@@ -74,7 +117,7 @@ def test_a_config_that_is_not_utf8_is_named(project):
     assert f"{path}: config is not UTF-8 text (byte 0xe9 at offset 21)" in result.output
 
 
-CONFIG_CLASSES = [Config, *default_areas()]
+CONFIG_CLASSES = [Config, *shipped_sections()]
 
 
 @pytest.mark.parametrize("cls", CONFIG_CLASSES, ids=lambda c: c.__name__)
@@ -100,7 +143,7 @@ def test_durations_are_a_type_not_a_name_suffix():
 
 
 def test_units_are_parsed_and_normalised():
-    stability = next(cls for cls in default_areas() if cls.area == "stability")
+    stability = next(cls for cls in shipped_sections() if cls.section == "stability")
     assert Config(gpu_memory_bytes="40GiB").gpu_memory_bytes == 40 * 2**30
     assert Config(gpu_memory_bytes="40 GB").gpu_memory_bytes == 40 * 10**9
     assert stability(kl_spike_threshold=1).kl_spike_threshold == 1.0
@@ -131,11 +174,12 @@ def test_dashgen_config_prints_the_effective_config(project):
     assert "  kl_spike_threshold: 0.2  # from dashgen.yaml" in result.output
     assert "rule_interval: 1m\n" in result.output
     printed = yaml.safe_load(result.output)
-    areas = {cls.area: cls for cls in default_areas()}
-    core = {k: v for k, v in printed.items() if k not in areas}
+    sections = {cls.section: cls for cls in shipped_sections()}
+    core = {k: v for k, v in printed.items() if k not in sections}
     assert Config(**core) == load_config(None, project)
     assert set(core) == {f.name for f in dataclasses.fields(Config)}
-    assert set(printed) - set(core) == set(areas)
+    assert set(printed) - set(core) == set(sections) >= {"alertmanager", "act", "kubernetes", "stability"}
+    assert printed["act"]["actions"] == {"VerlNaNMetrics": "log", "VerlTrainingDivergence": "log"}
     assert printed["stability"]["kl_spike_threshold"] == 0.2
     assert printed["stability"]["kl_spike_steps"] == 10
 
@@ -171,7 +215,10 @@ def _own_comment(source_lines: list[str], name: str) -> str:
     return " ".join(above + ([end.group(1)] if end else []))
 
 
-def _described(output: str, name: str) -> str:
+def _described(output: str, name: str, section: str = "") -> str:
+    """The description `--describe` prints for field `name` (of the section named, if any)."""
+    if section:
+        output = output[output.index(f"\n{section}: ("):]
     entry = re.search(rf"^  {name}: .*\n((?:      .*\n)*)", output, re.MULTILINE)
     assert entry, f"{name} is not listed"
     return " ".join(entry.group(1).split())
@@ -185,11 +232,12 @@ def test_every_field_is_described_by_its_own_comment_not_its_neighbours(project)
         for f in dataclasses.fields(cls):
             own = _own_comment(source, f.name)
             assert own, f"{cls.__name__}.{f.name} has no comment of its own"
-            assert _described(result.output, f.name) == " ".join(own.split()), f"{cls.__name__}.{f.name}"
+            described = _described(result.output, f.name, "" if cls is Config else cls.section)
+            assert described == " ".join(own.split()), f"{cls.__name__}.{f.name}"
     # Those that printed their neighbour's comment.
-    assert _described(result.output, "act_ray_submission_id").startswith("The Ray job's submission id")
-    assert _described(result.output, "act_audit_log").startswith("The JSON-lines file")
-    assert _described(result.output, "act_max_body_bytes").startswith("The largest request body")
+    assert _described(result.output, "ray_submission_id").startswith("The submission id of the Ray job")
+    assert _described(result.output, "audit_log").startswith("The JSON-lines file")
+    assert _described(result.output, "max_body_bytes").startswith("The largest request body")
     assert _described(result.output, "straggler_for").startswith("How long a straggler must persist")
 
 

@@ -59,7 +59,7 @@ def test_routing_fixtures_pass_and_catch_a_changed_route(project, tmp_path):
     assert result.exit_code == 0, result.output
     assert "PASS    a divergence pages and reaches dashgen act" in result.output
     # Sending info to the channel breaks the fixture that says info goes nowhere, and with it `dashgen test`.
-    assert build(project, tmp_path, alertmanager_info_to_channel=True).exit_code == 0
+    assert build(project, tmp_path, alertmanager={"info_to_channel": True}).exit_code == 0
     failed = run("test", "memory", "--root", str(project))
     assert failed.exit_code == 1
     assert ("FAILED  info goes nowhere by default: {alertname=\"VerlRewardStagnation\", experiment=\"ppo-7b\", "
@@ -103,7 +103,7 @@ def test_inhibitions_stated_next_to_the_alerts_are_rendered_and_in_the_runbook(p
 
 
 def test_prometheus_config_points_at_alertmanager(project, tmp_path):
-    assert build(project, tmp_path, alertmanager_address="alertmanager.internal:9093").exit_code == 0
+    assert build(project, tmp_path, alertmanager={"address": "alertmanager.internal:9093"}).exit_code == 0
     prometheus = yaml.safe_load((project / "rendered" / "prometheus" / "prometheus.yml").read_text())
     assert prometheus["alerting"] == {"alertmanagers": [{"static_configs": [{"targets": ["alertmanager.internal:9093"]}]}]}
 
@@ -112,8 +112,8 @@ def test_receivers_are_filled_through_the_config(project, tmp_path):
     page = {"pagerduty_configs": [{"routing_key_file": "/etc/alertmanager/pagerduty-key"}]}
     channel = {"slack_configs": [{"api_url_file": "/etc/alertmanager/slack-url", "channel": "#verl-training",
                                   "send_resolved": True}]}
-    result = build(project, tmp_path, alertmanager_page=page, alertmanager_channel=channel, act_address="",
-                   alertmanager_group_wait="10s")
+    result = build(project, tmp_path, alertmanager={"page": page, "channel": channel, "group_wait": "10s"},
+                   act={"address": ""})
     assert result.exit_code == 0, result.output
     config = rendered(project)
     assert config["receivers"] == [{"name": "nowhere"}, {"name": "page", **page}, {"name": "channel", **channel}]
@@ -124,22 +124,22 @@ def test_receivers_are_filled_through_the_config(project, tmp_path):
 
 
 @pytest.mark.parametrize("fields, expected", [
-    ({"alertmanager_page": {"slack_configs": [{"api_url": "https://hooks.slack.com/services/T0/B0/XXXX"}]}},
-     "config: alertmanager_page.slack_configs[0].api_url would put a secret into rendered/, which is committed; "
+    ({"alertmanager": {"page": {"slack_configs": [{"api_url": "https://hooks.slack.com/services/T0/B0/XXXX"}]}}},
+     "config: alertmanager.page.slack_configs[0].api_url would put a secret into rendered/, which is committed; "
      "use api_url_file"),
-    ({"alertmanager_channel": {"webhook_configs": [{"url": "http://x/", "http_config": {
-        "authorization": {"credentials": "s3cret"}}}]}},
-     "alertmanager_channel.webhook_configs[0].http_config.authorization.credentials would put a secret"),
-    ({"alertmanager_page": {"telegram_configs": [{"bot_token": "123:abc", "chat_id": 1}]}},
+    ({"alertmanager": {"channel": {"webhook_configs": [{"url": "http://x/", "http_config": {
+        "authorization": {"credentials": "s3cret"}}}]}}},
+     "alertmanager.channel.webhook_configs[0].http_config.authorization.credentials would put a secret"),
+    ({"alertmanager": {"page": {"telegram_configs": [{"bot_token": "123:abc", "chat_id": 1}]}}},
      "Alertmanager 0.25 cannot read it from a file"),
-    ({"alertmanager_page": {"slack_configs": {"channel": "#x"}}},
-     "alertmanager_page['slack_configs']: expected a list, got a mapping"),
-    ({"alertmanager_page": {"name": [{"x": 1}]}}, "alertmanager_page: 'name' is not an Alertmanager integration"),
-    ({"alertmanager_group_wait": "soon"}, "alertmanager_group_wait: 'soon' is not a Prometheus duration"),
-    ({"alertmanager_address": "http://am:9093/"}, "alertmanager_address: 'http://am:9093/' is not host:port"),
-    ({"act_actions": {"VerlTrainingDivergense": "stop"}}, "act_actions: 'VerlTrainingDivergense' is not an alert"),
-    ({"act_actions": {"VerlTrainingDivergence": "reboot"}},
-     "act_actions['VerlTrainingDivergence']: 'reboot' is not one of 'log', 'stop', 'command'"),
+    ({"alertmanager": {"page": {"slack_configs": {"channel": "#x"}}}},
+     "alertmanager.page['slack_configs']: expected a list, got a mapping"),
+    ({"alertmanager": {"page": {"name": [{"x": 1}]}}}, "alertmanager.page: 'name' is not an Alertmanager integration"),
+    ({"alertmanager": {"group_wait": "soon"}}, "alertmanager.group_wait: 'soon' is not a Prometheus duration"),
+    ({"alertmanager": {"address": "http://am:9093/"}}, "alertmanager.address: 'http://am:9093/' is not host:port"),
+    ({"act": {"actions": {"VerlTrainingDivergense": "stop"}}}, "act.actions: 'VerlTrainingDivergense' is not an alert"),
+    ({"act": {"actions": {"VerlTrainingDivergence": "reboot"}}},
+     "act.actions['VerlTrainingDivergence']: 'reboot' is not one of 'log', 'stop', 'command'"),
 ])
 def test_bad_alertmanager_config_is_refused_and_rendered_is_untouched(project, tmp_path, fields, expected):
     before = tree_digest(project / "rendered")

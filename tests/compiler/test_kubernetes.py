@@ -8,14 +8,21 @@ import pytest
 import yaml
 
 from dashgen.compiler.build import render_project
+from dashgen.compiler.targets.kubernetes import KubernetesSection
 from dashgen.compiler.targets.kubernetes_schemas import LAST_APPLIED_ANNOTATION_MAX, check_object, object_name, schema_problems
 from dashgen.config import ConfigError, config_from
 from dashgen.errors import BuildError
 
 from conftest import REPO, run
 
-ON = {"kubernetes": True, "kubernetes_act_url": "http://dashgen-act.monitoring:9095/alerts",
-      "kubernetes_alertmanager_page": {"pagerdutyConfigs": [{"routingKey": {"name": "pagerduty", "key": "key"}}]}}
+KUBERNETES_ON = {"enabled": True, "act_url": "http://dashgen-act.monitoring:9095/alerts",
+                 "alertmanager_page": {"pagerdutyConfigs": [{"routingKey": {"name": "pagerduty", "key": "key"}}]}}
+ON = {"kubernetes": KUBERNETES_ON}
+
+
+def kubernetes(**fields) -> dict:
+    """A config mapping of the kubernetes section ON with `fields` set in it."""
+    return {"kubernetes": {**KUBERNETES_ON, **fields}}
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +67,7 @@ def test_objects_hold_what_rendered_holds(kubernetes_files):
 
 
 def test_the_service_monitor_variant_fits_its_schema():
-    files = render_project(REPO, config_from({"kubernetes": True, "kubernetes_exporter_monitor": "ServiceMonitor"})).files
+    files = render_project(REPO, config_from(kubernetes(exporter_monitor="ServiceMonitor"))).files
     monitor = yaml.safe_load(files["kubernetes/monitors/verl-exporter.yaml"])
     assert monitor["kind"] == "ServiceMonitor" and schema_problems(monitor) == []
 
@@ -99,42 +106,42 @@ def test_the_size_check_counts_what_kubectl_stores_escaped():
 
 
 @pytest.mark.parametrize("fields, expected", [
-    ({"kubernetes_labels": {"a" * 254 + "/name": "x"}}, "kubernetes_labels key: 'aaa"),  # prefix over 253
-    ({"kubernetes_exporter_selector": {"example.com/" + "n" * 64: "x"}}, "kubernetes_exporter_selector key"),
-    ({"kubernetes_dashboard_label": "-grafana"}, "kubernetes_dashboard_label: '-grafana'"),
-    ({"kubernetes_exporter_port": "exporter-metrics"}, "kubernetes_exporter_port: 'exporter-metrics'"),  # 16
-    ({"kubernetes_ray_port": "8080"}, "kubernetes_ray_port: '8080'"),  # no letter
-    ({"kubernetes_ray_port": "ray--metrics"}, "kubernetes_ray_port: 'ray--metrics'"),
-    ({"kubernetes_ray_port": "metrics-"}, "kubernetes_ray_port: 'metrics-'"),
-    ({"kubernetes_ray_port": "Metrics"}, "kubernetes_ray_port: 'Metrics'"),
+    ({"labels": {"a" * 254 + "/name": "x"}}, "kubernetes.labels key: 'aaa"),  # prefix over 253
+    ({"exporter_selector": {"example.com/" + "n" * 64: "x"}}, "kubernetes.exporter_selector key"),
+    ({"dashboard_label": "-grafana"}, "kubernetes.dashboard_label: '-grafana'"),
+    ({"exporter_port": "exporter-metrics"}, "kubernetes.exporter_port: 'exporter-metrics'"),  # 16
+    ({"ray_port": "8080"}, "kubernetes.ray_port: '8080'"),  # no letter
+    ({"ray_port": "ray--metrics"}, "kubernetes.ray_port: 'ray--metrics'"),
+    ({"ray_port": "metrics-"}, "kubernetes.ray_port: 'metrics-'"),
+    ({"ray_port": "Metrics"}, "kubernetes.ray_port: 'Metrics'"),
 ])
 def test_label_keys_and_port_names_beyond_kubernetes_limits_are_refused(fields, expected):
     with pytest.raises(ConfigError, match="^" + re.escape(expected) + ".*is not valid here"):
-        config_from(fields)
+        config_from({"kubernetes": fields}).section(KubernetesSection)
 
 
 def test_label_keys_and_port_names_at_kubernetes_limits_are_accepted():
-    config_from({"kubernetes_labels": {"a" * 253 + "/" + "n" * 63: "x"}, "kubernetes_exporter_port": "exporter-metric",
-                 "kubernetes_ray_port": "h2c"})
+    config_from(kubernetes(labels={"a" * 253 + "/" + "n" * 63: "x"}, exporter_port="exporter-metric",
+                           ray_port="h2c")).section(KubernetesSection)
 
 
 @pytest.mark.parametrize("fields, expected", [
-    ({"kubernetes_alertmanager_page": {"webhookConfigs": [{"url": "https://bot:hunter2@hooks.example.org/verl"}]}},
-     r"kubernetes_alertmanager_page.webhookConfigs\[0\].url: the URL has credentials .* give urlSecret: "
+    ({"alertmanager_page": {"webhookConfigs": [{"url": "https://bot:hunter2@hooks.example.org/verl"}]}},
+     r"kubernetes.alertmanager_page.webhookConfigs\[0\].url: the URL has credentials .* give urlSecret: "
      r"\{name: SECRET, key: KEY\} instead of url"),
-    ({"kubernetes_alertmanager_channel": {"webhookConfigs": [{"url": "https://hooks.example.org/v?token=abc"}]}},
-     r"kubernetes_alertmanager_channel.webhookConfigs\[0\].url: the URL has a query string, .* give urlSecret"),
-    ({"kubernetes_alertmanager_channel": {"slackConfigs": [{"apiURL": {"name": "slack", "key": "url"},
-                                                            "httpConfig": {"proxyURL": "http://u:p@proxy:3128"}}]}},
-     r"kubernetes_alertmanager_channel.slackConfigs\[0\].httpConfig.proxyURL: the URL has credentials .*\(Secret references"),
-    ({"kubernetes_act_url": "http://dashgen-act.monitoring:9095/alerts?token=abc"},
-     r"kubernetes_act_url has a query string, .* kubernetes_act_token_secret"),
-    ({"kubernetes_act_url": "http://act:s3cret@dashgen-act.monitoring:9095/alerts"},
-     r"kubernetes_act_url has credentials .* kubernetes_act_token_secret"),
+    ({"alertmanager_channel": {"webhookConfigs": [{"url": "https://hooks.example.org/v?token=abc"}]}},
+     r"kubernetes.alertmanager_channel.webhookConfigs\[0\].url: the URL has a query string, .* give urlSecret"),
+    ({"alertmanager_channel": {"slackConfigs": [{"apiURL": {"name": "slack", "key": "url"},
+                                                 "httpConfig": {"proxyURL": "http://u:p@proxy:3128"}}]}},
+     r"kubernetes.alertmanager_channel.slackConfigs\[0\].httpConfig.proxyURL: the URL has credentials .*\(Secret references"),
+    ({"act_url": "http://dashgen-act.monitoring:9095/alerts?token=abc"},
+     r"kubernetes.act_url has a query string, .* kubernetes.act_token_secret"),
+    ({"act_url": "http://act:s3cret@dashgen-act.monitoring:9095/alerts"},
+     r"kubernetes.act_url has credentials .* kubernetes.act_token_secret"),
 ])
 def test_secrets_in_receiver_urls_never_reach_the_committed_alertmanager_config(fields, expected):
     with pytest.raises(BuildError, match=r"^config: " + expected) as error:
-        render_project(REPO, config_from({**ON, **fields}))
+        render_project(REPO, config_from(kubernetes(**fields)))
     assert "rendered/kubernetes/alertmanager-config.yaml, which is committed" in str(error.value)
     assert "hunter2" not in str(error.value)
 
@@ -143,10 +150,10 @@ def test_names_are_converted_to_dns_1123_or_refused_naming_the_source():
     assert object_name("dashgen-dashboard-Verl_Training Board", "x") == "dashgen-dashboard-verl-training-board"
     with pytest.raises(BuildError, match=r"panels/x.py: dashboard uid '__': '__' cannot be made a Kubernetes name"):
         object_name("__", "panels/x.py: dashboard uid '__'")
-    with pytest.raises(ConfigError, match=r"^kubernetes_namespace: 'Monitoring' is not valid here"):
-        config_from({"kubernetes_namespace": "Monitoring"})
-    with pytest.raises(ConfigError, match=r"^kubernetes_labels key: 'bad key' is not valid here"):
-        config_from({"kubernetes_labels": {"bad key": "x"}})
+    with pytest.raises(ConfigError, match=r"^kubernetes.namespace: 'Monitoring' is not valid here"):
+        config_from(kubernetes(namespace="Monitoring")).section(KubernetesSection)
+    with pytest.raises(ConfigError, match=r"^kubernetes.labels key: 'bad key' is not valid here"):
+        config_from(kubernetes(labels={"bad key": "x"})).section(KubernetesSection)
 
 
 @pytest.mark.heavy
@@ -202,10 +209,11 @@ def test_under_rl_insight_the_monitor_is_for_the_hub_not_for_an_exporter():
         "relabelings": [{"action": "replace", "targetLabel": "job", "replacement": config.verl_job}]}]
 
 
-@pytest.mark.parametrize("field, value", [("kubernetes_exporter_selector", {"app": "hub"}),
-                                          ("kubernetes_exporter_port", "hub"),
-                                          ("kubernetes_exporter_monitor", "ServiceMonitor")])
+@pytest.mark.parametrize("field, value", [("kubernetes.exporter_selector", {"app": "hub"}),
+                                          ("kubernetes.exporter_port", "hub"),
+                                          ("kubernetes.exporter_monitor", "ServiceMonitor")])
 def test_under_rl_insight_an_exporter_monitor_field_is_refused_not_left_unread(field, value):
     with pytest.raises(BuildError, match=f"config: {field} is set, but it names `dashgen export`'s pods, and with "
                                          f"source: rl_insight there is no exporter"):
-        render_project(REPO, config_from({**ON, "source": "rl_insight", field: value}))
+        render_project(REPO, config_from({**kubernetes(**{field.removeprefix("kubernetes."): value}),
+                                          "source": "rl_insight"}))

@@ -18,23 +18,23 @@ def build(project, tmp_path, command: str = "build", **fields):
 
 
 def webhook(**fields) -> dict:
-    return {"alertmanager_channel": {"webhook_configs": [{"url": "https://hooks.example.org/verl", **fields}]}}
+    return {"alertmanager": {"channel": {"webhook_configs": [{"url": "https://hooks.example.org/verl", **fields}]}}}
 
 
 SECRETS = {
     "token in a webhook URL's query": (
         webhook(url="https://hooks.example.org/verl?token=s3cret"),
-        "alertmanager_channel.webhook_configs[0].url: the URL has a query string"),
+        "alertmanager.channel.webhook_configs[0].url: the URL has a query string"),
     "credentials in a proxy URL": (
         webhook(http_config={"proxy_url": "http://user:s3cret@proxy.example.org:3128"}),
-        "alertmanager_channel.webhook_configs[0].http_config.proxy_url: the URL holds credentials"),
+        "alertmanager.channel.webhook_configs[0].http_config.proxy_url: the URL holds credentials"),
     "credentials in a webhook URL": (
         webhook(url="https://user:s3cret@hooks.example.org/verl"), "use http_config's basic_auth with password_file"),
     "msteams webhook_url (no msteams in 0.25)": (
-        {"alertmanager_page": {"msteams_configs": [{"webhook_url": "https://x.webhook.office.com/s3cret"}]}},
-        "alertmanager_page: 'msteams_configs' is not an Alertmanager integration (version 0.25 knows"),
+        {"alertmanager": {"page": {"msteams_configs": [{"webhook_url": "https://x.webhook.office.com/s3cret"}]}}},
+        "alertmanager.page: 'msteams_configs' is not an Alertmanager integration (version 0.25 knows"),
     "discord webhook_url": (
-        {"alertmanager_page": {"discord_configs": [{"webhook_url": "https://discord.com/api/webhooks/1/s3cret"}]}},
+        {"alertmanager": {"page": {"discord_configs": [{"webhook_url": "https://discord.com/api/webhooks/1/s3cret"}]}}},
         "discord_configs[0].webhook_url would put a secret into rendered/"),
     "a proxy header": (
         webhook(http_config={"proxy_connect_header": {"Proxy-Authorization": ["Bearer s3cret"]}}),
@@ -48,14 +48,14 @@ SECRETS = {
 
 BROKEN = {
     "not a URL": (webhook(url="not a url"), "webhook_configs[0].url: 'not a url' is not an http:// or https:// URL"),
-    "an unknown integration": ({"alertmanager_page": {"pager_configs": [{"key": "x"}]}},
+    "an unknown integration": ({"alertmanager": {"page": {"pager_configs": [{"key": "x"}]}}},
                                "'pager_configs' is not an Alertmanager integration"),
     "send_resolved as a string": (webhook(send_resolved="yes"),
                                   "webhook_configs[0].send_resolved: expected true or false (unquoted), got the "
                                   "string 'yes'"),
     "an unknown field": (webhook(max_alert=3), "Alertmanager 0.25 has no field 'max_alert' here; it knows"),
     "a count as text": (webhook(max_alerts="ten"), "max_alerts: expected a whole number"),
-    "a required field missing": ({"alertmanager_page": {"webhook_configs": [{"send_resolved": True}]}},
+    "a required field missing": ({"alertmanager": {"page": {"webhook_configs": [{"send_resolved": True}]}}},
                                  "webhook_configs[0]: url is missing"),
     "a nested block of the wrong type": (webhook(http_config={"tls_config": "insecure"}),
                                          "http_config.tls_config: expected a mapping of tls_config fields"),
@@ -74,11 +74,12 @@ def test_secrets_and_broken_receivers_are_refused_naming_the_field(project, tmp_
 
 
 def test_good_receivers_build_and_pass_amtool(project, tmp_path):
-    fields = {"alertmanager_page": {"pagerduty_configs": [{"routing_key_file": "/etc/am/pd", "send_resolved": True}]},
-              "alertmanager_channel": {"webhook_configs": [{
+    fields = {"alertmanager": {
+        "page": {"pagerduty_configs": [{"routing_key_file": "/etc/am/pd", "send_resolved": True}]},
+        "channel": {"webhook_configs": [{
                   "url": "https://hooks.example.org/verl", "max_alerts": 5, "http_config": {
                       "authorization": {"credentials_file": "/etc/am/hook-token"},
-                      "proxy_url": "http://proxy.example.org:3128", "tls_config": {"insecure_skip_verify": False}}}]}}
+                      "proxy_url": "http://proxy.example.org:3128", "tls_config": {"insecure_skip_verify": False}}}]}}}
     assert build(project, tmp_path, **fields).exit_code == 0
     check = run_tool("amtool", ["check-config", str(project / ALERTMANAGER_YML)])
     assert check.returncode == 0, check.stdout + check.stderr

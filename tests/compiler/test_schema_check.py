@@ -28,9 +28,9 @@ SCHEMAS = REPO / "dashgen" / "schemas"
 PANEL_SCHEMAS = {"timeseries": ("panel-timeseries-options", "panel-timeseries-fieldconfig"),
                  "heatmap": ("panel-heatmap-options", "panel-heatmap-fieldconfig"),
                  "xychart": ("panel-xychart-options", "panel-xychart-fieldconfig")}
-KUBERNETES = {"kubernetes": True, "kubernetes_act_url": "http://dashgen-act.monitoring:9095/alerts",
-              "kubernetes_alertmanager_page": {"pagerdutyConfigs": [{"routingKey": {"name": "pagerduty",
-                                                                                    "key": "key"}}]}}
+KUBERNETES = {"kubernetes": {"enabled": True, "act_url": "http://dashgen-act.monitoring:9095/alerts",
+                             "alertmanager_page": {"pagerdutyConfigs": [{"routingKey": {"name": "pagerduty",
+                                                                                        "key": "key"}}]}}}
 REPLACEMENTS = (None, True, False, 0, 1, -1, 1.0, 2.5, "", "x", "timeseries", "auto", [], [1], {}, {"a": 1})
 MUTATIONS_PER_INSTANCE = 150
 

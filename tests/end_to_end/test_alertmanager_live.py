@@ -68,17 +68,21 @@ def chain_config(ports: dict, token_file) -> dict:
         "step_window_floor": "1500ms",
         "progress": {"stall_min_silence": "10m"},  # the stopped trainer must not page as stalled during the test
         "exporter_address": f"127.0.0.1:{ports['exporter']}",
-        "alertmanager_address": f"127.0.0.1:{ports['alertmanager']}",
-        "alertmanager_group_wait": f"{GROUP_WAIT * 1000:.0f}ms",
-        "alertmanager_group_interval": f"{GROUP_INTERVAL * 1000:.0f}ms",
-        "alertmanager_repeat_interval": "1h",
-        "alertmanager_page": {"webhook_configs": [{"url": f"{hooks}/page"}]},
-        "alertmanager_channel": {"webhook_configs": [{"url": f"{hooks}/channel"}]},
-        "act_address": f"127.0.0.1:{ports['act']}",
-        "act_token_file": str(token_file),
-        "act_actions": {"VerlTrainingDivergence": "stop"},
-        "act_project": "gsm8k",
-        "act_experiment": "diverging",
+        "alertmanager": {
+            "address": f"127.0.0.1:{ports['alertmanager']}",
+            "group_wait": f"{GROUP_WAIT * 1000:.0f}ms",
+            "group_interval": f"{GROUP_INTERVAL * 1000:.0f}ms",
+            "repeat_interval": "1h",
+            "page": {"webhook_configs": [{"url": f"{hooks}/page"}]},
+            "channel": {"webhook_configs": [{"url": f"{hooks}/channel"}]},
+        },
+        "act": {
+            "address": f"127.0.0.1:{ports['act']}",
+            "token_file": str(token_file),
+            "actions": {"VerlTrainingDivergence": "stop"},
+            "project": "gsm8k",
+            "experiment": "diverging",
+        },
     }
 
 

@@ -59,7 +59,7 @@ def test_bad_flags_are_one_error(tmp_path, args, expected):
 
 def test_an_address_with_a_port_out_of_range_names_the_field_and_the_range(tmp_path):
     config = tmp_path / "dashgen.yaml"
-    config.write_text(yaml.safe_dump({"act_address": "127.0.0.1:99999"}))
+    config.write_text(yaml.safe_dump({"act": {"address": "127.0.0.1:99999"}}))
     result = dashgen("config", "--root", str(REPO), "--config", str(config))
     assert result.returncode == 1
-    assert "act_address: '127.0.0.1:99999' is not host:port with a port from 1 to 65535" in result.stderr
+    assert "act.address: '127.0.0.1:99999' is not host:port with a port from 1 to 65535" in result.stderr

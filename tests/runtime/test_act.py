@@ -25,7 +25,7 @@ from support import export_command, run_state, samples, scrape
 
 pytestmark = pytest.mark.live
 
-STOP_DIVERGENCE = {"act_actions": {"VerlTrainingDivergence": "stop"}}
+STOP_DIVERGENCE = {"act": {"actions": {"VerlTrainingDivergence": "stop"}}}
 
 
 @pytest.fixture
@@ -90,7 +90,7 @@ def test_a_stop_is_sent_once_however_many_alerts_ask_for_it(tmp_path):
     trainer = subprocess.Popen([sys.executable, "-c", COUNTING_TRAINER, str(pid_file), str(count)])
     try:
         wait_until(pid_file.exists, 30, "the trainer's pid file")
-        fields = {"act_actions": {"VerlTrainingDivergence": "stop", "VerlNaNMetrics": "stop"}}
+        fields = {"act": {"actions": {"VerlTrainingDivergence": "stop", "VerlNaNMetrics": "stop"}}}
         with ActProcess(tmp_path / "act", fields, "--pid-file", str(pid_file)) as act:
             together = notification(alert(), alert("VerlNaNMetrics", fingerprint="0f0f0f0f0f0f0f0f"))
             first, second = act.post(together)[1]["decisions"]
@@ -154,8 +154,8 @@ COUNTING_COMMAND = ("import os, sys; open(sys.argv[1], 'a').write(' '.join(os.en
 
 def test_a_repeated_notification_acts_once_also_after_a_restart(tmp_path):
     ran = tmp_path / "command-ran"
-    fields = {"act_actions": {"VerlTrainingDivergence": "command"},
-              "act_command": [sys.executable, "-c", COUNTING_COMMAND, str(ran)]}
+    fields = {"act": {"actions": {"VerlTrainingDivergence": "command"},
+                      "command": [sys.executable, "-c", COUNTING_COMMAND, str(ran)]}}
     with ActProcess(tmp_path / "act", fields) as act:
         assert act.post(notification(alert()))[1]["decisions"][0]["decision"] == "acted"
         # Alertmanager repeats a notification every repeat_interval, and after a failed delivery.
@@ -172,8 +172,8 @@ def test_a_repeated_notification_acts_once_also_after_a_restart(tmp_path):
 
 
 def test_a_failing_command_is_recorded_as_failed_and_retried_on_the_next_notification(tmp_path):
-    fields = {"act_actions": {"VerlTrainingDivergence": "command"},
-              "act_command": [sys.executable, "-c", "import sys; sys.exit('no pager configured')"]}
+    fields = {"act": {"actions": {"VerlTrainingDivergence": "command"},
+                      "command": [sys.executable, "-c", "import sys; sys.exit('no pager configured')"]}}
     with ActProcess(tmp_path / "act", fields) as act:
         for _ in range(2):
             [decision] = act.post(notification(alert()))[1]["decisions"]
@@ -239,26 +239,26 @@ def test_token_from_the_environment(tmp_path, trainer):
 
 
 @pytest.mark.parametrize("fields, args, expected", [
-    ({"act_token_file": "/nonexistent/act-token"}, [], "cannot read the act token from /nonexistent/act-token"),
-    ({"act_audit_log": "/nonexistent/audit.jsonl"}, [], "/nonexistent/audit.jsonl: cannot append to the audit log"),
+    ({"act": {"token_file": "/nonexistent/act-token"}}, [], "cannot read the act token from /nonexistent/act-token"),
+    ({"act": {"audit_log": "/nonexistent/audit.jsonl"}}, [], "/nonexistent/audit.jsonl: cannot append to the audit log"),
     ({}, ["--token-file", "SHORT"], "must be at least 16 characters"),
-    ({"act_project": ""}, [], "dashgen act guards one run: give --project and --experiment"),
-    (STOP_DIVERGENCE, [], "act_actions has 'stop', but nothing says how: give --pid-file"),
-    ({"act_actions": {"VerlTrainingDivergence": "reboot"}}, [], "'reboot' is not one of 'log', 'stop', 'command'"),
-    ({"act_actions": {"VerlTrainingDivergence": "command"}}, [], "act_command is not a list of arguments"),
-    ({"act_actions": {"VerlTrainingDivergence": "command"}, "act_command": "/usr/bin/notify --urgent"}, [],
-     "act_command: expected a list, got the string"),
-    ({"act_actions": ["VerlTrainingDivergence"]}, [], "act_actions: expected a mapping"),
-    ({**STOP_DIVERGENCE, "act_ray_dashboard_url": "http://127.0.0.1:8265"}, [],
-     "needs both act_ray_dashboard_url and act_ray_submission_id"),
+    ({"act": {"project": ""}}, [], "dashgen act guards one run: give --project and --experiment"),
+    (STOP_DIVERGENCE, [], "act.actions has 'stop', but nothing says how: give --pid-file"),
+    ({"act": {"actions": {"VerlTrainingDivergence": "reboot"}}}, [], "'reboot' is not one of 'log', 'stop', 'command'"),
+    ({"act": {"actions": {"VerlTrainingDivergence": "command"}}}, [], "act.command is not a list of arguments"),
+    ({"act": {"actions": {"VerlTrainingDivergence": "command"}, "command": "/usr/bin/notify --urgent"}}, [],
+     "act.command: expected a list, got the string"),
+    ({"act": {"actions": ["VerlTrainingDivergence"]}}, [], "act.actions: expected a mapping"),
+    ({"act": {**STOP_DIVERGENCE["act"], "ray_dashboard_url": "http://127.0.0.1:8265"}}, [],
+     "needs both act.ray_dashboard_url and act.ray_submission_id"),
 ])
 def test_start_up_errors_name_what_to_fix(tmp_path, monkeypatch, fields, args, expected):
     monkeypatch.delenv("DASHGEN_ACT_TOKEN", raising=False)
     (tmp_path / "SHORT").write_text("tooshort\n")
     (tmp_path / "token").write_text(TOKEN)
     config = tmp_path / "act.yaml"
-    config.write_text(yaml.safe_dump({"act_project": "gsm8k", "act_experiment": "ppo",
-                                      "act_token_file": str(tmp_path / "token"), **fields}))
+    config.write_text(yaml.safe_dump({**fields, "act": {"project": "gsm8k", "experiment": "ppo",
+                                                        "token_file": str(tmp_path / "token"), **fields.get("act", {})}}))
     monkeypatch.chdir(tmp_path)
     result = run("act", "--config", str(config), "--listen", f"127.0.0.1:{free_port()}", *args)
     assert result.exit_code == 1
@@ -305,8 +305,8 @@ def test_ray_stop_sends_the_jobs_api_request(tmp_path):
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        fields = {**STOP_DIVERGENCE, "act_ray_dashboard_url": f"http://127.0.0.1:{server.server_port}",
-                  "act_ray_submission_id": "raysubmit_WcuXGn6b"}
+        fields = {"act": {**STOP_DIVERGENCE["act"], "ray_dashboard_url": f"http://127.0.0.1:{server.server_port}",
+                          "ray_submission_id": "raysubmit_WcuXGn6b"}}
         with ActProcess(tmp_path / "act", fields) as act:
             [decision] = act.post(notification(alert()))[1]["decisions"]
         assert decision["decision"] == "acted"

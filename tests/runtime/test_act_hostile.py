@@ -14,8 +14,8 @@ pytestmark = pytest.mark.live
 
 
 def command_fields(script: str, timeout: str = "20s") -> dict:
-    return {"act_actions": {"VerlTrainingDivergence": "command"}, "act_command": ["sh", "-c", script],
-            "act_command_timeout": timeout}
+    return {"act": {"actions": {"VerlTrainingDivergence": "command"}, "command": ["sh", "-c", script],
+                    "command_timeout": timeout}}
 
 
 def test_a_command_that_backgrounds_a_child_succeeds_by_its_exit_status_and_leaves_no_child(tmp_path):
@@ -52,7 +52,7 @@ def test_pid_files_that_are_not_an_ascii_pid_in_range_are_refused(tmp_path, text
 def test_a_bad_pid_file_is_a_failed_decision_not_a_crashed_handler(tmp_path):
     pid_file = tmp_path / "pid"
     pid_file.write_text("²\n")
-    with ActProcess(tmp_path / "act", {"act_actions": {"VerlTrainingDivergence": "stop"}},
+    with ActProcess(tmp_path / "act", {"act": {"actions": {"VerlTrainingDivergence": "stop"}}},
                     "--pid-file", str(pid_file)) as act:
         status, answer = act.post(notification(alert()))
         assert status == 200 and answer["decisions"][0]["decision"] == "failed"
@@ -98,7 +98,7 @@ def test_port_0_announces_the_port_it_bound(tmp_path):
     from support import announced_port, dashgen_process
 
     config, token = tmp_path / "act.yaml", tmp_path / "token"
-    config.write_text("act_project: gsm8k\nact_experiment: ppo\n")
+    config.write_text("act: {project: gsm8k, experiment: ppo}\n")
     token.write_text("a-token-of-more-than-16-characters\n")
     process = dashgen_process("act", "--config", str(config), "--listen", "127.0.0.1:0", "--token-file", str(token),
                               "--audit-log", str(tmp_path / "audit.jsonl"))

@@ -100,7 +100,7 @@ def test_an_act_stop_ends_a_trainer_that_ignores_sigterm(supervising, tmp_path):
     pid_file = tmp_path / "trainer.pid"
     exporter, (trainer,) = supervising("ignore", "--kill-timeout", "1s", "--grace", "30s", "--pid-file",
                                        str(pid_file))
-    with ActProcess(tmp_path / "act", {"act_actions": {"VerlTrainingDivergence": "stop"}}, "--pid-file",
+    with ActProcess(tmp_path / "act", {"act": {"actions": {"VerlTrainingDivergence": "stop"}}}, "--pid-file",
                     str(pid_file)) as act:
         [decision] = act.post(notification(alert()))[1]["decisions"]
     assert decision["decision"] == "acted" and "dashgen export" in decision["detail"]

@@ -15,6 +15,7 @@ import yaml
 
 from dashgen.compiler.block_yaml import indented_yaml
 from dashgen.compiler.promql import label_value
+from dashgen.compiler.routing import AlertmanagerSection
 from dashgen.config import Config
 from dashgen.errors import BuildError
 
@@ -37,8 +38,8 @@ def render_alertmanager(project: CompiledProject) -> dict[str, str]:
 
 def prometheus_alerting(config: Config) -> str:
     """The `alerting:` block of prometheus.yml: where Prometheus sends the alerts."""
-    return indented_yaml(
-        {"alerting": {"alertmanagers": [{"static_configs": [{"targets": [config.alertmanager_address]}]}]}})
+    return indented_yaml({"alerting": {"alertmanagers": [
+        {"static_configs": [{"targets": [config.section(AlertmanagerSection).address]}]}]}})
 
 
 # --- Routing fixtures ---------------------------------------------------------------------------

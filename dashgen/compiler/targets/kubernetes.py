@@ -1,6 +1,6 @@
 """rendered/kubernetes/: the same rules, dashboards and routing as objects of the Prometheus Operator.
 
-Rendered only when the config says `kubernetes: true`, from the files the build has already
+Rendered only when the config says `kubernetes: {enabled: true}`, from the files the build has already
 rendered (so the objects hold exactly what rendered/rules/ and rendered/dashboards/ hold):
 
 - prometheus-rules/<module>.yaml: a PrometheusRule per rule file;
@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import re
 import urllib.parse
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from dashgen.compiler.block_yaml import rule_yaml
 from dashgen.compiler.compiled import CompiledDashboard, RuleFile
@@ -27,8 +28,9 @@ from dashgen.compiler.routing import ACT, CHANNEL, NOWHERE, PAGE
 from dashgen.compiler.targets.grafana import dashboard_path, dashboard_to_text
 from dashgen.compiler.targets.kubernetes_schemas import check_object, object_name, receiver_schema
 from dashgen.compiler.targets.prometheus import rule_file_model
-from dashgen.config import Config
+from dashgen.config import Config, DnsLabel, LabelKey, LabelValue, Matches, PortName, Section
 from dashgen.errors import BuildError
+from dashgen.model import ActSection
 from dashgen.records import record
 from dashgen.sources.chosen import metric_source
 from dashgen.sources.metric_source import MetricSource
@@ -42,6 +44,60 @@ ALERTMANAGER_CONFIG_API = "monitoring.coreos.com/v1alpha1"
 # KubeRay labels every Ray pod it creates with this (head and workers alike).
 KUBERAY_POD_LABELS = {"ray.io/is-ray-node": "yes"}
 _MATCHER = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)(=~|!~|!=|=)"(.*)"')
+
+
+@dataclass(frozen=True)
+class KubernetesSection(Section, section="kubernetes"):
+    """The config file's `kubernetes:` section: the Prometheus Operator's objects in rendered/kubernetes/."""
+
+    # Whether to render rendered/kubernetes/ for the Prometheus Operator and Grafana's dashboard
+    # sidecar: a PrometheusRule per rule file, a ConfigMap per dashboard, monitors for the exporter
+    # and Ray, an AlertmanagerConfig; off, nothing is rendered there.
+    enabled: bool = False
+    # The namespace of every rendered object, which the alerts also carry as their `namespace`
+    # label for the Operator's AlertmanagerConfig routes to match on.
+    namespace: DnsLabel = "monitoring"
+    # The labels on every rendered object, e.g. the `release` label by which kube-prometheus-stack's
+    # Prometheus selects PrometheusRules and monitors (its Helm release name).
+    labels: dict[LabelKey, LabelValue] = field(default_factory=lambda: {"release": "kube-prometheus-stack"})
+    # The start of every rendered object's name (dashgen-verl-training, dashgen-stability, ...).
+    name_prefix: DnsLabel = "dashgen"
+    # The label Grafana's dashboard sidecar looks for on ConfigMaps (kube-prometheus-stack:
+    # grafana_dashboard "1").
+    dashboard_label: LabelKey = "grafana_dashboard"
+    # The value of dashboard_label on the dashboards' ConfigMaps.
+    dashboard_label_value: LabelValue = "1"
+    # The annotation Grafana's dashboard sidecar reads each dashboard's folder from, which it does
+    # only where the Grafana chart sets sidecar.dashboards.folderAnnotation to this name.
+    dashboard_folder_annotation: LabelKey = "grafana_folder"
+    # How the Operator finds `dashgen export`: a PodMonitor on pods labelled exporter_selector, or a
+    # ServiceMonitor on services so labelled, with the target's job label set to verl_job (under
+    # source: rl_insight, without an exporter, a PodMonitor for the hub is rendered instead, and
+    # the exporter_* fields are refused).
+    exporter_monitor: Literal["PodMonitor", "ServiceMonitor"] = "PodMonitor"
+    # The labels of the exporter's pods (PodMonitor) or services (ServiceMonitor).
+    exporter_selector: dict[LabelKey, LabelValue] = field(
+        default_factory=lambda: {"app.kubernetes.io/name": "dashgen-exporter"})
+    # The name of the exporter's port that its monitor scrapes.
+    exporter_port: PortName = "metrics"
+    # Whether to render a PodMonitor for KubeRay's head and worker pods (label ray.io/is-ray-node:
+    # "yes"), their job label set to ray_job; off, Ray's metrics come from monitors of your own, and
+    # ray_job must then be the job label those give them.
+    ray_monitor: bool = True
+    # The name of the Ray pods' metrics port that the Ray PodMonitor scrapes.
+    ray_port: PortName = "metrics"
+    # The `page` receiver of the AlertmanagerConfig, in the Operator's syntax, secrets as Secret
+    # references: {"slackConfigs": [{"apiURL": {"name": "slack", "key": "url"}, "channel":
+    # "#verl"}]}; empty, it delivers nothing.
+    alertmanager_page: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # The `channel` receiver of the AlertmanagerConfig, in the Operator's syntax of alertmanager_page.
+    alertmanager_channel: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # Where Alertmanager reaches `dashgen act` in the cluster, e.g.
+    # http://dashgen-act.monitoring:9095/alerts; empty, the AlertmanagerConfig has no act receiver.
+    act_url: Annotated[str, Matches(r"(https?://\S+)?", "http://dashgen-act.monitoring:9095/alerts")] = ""
+    # The Secret (name, key) holding the bearer token Alertmanager sends to `dashgen act`.
+    act_token_secret: tuple[DnsLabel, Annotated[str, Matches(r"[-._a-zA-Z0-9]+", "token")]] = \
+        ("dashgen-act-token", "token")
 
 
 @record
@@ -58,12 +114,13 @@ class KubernetesObject:
 
 
 def render_kubernetes(project: CompiledProject) -> dict[str, str]:
-    """The files of rendered/kubernetes/ (path under rendered/ -> text); none unless config.kubernetes."""
+    """The files of rendered/kubernetes/ (path under rendered/ -> text); none unless kubernetes.enabled."""
     config = project.config
-    if not config.kubernetes:
+    kubernetes = config.section(KubernetesSection)
+    if not kubernetes.enabled:
         return {}
     objects = [*_prometheus_rules(config, project.rules.files), *_dashboard_config_maps(config, project.dashboards),
-               _verl_monitor(config), *([_ray_monitor(config)] if config.kubernetes_ray_monitor else []),
+               _verl_monitor(config), *([_ray_monitor(config)] if kubernetes.ray_monitor else []),
                _alertmanager_config(config, project.routing)]
     names: dict[tuple[str, str], str] = {}
     rendered = {}
@@ -81,8 +138,9 @@ def render_kubernetes(project: CompiledProject) -> dict[str, str]:
 
 def _metadata(config: Config, name: str, labels: dict[str, str] | None = None,
               annotations: dict[str, str] | None = None) -> dict[str, Any]:
-    metadata: dict[str, Any] = {"name": name, "namespace": config.kubernetes_namespace}
-    all_labels = {**config.kubernetes_labels, **(labels or {})}
+    kubernetes = config.section(KubernetesSection)
+    metadata: dict[str, Any] = {"name": name, "namespace": kubernetes.namespace}
+    all_labels = {**kubernetes.labels, **(labels or {})}
     if all_labels:
         metadata["labels"] = dict(sorted(all_labels.items()))
     if annotations:
@@ -91,7 +149,7 @@ def _metadata(config: Config, name: str, labels: dict[str, str] | None = None,
 
 
 def _name(config: Config, suffix: str, source: str) -> str:
-    return object_name(f"{config.kubernetes_name_prefix}-{suffix}", source)
+    return object_name(f"{config.section(KubernetesSection).name_prefix}-{suffix}", source)
 
 
 def _prometheus_rules(config: Config, rule_files: tuple[RuleFile, ...]) -> list[KubernetesObject]:
@@ -104,7 +162,8 @@ def _prometheus_rules(config: Config, rule_files: tuple[RuleFile, ...]) -> list[
             for rule in group["rules"]:
                 if "alert" in rule:
                     # The Operator's AlertmanagerConfig routes only alerts of its own namespace.
-                    rule["labels"] = {**rule.get("labels", {}), "namespace": config.kubernetes_namespace}
+                    rule["labels"] = {**rule.get("labels", {}),
+                                      "namespace": config.section(KubernetesSection).namespace}
         objects.append(KubernetesObject(
             f"{KUBERNETES_DIR}/prometheus-rules/{stem}.yaml", f"{source} (rendered/{rule_file.path})",
             {"apiVersion": MONITORING_API, "kind": "PrometheusRule",
@@ -113,6 +172,7 @@ def _prometheus_rules(config: Config, rule_files: tuple[RuleFile, ...]) -> list[
 
 
 def _dashboard_config_maps(config: Config, dashboards: tuple[CompiledDashboard, ...]) -> list[KubernetesObject]:
+    kubernetes = config.section(KubernetesSection)
     objects = []
     for dashboard in sorted(dashboards, key=lambda dashboard: dashboard.uid):
         source = f"{dashboard.module}: dashboard uid {dashboard.uid!r}"
@@ -121,8 +181,8 @@ def _dashboard_config_maps(config: Config, dashboards: tuple[CompiledDashboard, 
             f"{dashboard.module} (rendered/{dashboard_path(dashboard.uid)})",
             {"apiVersion": "v1", "kind": "ConfigMap",
              "metadata": _metadata(config, _name(config, f"dashboard-{dashboard.uid}", source),
-                                   {config.kubernetes_dashboard_label: config.kubernetes_dashboard_label_value},
-                                   {config.kubernetes_dashboard_folder_annotation: config.grafana_folder}),
+                                   {kubernetes.dashboard_label: kubernetes.dashboard_label_value},
+                                   {kubernetes.dashboard_folder_annotation: config.grafana_folder}),
              "data": {f"{dashboard.uid}.json": dashboard_to_text(dashboard.model)}}))
     return objects
 
@@ -143,23 +203,23 @@ def _verl_monitor(config: Config) -> KubernetesObject:
 
 def _source_monitor(config: Config, source: MetricSource) -> KubernetesObject:
     """A PodMonitor for the pods of a source that is not dashgen's exporter (RL-Insight's hub on
-    KubeRay's head pod), at exporter_address's port; the kubernetes_exporter_* fields name an
+    KubeRay's head pod), at exporter_address's port; the kubernetes.exporter_* fields name an
     exporter's pods, so one set away from its default is refused rather than left unread."""
-    defaults = Config()
-    for name in ("kubernetes_exporter_monitor", "kubernetes_exporter_selector", "kubernetes_exporter_port"):
-        if getattr(config, name) != getattr(defaults, name):
+    defaults, kubernetes = KubernetesSection(), config.section(KubernetesSection)
+    for name in ("exporter_monitor", "exporter_selector", "exporter_port"):
+        if getattr(kubernetes, name) != getattr(defaults, name):
             raise BuildError(
-                f"config: {name} is set, but it names `dashgen export`'s pods, and with source: {source.name} there "
-                f"is no exporter: the build renders a PodMonitor for {source.title} on the pods labelled "
-                f"{_labels_text(source.pod_labels)}, at exporter_address's port ({config.exporter_address}). Remove "
-                f"{name}; for a hub elsewhere, set kubernetes_exporter_* back and scrape it with a monitor of your own "
+                f"config: kubernetes.{name} is set, but it names `dashgen export`'s pods, and with source: "
+                f"{source.name} there is no exporter: the build renders a PodMonitor for {source.title} on the pods "
+                f"labelled {_labels_text(source.pod_labels)}, at exporter_address's port ({config.exporter_address}). Remove "
+                f"it; for a hub elsewhere, set kubernetes.exporter_* back and scrape it with a monitor of your own "
                 f"whose job label is verl_job ({config.verl_job!r})")
     port = int(config.exporter_address.rsplit(":", 1)[1])
     suffix = f"{source.name.replace('_', '-')}-hub"
     return KubernetesObject(
         f"{KUBERNETES_DIR}/monitors/{suffix}.yaml", f"dashgen/sources/{source.name}.py and config: exporter_address",
         {"apiVersion": MONITORING_API, "kind": "PodMonitor",
-         "metadata": _metadata(config, _name(config, suffix, "config: kubernetes_name_prefix")),
+         "metadata": _metadata(config, _name(config, suffix, "config: kubernetes.name_prefix")),
          "spec": {"selector": {"matchLabels": dict(sorted(source.pod_labels.items()))},
                   "namespaceSelector": {"any": True},
                   "podMetricsEndpoints": [_endpoint(port, config.scrape_interval, config.verl_job)]}})
@@ -170,26 +230,27 @@ def _labels_text(labels: dict[str, str]) -> str:
 
 
 def _exporter_monitor(config: Config) -> KubernetesObject:
-    kind = config.kubernetes_exporter_monitor
+    kubernetes = config.section(KubernetesSection)
+    kind = kubernetes.exporter_monitor
     endpoints = "podMetricsEndpoints" if kind == "PodMonitor" else "endpoints"
     return KubernetesObject(
         f"{KUBERNETES_DIR}/monitors/verl-exporter.yaml", "dashgen/config.py (kubernetes_exporter_*)",
         {"apiVersion": MONITORING_API, "kind": kind,
-         "metadata": _metadata(config, _name(config, "verl-exporter", "config: kubernetes_name_prefix")),
-         "spec": {"selector": {"matchLabels": dict(sorted(config.kubernetes_exporter_selector.items()))},
+         "metadata": _metadata(config, _name(config, "verl-exporter", "config: kubernetes.name_prefix")),
+         "spec": {"selector": {"matchLabels": dict(sorted(kubernetes.exporter_selector.items()))},
                   "namespaceSelector": {"any": True},
-                  endpoints: [_endpoint(config.kubernetes_exporter_port, config.scrape_interval, config.verl_job)]}})
+                  endpoints: [_endpoint(kubernetes.exporter_port, config.scrape_interval, config.verl_job)]}})
 
 
 def _ray_monitor(config: Config) -> KubernetesObject:
     return KubernetesObject(
         f"{KUBERNETES_DIR}/monitors/ray.yaml", "dashgen/config.py (kubernetes_ray_*)",
         {"apiVersion": MONITORING_API, "kind": "PodMonitor",
-         "metadata": _metadata(config, _name(config, "ray", "config: kubernetes_name_prefix")),
+         "metadata": _metadata(config, _name(config, "ray", "config: kubernetes.name_prefix")),
          "spec": {"selector": {"matchLabels": KUBERAY_POD_LABELS},
                   "namespaceSelector": {"any": True},
-                  "podMetricsEndpoints": [_endpoint(config.kubernetes_ray_port, config.scrape_interval,
-                                                    config.ray_job)]}})
+                  "podMetricsEndpoints": [_endpoint(config.section(KubernetesSection).ray_port,
+                                                    config.scrape_interval, config.ray_job)]}})
 
 
 def _matcher(text: str) -> dict[str, str]:
@@ -203,28 +264,28 @@ def _matcher(text: str) -> dict[str, str]:
 
 def _alertmanager_config(config: Config, alertmanager: dict[str, Any]) -> KubernetesObject:
     """The native Alertmanager config's routing and inhibition, in the Operator's schema; the
-    receivers from the kubernetes_* fields (the native ones read secrets from files, which an
+    receivers from the kubernetes section (the native ones read secrets from files, which an
     AlertmanagerConfig takes as Secret references instead)."""
-    native = alertmanager["route"]
-    act = bool(config.kubernetes_act_url)
+    native, kubernetes = alertmanager["route"], config.section(KubernetesSection)
+    act = bool(kubernetes.act_url)
     routes = [{"receiver": route["receiver"], "matchers": [_matcher(m) for m in route["matchers"]],
                **({"continue": True} if route.get("continue") else {})}
               for route in native["routes"] if route["receiver"] != ACT or act]
-    if act and config.act_actions and not any(route["receiver"] == ACT for route in native["routes"]):
-        raise BuildError("config: kubernetes_act_url is set but act_address is empty, so no alert is routed to "
-                         "dashgen act; set act_address too, or leave kubernetes_act_url empty")
-    for field in ("kubernetes_alertmanager_page", "kubernetes_alertmanager_channel"):
-        _refuse_url_secrets(field, getattr(config, field), receiver_schema())
-    if act and (leak := url_secret(urllib.parse.urlsplit(config.kubernetes_act_url))):
-        raise BuildError(f"config: kubernetes_act_url has {leak}, and would go into {_COMMITTED}; dashgen act "
-                         f"takes its bearer token from the Secret in kubernetes_act_token_secret: give the URL "
+    if act and config.section(ActSection).actions and not any(route["receiver"] == ACT for route in native["routes"]):
+        raise BuildError("config: kubernetes.act_url is set but act.address is empty, so no alert is routed to "
+                         "dashgen act; set act.address too, or leave kubernetes.act_url empty")
+    for name in ("alertmanager_page", "alertmanager_channel"):
+        _refuse_url_secrets(f"kubernetes.{name}", getattr(kubernetes, name), receiver_schema())
+    if act and (leak := url_secret(urllib.parse.urlsplit(kubernetes.act_url))):
+        raise BuildError(f"config: kubernetes.act_url has {leak}, and would go into {_COMMITTED}; dashgen act "
+                         f"takes its bearer token from the Secret in kubernetes.act_token_secret: give the URL "
                          f"without it, e.g. http://dashgen-act.monitoring:9095/alerts")
-    receivers: list[dict[str, Any]] = [{"name": NOWHERE}, {"name": PAGE, **config.kubernetes_alertmanager_page},
-                                       {"name": CHANNEL, **config.kubernetes_alertmanager_channel}]
+    receivers: list[dict[str, Any]] = [{"name": NOWHERE}, {"name": PAGE, **kubernetes.alertmanager_page},
+                                       {"name": CHANNEL, **kubernetes.alertmanager_channel}]
     if act:
-        secret, key = config.kubernetes_act_token_secret
+        secret, key = kubernetes.act_token_secret
         receivers.append({"name": ACT, "webhookConfigs": [{
-            "url": config.kubernetes_act_url, "sendResolved": True,
+            "url": kubernetes.act_url, "sendResolved": True,
             "httpConfig": {"authorization": {"type": "Bearer", "credentials": {"name": secret, "key": key}}}}]})
     spec = {
         "route": {"receiver": native["receiver"], "groupBy": native["group_by"], "groupWait": native["group_wait"],
@@ -239,7 +300,7 @@ def _alertmanager_config(config: Config, alertmanager: dict[str, Any]) -> Kubern
         f"{KUBERNETES_DIR}/alertmanager-config.yaml",
         "dashgen/config.py and the inhibitions in alerts/*.py (as rendered/alertmanager/alertmanager.yml)",
         {"apiVersion": ALERTMANAGER_CONFIG_API, "kind": "AlertmanagerConfig",
-         "metadata": _metadata(config, _name(config, "routing", "config: kubernetes_name_prefix")), "spec": spec})
+         "metadata": _metadata(config, _name(config, "routing", "config: kubernetes.name_prefix")), "spec": spec})
 
 
 _COMMITTED = f"rendered/{KUBERNETES_DIR}/alertmanager-config.yaml, which is committed"

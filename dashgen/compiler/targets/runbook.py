@@ -7,9 +7,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from dashgen.compiler.rendering import markdown_text, runbook_anchor, templates
-from dashgen.compiler.routing import severity_routes
+from dashgen.compiler.routing import AlertmanagerSection, severity_routes
 from dashgen.compiler.rules import compares_with_held_baseline
 from dashgen.conditions import windows_in
+from dashgen.model import ActSection
 
 if TYPE_CHECKING:
     from dashgen.compiler.compiled import CompiledProject
@@ -46,7 +47,9 @@ def _alerts_section(project: CompiledProject) -> str:
 
 def _routing_section(project: CompiledProject) -> str:
     config = project.config
+    act = config.section(ActSection)
     return templates().get_template("alerts-routing.md.j2").render(
-        config=config, routes=severity_routes(config), act_alerts=sorted(config.act_actions),
+        alertmanager=config.section(AlertmanagerSection), act=act, routes=severity_routes(config),
+        act_alerts=sorted(act.actions),
         inhibitions=[{"module": stated.module, "inhibition": stated.inhibition} for stated in project.inhibitions],
         anchor=runbook_anchor)
