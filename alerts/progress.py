@@ -8,8 +8,7 @@ from dataclasses import dataclass
 
 from dashgen.catalog import LAST_STEP_METRIC, RUN_STATE_METRIC, STEP_WINDOWS_INFO_METRIC
 from dashgen.conditions import RUN_NAME
-from dashgen.config import (AreaConfig, Config, ConfigError, Duration, Factor, Interval, duration_seconds,
-                            format_duration)
+from dashgen.config import AreaConfig, Config, ConfigError, Duration, Factor, Interval
 from dashgen.lifecycle import RunPhase
 from dashgen.model import ON_RUN, EXPORTER_LABELS, Alert, Inhibition, Recording, RuleGroup, Severity
 
@@ -57,7 +56,7 @@ class ProgressConfig(AreaConfig, area="progress"):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if duration_seconds(self.stall_longest_gap_window) <= duration_seconds(self.stall_step_time_window):
+        if self.stall_longest_gap_window <= self.stall_step_time_window:
             raise ConfigError(f"stall_longest_gap_window = {self.stall_longest_gap_window!r} must be longer than "
                               f"stall_step_time_window ({self.stall_step_time_window}): the run's history is "
                               f"counted within it")
@@ -65,12 +64,12 @@ class ProgressConfig(AreaConfig, area="progress"):
 
 def rules(config: Config) -> RuleGroup:
     tunables = config.area(ProgressConfig)
-    min_silence = duration_seconds(tunables.stall_min_silence)
-    first_save_silence = duration_seconds(tunables.stall_silence_before_first_save)
+    min_silence = tunables.stall_min_silence.seconds
+    first_save_silence = tunables.stall_silence_before_first_save.seconds
     factor, window = tunables.stall_step_time_factor, tunables.stall_step_time_window
     gap_factor, gap_window = tunables.stall_longest_gap_factor, tunables.stall_longest_gap_window
     silence = f"time() - {LAST_STEP}"
-    history = format_duration(duration_seconds(gap_window) - duration_seconds(window))
+    history = gap_window - window
     stalled = Alert(
         name="VerlTrainingStalled",
         severity=Severity.CRITICAL,

@@ -4,8 +4,7 @@ from dataclasses import dataclass
 
 from dashgen.catalog import NONFINITE_LOSS_STREAK_METRIC, NONFINITE_STREAK_METRIC
 from dashgen.conditions import RUN_NAME, VALUE, Baseline, Signal, all_of, any_of, steps
-from dashgen.config import (AreaConfig, Config, Duration, Factor, Fraction, Interval, NonNegative, StepCount,
-                            duration_seconds, format_duration)
+from dashgen.config import AreaConfig, Config, Duration, Factor, Fraction, Interval, NonNegative, StepCount
 from dashgen.model import ON_RUN, Alert, Inhibition, RuleGroup, Severity
 
 STREAK = f"{NONFINITE_STREAK_METRIC}{{$verl}}"
@@ -403,7 +402,7 @@ def rules(config: Config) -> list[RuleGroup]:
     )
     # Every sample of the last evaluation interval (plus one scrape): a step shorter than the
     # interval is still seen, whatever the step length.
-    seen = format_duration(duration_seconds(config.rule_interval) + duration_seconds(config.scrape_interval))
+    seen = config.rule_interval + config.scrape_interval
     # A non-finite loss is read from the exporter's loss streak, a number, not as `loss != loss`:
     # VictoriaMetrics drops NaN samples at ingestion, so a NaN comparison could never fire there.
     fatal_losses = (f'label_replace(max_over_time({NONFINITE_LOSS_STREAK_METRIC}{{$verl}}[{seen}]) >= 1, '

@@ -15,7 +15,7 @@ from dashgen_alerts.signals import SignalsConfig
 from dashgen_alerts.stability import StabilityConfig
 
 from dashgen.catalog import CATALOG, SERIES_UNLOGGED_METRIC
-from dashgen.config import Config, duration_seconds
+from dashgen.config import Config
 from dashgen.gpu import HOST_MEMORY_FULLEST, RUN_SESSION_LINK, SESSION_LABEL, gpu_source, run_join
 from dashgen.model import (Annotation, Dashboard, DashboardLink, Heatmap, LeftOut, Panel, Query, Row, Stat,
                            Threshold, TimeSeries, Variable)
@@ -110,7 +110,7 @@ def _seconds_since_step(config: Config) -> Stat:
                "{{experiment}}"),),
         unit="s",
         description="Turns red past the stall alert's minimum silence.",
-        thresholds=(Threshold(duration_seconds(config.area(ProgressConfig).stall_min_silence), "VerlTrainingStalled"),),
+        thresholds=(Threshold(config.area(ProgressConfig).stall_min_silence.seconds, "VerlTrainingStalled"),),
     )
 
 

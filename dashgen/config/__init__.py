@@ -17,20 +17,21 @@ checked for every field, and the `Annotated` kinds of `fields` add a format, ran
 
 from dashgen.config.checking import _schema
 from dashgen.config.describe import config_yaml, describe_config, field_comments
-from dashgen.config.duration import DURATION, MAX_DURATION_SECONDS, duration_problem, duration_seconds, format_duration
-from dashgen.config.fields import (Address, Between, ByteSize, Bytes, ConfigError, DnsLabel, Duration, Factor, Fraction,
-                                   GrafanaTime, GrafanaUid, HostPort, Interval, JobName, LabelKey, LabelValue, Matches,
-                                   NonNegative, Percent, PortName, PrometheusDuration, StepCount)
+from dashgen.config.duration import (DURATION, MAX_DURATION_SECONDS, PrometheusDuration, duration_problem, duration_seconds,
+                                     format_duration)
+from dashgen.config.fields import (Address, Between, ByteSize, Bytes, ConfigError, DnsLabel, Duration, DurationRange,
+                                   Factor, Fraction, GrafanaTime, GrafanaUid, HostPort, Interval, JobName, LabelKey,
+                                   LabelValue, Matches, NonNegative, Percent, PortName, StepCount)
 from dashgen.config.loading import (CONFIG_FILE_NAME, MAX_CONFIG_BYTES, MOVED_TO_SECTIONS, config_from, config_path,
                                     load_config, load_yaml, moved_field_problem, read_overrides)
 from dashgen.config.schema import GIB, AreaConfig, Config, Section, areas_of, check_section_class
 
 __all__ = [
-    "Address", "AreaConfig", "Between", "ByteSize", "Bytes", "CONFIG_FILE_NAME", "Config", "ConfigError", "DURATION",
-    "DnsLabel", "Duration", "Factor", "Fraction", "GIB", "GrafanaTime", "GrafanaUid", "HostPort", "Interval",
-    "JobName", "LabelKey", "LabelValue", "MAX_CONFIG_BYTES", "MAX_DURATION_SECONDS", "MOVED_TO_SECTIONS", "Matches",
-    "NonNegative", "Percent", "PortName", "PrometheusDuration", "Section", "StepCount", "_schema", "areas_of",
-    "check_section_class", "config_from", "config_path", "config_yaml", "describe_config", "duration_problem",
-    "duration_seconds", "field_comments", "format_duration", "load_config", "load_yaml", "moved_field_problem",
-    "read_overrides",
+    "Address", "AreaConfig", "Between", "ByteSize", "Bytes", "CONFIG_FILE_NAME", "Config", "ConfigError",
+    "DURATION", "DnsLabel", "Duration", "DurationRange", "Factor", "Fraction", "GIB", "GrafanaTime", "GrafanaUid",
+    "HostPort", "Interval", "JobName", "LabelKey", "LabelValue", "MAX_CONFIG_BYTES", "MAX_DURATION_SECONDS",
+    "MOVED_TO_SECTIONS", "Matches", "NonNegative", "Percent", "PortName", "PrometheusDuration", "Section",
+    "StepCount", "_schema", "areas_of", "check_section_class", "config_from", "config_path", "config_yaml",
+    "describe_config", "duration_problem", "duration_seconds", "field_comments", "format_duration", "load_config",
+    "load_yaml", "moved_field_problem", "read_overrides",
 ]

@@ -8,6 +8,7 @@ import types
 import typing
 from typing import Annotated, Any, Literal
 
+from dashgen.config.duration import PrometheusDuration
 from dashgen.config.fields import ConfigError
 from dashgen.errors import BuildError
 
@@ -43,7 +44,8 @@ def _type_name(hint: Any) -> str:
         return " or ".join(_type_name(a) for a in args)
     if hint is type(None):
         return "null"
-    return {str: "a string", int: "an integer", float: "a number", bool: "true or false"}.get(
+    return {str: "a string", PrometheusDuration: "a string", int: "an integer", float: "a number",
+            bool: "true or false"}.get(
         hint, getattr(hint, "__name__", str(hint)))
 
 
@@ -152,7 +154,7 @@ def _refuse_raw_text(cls: type) -> None:
             raise BuildError(f"{_defined_in(cls)}: {cls.__qualname__}.{f.name} is typed {_type_name(hint)}, any text: "
                              f"a value from dashgen.yaml would reach PromQL as written. Type it Duration or Interval "
                              f"(a window), StepCount, a number kind (Fraction, Factor, NonNegative, float), or "
-                             f"Annotated[str, Matches(pattern, example)] (a name); see dashgen/config.py")
+                             f"Annotated[str, Matches(pattern, example)] (a name); see dashgen/config/fields.py")
 
 
 def _admits_raw_text(hint: Any) -> bool:

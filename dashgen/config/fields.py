@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any
 
-from dashgen.config.duration import duration_seconds
+from dashgen.config.duration import PrometheusDuration
 from dashgen.errors import BuildError
 from dashgen.records import record
 
@@ -18,22 +18,26 @@ class ConfigError(BuildError):
 # --- Field kinds: what an `Annotated[...]` adds to the base type ------------------------------
 
 @record
-class PrometheusDuration:
-    """A Prometheus duration string (90s, 10m, 1h30m)."""
+class DurationRange:
+    """A Prometheus duration (90s, 10m, 1h30m), read into a PrometheusDuration, within a range."""
     positive: bool = False
     max_seconds: float = 10 * 365 * 86400
 
     def describe(self) -> str:
         return "a Prometheus duration" + (", longer than 0s" if self.positive else "")
 
-    def problem(self, value: str) -> str | None:
-        try:
-            seconds = duration_seconds(value)
-        except ValueError:
-            return f"{value!r} is not a Prometheus duration (e.g. 90s, 10m, 1h)"
-        if self.positive and seconds <= 0:
+    def parse(self, value: Any) -> Any:
+        if isinstance(value, str) and not isinstance(value, PrometheusDuration):
+            try:
+                return PrometheusDuration(value)
+            except ValueError:
+                raise ConfigError(f"{value!r} is not a Prometheus duration (e.g. 90s, 10m, 1h)") from None
+        return value
+
+    def problem(self, value: PrometheusDuration) -> str | None:
+        if self.positive and value.seconds <= 0:
             return f"{value!r} must be longer than 0s"
-        if seconds > self.max_seconds:
+        if value.seconds > self.max_seconds:
             return f"{value!r} is longer than {self.max_seconds / 86400 / 365:g} years"
         return None
 
@@ -114,8 +118,8 @@ class ByteSize:
 
 
 # Named kinds used by the fields below (and by fields other modules add).
-Duration = Annotated[str, PrometheusDuration()]
-Interval = Annotated[str, PrometheusDuration(positive=True)]  # a window or a period: longer than 0s
+Duration = Annotated[PrometheusDuration, DurationRange()]
+Interval = Annotated[PrometheusDuration, DurationRange(positive=True)]  # a window or a period: longer than 0s
 Fraction = Annotated[float, Between(0.0, 1.0)]
 Factor = Annotated[float, Between(0.0, None, low_open=True)]  # a multiplier: greater than 0
 NonNegative = Annotated[float, Between(0.0, None)]

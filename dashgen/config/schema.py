@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Annotated, ClassVar, Literal
 
 from dashgen.config.checking import _check_fields, _defined_in, _refuse_raw_text, _schema
-from dashgen.config.duration import duration_seconds
 from dashgen.config.fields import (Address, Bytes, ConfigError, Duration, GrafanaTime, GrafanaUid, Interval, JobName,
                                    Matches)
 from dashgen.errors import get_close_matches
@@ -151,8 +150,7 @@ class Config:
             same = [other for other, other_job in scraped.items() if other_job == job and other != name]
             if same:
                 raise ConfigError(f"{name} = {job!r} is also {same[0]}; each scrape job needs a name of its own")
-        step = duration_seconds(self.baseline_hold_step)
-        if not duration_seconds(self.rule_interval) <= step <= duration_seconds(self.baseline_hold_window):
+        if not self.rule_interval <= self.baseline_hold_step <= self.baseline_hold_window:
             raise ConfigError(f"baseline_hold_step = {self.baseline_hold_step!r} must lie between rule_interval "
                               f"({self.rule_interval}) and baseline_hold_window ({self.baseline_hold_window})")
 

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Iterator
 
 from dashgen.bounded_read import TooLarge, read_bounded
-from dashgen.config import Config, duration_seconds
+from dashgen.config import Config
 from dashgen.errors import BuildError
 from dashgen.model import ACT_PATH, ActSection
 from dashgen.records import record
@@ -93,7 +93,7 @@ class ActSettings:
                     dry_run: bool = False) -> "ActSettings":
         # The config's schema has checked the types, the actions and the durations.
         act = config.section(ActSection)
-        timeout = duration_seconds(act.command_timeout)
+        timeout = act.command_timeout.seconds
         pid_path = pid_file or (Path(act.pid_file) if act.pid_file else None)
         settings = cls(project or act.project, experiment or act.experiment, dict(act.actions),
                        audit_log or Path(act.audit_log), pid_path, act.ray_dashboard_url,

@@ -20,7 +20,7 @@ import re
 from dashgen.catalog import (DROPPED_KEYS_METRIC, DROPPED_LINES_METRIC, EXIT_CODE_METRIC, KEY_COLLISIONS_METRIC,
                              LAST_STEP_METRIC, LOG_ROUNDING_METRIC, NONFINITE_LOSS_STREAK_METRIC, NONFINITE_STREAK_METRIC,
                              PARSE_ERRORS_METRIC, RUN_STATE_METRIC, STEPS_METRIC, VALIDATION_FAMILIES)
-from dashgen.config import Config, duration_seconds, format_duration
+from dashgen.config import Config
 from dashgen.gpu import RUN_SESSION_INFO
 from dashgen.lifecycle import RunPhase
 from dashgen.model import RUN_MATCH_LABELS
@@ -68,10 +68,10 @@ class _RLInsight(MetricSource):
     def derived(self, config: Config) -> tuple[Derived, ...]:
         step = series_name("training/global_step")
         # Every sample of the last evaluation (plus one scrape), read once a scrape.
-        seen = format_duration(duration_seconds(config.rule_interval) + duration_seconds(config.scrape_interval))
+        seen = config.rule_interval + config.scrape_interval
         every_scrape = config.scrape_interval
         last_step = f"{_RECORDED}last_step_timestamp_seconds"
-        keep = format_duration(3 * duration_seconds(config.rule_interval))
+        keep = 3 * config.rule_interval
 
         def nonfinite(keys: tuple[str, ...]) -> str:
             signals = "\n      or ".join(f"{series_name(k)} != {series_name(k)} or abs({series_name(k)}) == +Inf"

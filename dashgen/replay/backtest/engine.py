@@ -27,7 +27,7 @@ from typing import Callable
 from dashgen.compiler.promql import metrics_in
 from dashgen.catalog import Catalog
 from dashgen.compiler.compiled import AlertRule, RecordingRule
-from dashgen.config import Config, duration_seconds
+from dashgen.config import Config
 from dashgen.promtool import find_binary
 from dashgen.replay.backfill import RecordedRun, Timing, check_unique_runs, read_run, run_labels
 from dashgen.replay.openmetrics import series_names, write_openmetrics
@@ -77,7 +77,7 @@ def backtest_rule_sets(paths: list[Path], rule_sets: list[RuleSet], catalog: Cat
     merged = merge(rule_sets)
     recordings, alerts = merged.recordings, merged.alerts
     selected = set().union(*(metrics_in(rule.expr) for rule in [*recordings, *alerts]))
-    wanted = served_statistics(rule_sets, duration_seconds(config.step_window_floor))
+    wanted = served_statistics(rule_sets, config.step_window_floor.seconds)
     digests = tuple(sorted({rule_set.step_statistics.digest for rule_set in rule_sets
                             if rule_set.step_statistics is not None} - {wanted.digest}))
     runs = [read_run(path, run_labels(path, config.verl_job), (timings or {}).get(path, timing), keep=selected,

@@ -20,7 +20,7 @@ from typing import Any, Iterator
 from dashgen.catalog import Catalog, Origin
 from dashgen.compiler.dashboards import iter_panels
 from dashgen.compiler.promql import metrics_in, substitute_variables
-from dashgen.config import Config, duration_seconds
+from dashgen.config import Config
 from dashgen.promtool import find_binary
 from dashgen.records import record
 from dashgen.replay.backfill import RecordedRun, Timing, create_blocks, read_run, run_labels
@@ -77,7 +77,7 @@ def backfilled(path: Path, config: Config, catalog: Catalog, timing: Timing,
     find_binary("prometheus")
     rules = rules or RuleSet([], [])
     recordings, alerts = rules.recordings, rules.alerts
-    wanted = served_statistics([rules], duration_seconds(config.step_window_floor))
+    wanted = served_statistics([rules], config.step_window_floor.seconds)
     run = read_run(path, run_labels(path, config.verl_job), timing, catalog=catalog, step_statistics=wanted)
     start, end = run.times[0] - timing.scrape_interval, run.served_until
     step = max(timing.scrape_interval, round((end - start) / POINTS_PER_PANEL / timing.scrape_interval)
