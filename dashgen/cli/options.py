@@ -22,7 +22,7 @@ MAX_SUPERVISOR_WAIT = 86400.0
 root_option = click.option("--root", type=click.Path(exists=True, file_okay=False, path_type=Path), default=".",
                            show_default=True, help="Project folder holding panels/, alerts/ and rendered/.")
 config_option = click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
-                             default=None, help="YAML file overriding fields of dashgen/config.py. "
+                             default=None, help="YAML file overriding fields of the config (dashgen config --describe). "
                                                 "Default: dashgen.yaml in the project folder, if there is one.")
 
 
