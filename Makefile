@@ -2,7 +2,8 @@
 # make test:      the same set-up plus Prometheus', Alertmanager's and VictoriaMetrics' tools, then
 #                 `dashgen check` and the suite, two workers a core, less the exhaustive `slow` tests (~4 min).
 # make test-fast: the edit loop: no live servers or processes, no heavy tool runs (~30 s).
-# make test-slow: only the exhaustive `slow` tests (every rule replayed on VictoriaMetrics, many killed builds; ~5 min).
+# make test-slow: only the `slow` tests: the exhaustive ones (every rule replayed on VictoriaMetrics, many killed
+#                 builds) and the chains of minutes (fresh installs, the public corpus, promtool on mutated rules).
 # make test-all:  test, then test-slow: everything, as CI runs it (.ci/run).
 # Markers (pyproject.toml): live, heavy, slow. PYTEST_WORKERS=1 runs the suite in one process.
 PYTHON ?= python3

@@ -122,6 +122,7 @@ def test_every_alert_has_a_firing_case_after_its_for_and_a_silent_case():
 
 
 @pytest.mark.heavy
+@pytest.mark.slow  # every fixture against mutated rules: minutes of promtool
 def test_fixtures_fail_when_the_rules_change(project, tmp_path):
     """The fixtures pin behaviour: a divergence factor of 20 no longer fires on a 10x KL jump."""
     shutil.copytree(REPO / "tests" / "rules", project / "tests" / "rules")

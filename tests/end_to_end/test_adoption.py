@@ -57,6 +57,7 @@ def dashgen(site: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.heavy
+@pytest.mark.slow  # the wheel's project built, checked and rule-tested from the installed copy
 def test_installed_wheel_inits_a_project_that_builds_and_checks(installed, tmp_path):
     where = subprocess.run([sys.executable, "-c", "import dashgen, dashgen_panels, dashgen_alerts; "
                             "print(dashgen.__file__, dashgen_panels.__file__, dashgen_alerts.__file__)"],
@@ -91,6 +92,7 @@ def test_installed_wheel_inits_a_project_that_builds_and_checks(installed, tmp_p
 
 @pytest.mark.live
 @pytest.mark.heavy
+@pytest.mark.slow  # a review of the public corpus from the installed wheel
 def test_the_wheel_carries_the_public_corpus_for_a_review_without_a_clone(installed, tmp_path):
     corpus = installed / "dashgen_runs"
     runs = sorted(folder.name for folder in corpus.iterdir() if (folder / "run.yaml").is_file())

@@ -102,6 +102,7 @@ def fresh_venv(folder: Path) -> Path:
 
 @pytest.mark.live  # pip fetches the dependencies from PyPI, as a team's install does
 @pytest.mark.heavy
+@pytest.mark.slow  # a fresh virtualenv and its dependencies
 def test_the_readme_team_install_works_in_a_fresh_venv(tmp_path):
     blocks = team_install_blocks()
     assert len(blocks) == 2, blocks  # from the clone, and as a wheel

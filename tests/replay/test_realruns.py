@@ -11,7 +11,7 @@ from dashgen.review.judging import CATCH_WITHIN
 from dashgen.review.runs import Verdict, find_runs
 from conftest import REPO
 
-pytestmark = [pytest.mark.live, pytest.mark.heavy]
+pytestmark = [pytest.mark.live, pytest.mark.heavy, pytest.mark.slow]  # the whole public corpus backtested
 
 RUNS = find_runs([public_corpus()])
 

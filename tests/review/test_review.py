@@ -50,6 +50,7 @@ def team(tmp_path_factory) -> Path:
     return project
 
 
+@pytest.mark.slow  # a review of every labelled run, both revisions backtested
 def test_a_reward_cliff_on_a_five_percent_dip_fails_the_review_and_names_the_healthy_runs_it_pages(team):
     config = team / "dashgen.yaml"
     original = config.read_text()
