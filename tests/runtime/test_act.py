@@ -20,7 +20,7 @@ import yaml
 from act_support import TOKEN, ActProcess, alert, notification, start_trainer, stop_process
 from conftest import run, wait_until
 from dashgen.replay.prometheus_server import free_port
-from dashgen.runtime.act import ActionFailed, read_pid, stop_pid_file
+from dashgen.runtime.act_actions import ActionFailed, read_pid, stop_pid_file
 from support import export_command, run_state, samples, scrape
 
 pytestmark = pytest.mark.live

@@ -7,7 +7,8 @@ import pytest
 
 from act_support import ActProcess, alert, notification
 from conftest import wait_until
-from dashgen.runtime.act import ActionFailed, json_depth_exceeds, loggable, read_pid
+from dashgen.runtime.act import json_depth_exceeds, loggable
+from dashgen.runtime.act_actions import ActionFailed, read_pid
 from test_supervision import alive
 
 pytestmark = pytest.mark.live
