@@ -29,8 +29,8 @@ class RewardsConfig(AreaConfig, area="rewards"):
     reward_cliff_min_drop: NonNegative = 0.2
     # ... and by more than this many standard errors of the fall, read from the reward's own
     # step-to-step noise over the baseline's steps: with one prompt a step, a reward that jumps
-    # across its range between consecutive steps moves its 30-step median by chance (issue 35).
-    # 5 standard errors is about 1.3x the step-to-step spread for the 30 and 100 steps compared.
+    # across its range between consecutive steps moves its 10-step median by chance (issue 35).
+    # 5 standard errors is about 2.1x the step-to-step spread for the 10 and 100 steps compared.
     reward_cliff_noise_z: NonNegative = 5.0
     # How long the fall must hold before VerlRewardCliff pages: one evaluation after the first. A
     # run of 2 s a step logs 30 steps an evaluation, and its baseline, ending 30 steps back, takes
@@ -38,8 +38,11 @@ class RewardsConfig(AreaConfig, area="rewards"):
     reward_cliff_for: Duration = "1m"
     # The reward is read as its median over this many steps: a reward scored on one prompt per
     # step jumps between 0 and its maximum from step to step, and a median of minutes is a median
-    # of 3 steps on a run of one step a minute.
-    reward_cliff_smoothing_steps: StepCount = 30
+    # of 3 steps on a run of one step a minute. Short, because the noise margin above grows as the
+    # window shrinks: a 10-step median pages 6-7 steps after a cliff (a 30-step one took 16), with
+    # no more pages on the corpus' or the simulated healthy runs. Its baseline still ends
+    # reward_cliff_recent_steps back, so at 1.5 s a step the fall stays visible beyond the `for`.
+    reward_cliff_smoothing_steps: StepCount = 10
     # Once firing, it stays firing while the reward is this fraction of the drop (and of the
     # floor) below its held baseline.
     reward_cliff_sustain_fraction: Fraction = 0.5
@@ -57,10 +60,18 @@ class RewardsConfig(AreaConfig, area="rewards"):
     # advantage), and a verl console log prints a healthy 0.0004 as 0.000: a zero gradient alone
     # is no fault. A grad norm this close to 0 counts as 0.
     no_signal_tolerance: NonNegative = 1e-9
-    # (1) A grad norm of 0 on each of the last no_signal_broken_steps although every one of them
-    # had groups whose rewards differ (score std above the tolerance, where the log has it): the
-    # update itself is broken, judged from the first line.
+    # (1) A grad norm of 0 on each of the last no_signal_broken_steps where the log proves the update
+    # itself broken: either no group's completions all scored alike on them (TRL's
+    # frac_reward_zero_std 0, so every group had an advantage), or the rewards differed (score std
+    # above the tolerance) while the policy is still exactly the reference (KL to it 0) at step
+    # no_signal_unmoved_step or later. A differing score std alone proves nothing: verl's is the
+    # whole batch's, and TRL averages it over its logging_steps while the grad norm it logs is the
+    # last step's, so a step whose groups each scored alike sits among steps whose rewards differ.
     no_signal_broken_steps: StepCount = 3
+    # The step from which a KL to the reference of exactly 0 means no update ever took effect: a
+    # healthy run whose first steps each have every group scoring alike (a third of its steps at
+    # most, in the corpus' small-batch runs) gets there with a chance of (1/3)^4, about 1%.
+    no_signal_unmoved_step: StepCount = 5
     # (2) A grad norm of 0 on every one of the last no_signal_dead_steps (judged once half of them
     # are logged): a healthy small-batch run has a step with a gradient among 20.
     no_signal_dead_steps: StepCount = 20
@@ -114,10 +125,10 @@ def rules(config: Config) -> list[RuleGroup]:
                      f"errors of its own step-to-step noise."),
         meaning="A sudden, sustained reward drop: the policy has unlearned something (often after a "
                 "divergent update), the reward function or its data changed, or the critic went wrong.",
-        healthy_runs=("A small-batch reward jumps across its whole range between consecutive steps, and its 30-step "
-                      "median wanders: the fall must be half the 100-step level before the last 30 steps, at least "
-                      "0.2, and beyond 5 standard errors of the reward's own step-to-step spread; no healthy run of "
-                      "the corpus does that."),
+        healthy_runs=(f"A small-batch reward jumps across its whole range between consecutive steps, and its "
+                      f"{smoothing.count}-step median wanders: the fall must be {drop:.0%} of the {base.count}-step level before the last "
+                      f"{recent}, at least {floor:g}, and beyond {tunables.reward_cliff_noise_z:g} standard errors of "
+                      f"the reward's own step-to-step spread; no healthy run of the corpus does that."),
         next_steps=(
             "Look at the critic value loss and explained variance first: a critic that blew up produces "
             "bad advantages and drags the policy down (PPO only; GRPO has no critic).",
@@ -159,18 +170,23 @@ def rules(config: Config) -> list[RuleGroup]:
     grad_norm = Signal("actor/grad_norm")
     no_signal = Alert.when(
         "VerlNoLearningSignal",
-        # Zero on the last few steps, and either the rewards differed on them or it has lasted.
+        # Zero on the last few steps, and either the log proves the update broken or it has lasted.
         all_of(grad_norm.max_over(broken).below(tolerance),
                Signal(LOG_ROUNDING_METRIC).below(tunables.no_signal_max_rounding),
-               any_of(Signal("critic/score/std").min_over(broken).above(tolerance),
+               any_of(Signal("frac_reward_zero_std").max_over(broken).below(tolerance),
+                      all_of(Signal("critic/score/std").min_over(broken).above(tolerance),
+                             Signal("actor/kl_loss").max_over(broken).below(tolerance),
+                             Signal("training/global_step").above(tunables.no_signal_unmoved_step - 1)),
                       grad_norm.max_over(dead).after_half_window().below(tolerance))),
         severity=Severity.WARNING,
         for_=tunables.no_signal_for,
         keep_firing_for=config.warning_keep_firing_for,
         summary="The policy gets no learning signal: grad norm has been 0 although rewards differ, or for many "
                 "steps.",
-        description=(f"Run {RUN_NAME}: the actor grad norm was 0 on each of the last {broken} although their "
-                     f"groups' rewards differed, or on each of the last {dead}, in a log that prints a 0 only for 0."
+        description=(f"Run {RUN_NAME}: the actor grad norm was 0 on each of the last {broken} although every group "
+                     f"had rewards that differ or the policy is still the reference from step "
+                     f"{tunables.no_signal_unmoved_step} on, or on each of the last {dead}, in a log that prints a 0 "
+                     f"only for 0."
                      + "".join(_equal_groups(key, what) for key, what in EQUAL_GROUPS)),
         meaning="In GRPO, a group whose responses all get the same reward has zero advantage; when every group "
                 "does (all right, all wrong, or a reward that no longer varies, e.g. after a length collapse), "
@@ -179,10 +195,14 @@ def rules(config: Config) -> list[RuleGroup]:
                 "reward/solve_all), the description gives each share, and the dashboard's \"Groups with equal "
                 "rewards\" panel draws them beside TRL's frac_reward_zero_std, which counts both. The policy loss "
                 "is no sign of it: GRPO's logged loss is 0 on healthy steps too.",
-        healthy_runs=("Healthy small-batch GRPO has a grad norm of exactly 0 on 30-60% of its steps (a step whose "
-                      "groups all score alike): it needs 0 on 3 steps in a row whose rewards differed, or on 20 in a "
-                      "row. A console log prints a healthy 0.0004 as 0.000: a 0 counts only where the log's own "
-                      "digits show it prints finer than 1e-6 (verl_log_rounding), as a JSON log's full floats do."),
+        healthy_runs=(f"Healthy small-batch GRPO has a grad norm of exactly 0 on 30-60% of its steps (a step whose "
+                      f"groups all score alike): it needs 0 on {broken} in a row on which no group scored alike "
+                      f"(frac_reward_zero_std 0) or the policy is still exactly the reference (KL 0) from step "
+                      f"{tunables.no_signal_unmoved_step} on, or 0 on {dead} in a row. A score std above 0 is no "
+                      f"proof: verl's is the whole batch's, and TRL averages it over its logging steps while its grad "
+                      f"norm is the last step's. A console log prints a healthy 0.0004 as 0.000: a 0 counts only where "
+                      f"the log's own digits show it prints finer than {tunables.no_signal_max_rounding:g} "
+                      f"(verl_log_rounding), as a JSON log's full floats do."),
         next_steps=(
             "Check the score's min/max spread and the response length: identical or minimal answers?",
             "Make the data harder or easier, raise the rollout temperature or n, or fix the reward.",

@@ -192,7 +192,7 @@ def test_queries_are_split_at_gaps_and_at_the_point_limit(monkeypatch):
 
 @pytest.mark.parametrize("kind, alertname, for_steps", [
     # One step a minute: `for` in steps is the area's `for` in minutes; the cliff's reward is also a
-    # median of its last 30 steps (the exporter's, exact), which moves once half of them have fallen.
+    # median of its last 10 steps (the exporter's, exact), which moves once half of them have fallen.
     ("reward_cliff", "VerlRewardCliff",
      duration_seconds(RewardsConfig().reward_cliff_for) / 60 + RewardsConfig().reward_cliff_smoothing_steps / 2),
     ("truncation", "VerlResponseTruncation", duration_seconds(RolloutConfig().truncation_for) / 60),
@@ -203,8 +203,9 @@ def test_a_reward_cliff_and_truncation_fire_after_their_for_and_nothing_critical
     firing = _firing(report, alertname, kind)
     assert firing, report
     # The simulated reward still rises before its cliff (about 0.25 to 0.32 over the baseline's 100
-    # steps): a fall of 0.25 clears the baseline's 0.2 floor a few steps after the median has fallen.
-    late = 6 if kind == "reward_cliff" else 3
+    # steps): a fall of 0.25 clears the baseline's 0.2 floor, and the noise margin of a 10-step median
+    # (2.1 step-to-step spreads), up to a dozen steps after the median has fallen.
+    late = 12 if kind == "reward_cliff" else 3
     assert DIVERGES_AT + for_steps - 1 <= firing[0]["start_step"] <= DIVERGES_AT + for_steps + late
     critical = {a["alertname"] for a in report["alerts"] if a["severity"] == "critical" and a["firing"]}
     assert critical <= {alertname}

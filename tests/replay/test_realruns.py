@@ -48,10 +48,7 @@ OPEN_ON_HOLDOUT = {
 
 # Tune runs added to show a class of failure or false alarm the alerts do not yet handle (issue 40,
 # item 5): pinned the same way until a rule change (tuned on them) fixes them.
-OPEN_ON_TUNE = {
-    "trl-gptoss-20b-minesweeper-grpo-zero-gradnorm":
-        "three logged zero grad norms of all-uniform group steps warn (TRL's reward_std spans the window)",
-}
+OPEN_ON_TUNE: dict[str, str] = {}
 OPEN = OPEN_ON_HOLDOUT | OPEN_ON_TUNE
 
 
