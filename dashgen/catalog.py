@@ -62,6 +62,8 @@ LOG_ROUNDING_METRIC = "verl_log_rounding"
 STEP_STATISTIC_METRIC = "verl_step_statistic"
 # dashgen/sources/series_arrival.py: a series the run logged on every line and stopped logging.
 SERIES_UNLOGGED_METRIC = "verl_exporter_series_unlogged_steps"
+# dashgen/sources/expected_keys.py: a series the run's framework logs on every step and the run never logged.
+SERIES_NEVER_LOGGED_METRIC = "verl_exporter_series_never_logged_steps"
 # dashgen/compiler/signal_needs.py: each logged series with the alerts blind without it, recorded by the build.
 SERIES_READERS_METRIC = "dashgen:series_readers"
 STEP_WINDOWS_INFO_METRIC = "verl_exporter_step_windows_info"
@@ -81,7 +83,8 @@ EXPORTER_COUNTERS = (STEPS_METRIC, PARSE_ERRORS_METRIC, DROPPED_LINES_METRIC, DR
 # The run's own series: what `dashgen export` (dashgen/runtime/exporter.py) serves, and a backfill of
 # the same log (dashgen/replay/backfill.py) writes, beside the logged keys' gauges.
 EXPORTER_SERIES = (LAST_STEP_METRIC, *EXPORTER_COUNTERS, RUN_STATE_METRIC, EXIT_CODE_METRIC, NONFINITE_STREAK_METRIC,
-                   NONFINITE_LOSS_STREAK_METRIC, LOG_ROUNDING_METRIC, SERIES_UNLOGGED_METRIC, STEP_WINDOWS_INFO_METRIC, STEP_STATISTIC_METRIC,
+                   NONFINITE_LOSS_STREAK_METRIC, LOG_ROUNDING_METRIC, SERIES_UNLOGGED_METRIC, SERIES_NEVER_LOGGED_METRIC,
+                   STEP_WINDOWS_INFO_METRIC, STEP_STATISTIC_METRIC,
                    *VALIDATION_FAMILIES.values())
 
 
@@ -288,6 +291,10 @@ def _verl_metrics() -> Iterable[Metric]:
     yield Metric(SERIES_UNLOGGED_METRIC, MetricType.GAUGE, "short",
                  "Training lines logged since the series last arrived, for a series the run had logged on every line "
                  "and stopped logging (absent while it arrives)",
+                 VERL_LABELS | {"series"}, Origin.VERL)
+    yield Metric(SERIES_NEVER_LOGGED_METRIC, MetricType.GAUGE, "short",
+                 "Training lines the run has logged, for a series its framework logs on every step by default and "
+                 "the run has not logged yet (absent once it arrives, and for a run of no known framework)",
                  VERL_LABELS | {"series"}, Origin.VERL)
     yield Metric(SERIES_READERS_METRIC, MetricType.GAUGE, "none",
                  "Always 1; one per series the step log gives: its log key, and the alerts every way of firing of "
