@@ -3,6 +3,11 @@
 It is the contract between the exporter (which produces the verl_* series) and the
 queries (which are checked against it at build time). Names of verl's per-step
 metrics follow one pinned rule, `verl_metric_name`.
+
+verl's keys (_VERL_KEYS) were last checked against verl 0.9.1's source: tests/data/verl-0.9.1-keys.txt
+lists what it logs, with the file and function each key comes from, and tests/compiler/test_verl_keys.py
+checks every verl metric here is read under a key it logs (or says why not: another framework's key,
+or one only older versions log). A key a newer verl renames is added as an alias, after the first.
 """
 
 from __future__ import annotations
@@ -140,7 +145,7 @@ def verl_metric_name(key: str) -> tuple[str, float]:
 _TIMING_STAGES = {
     "step": "whole training step",
     "gen": "rollout generation",
-    "gen_max": "the greedy baseline rollout (REMAX)",
+    "gen_max": "the greedy baseline rollout (REMAX; verl 0.9.1 times it within gen)",
     "reward": "reward computation",
     "old_log_prob": "recomputing old log-probs",
     "ref": "reference policy log-probs",
@@ -161,6 +166,8 @@ _VERL_KEYS: list[tuple[tuple[str, ...], str, str]] = [
     (("training/epoch",), "none", "Training epoch"),
     # Actor (policy) update
     (("actor/ppo_kl",), "none", "Approximate KL between the old and the current policy within the PPO update"),
+    # verl 0.9.1 logs actor/entropy when it recomputes the old log-probs and actor/entropy_loss within the update
+    # (where it computes entropy); versions before 0.4 logged only actor/entropy_loss.
     (("actor/entropy", "actor/entropy_loss"), "none", "Mean token entropy of the policy (actor/entropy_loss before verl 0.4)"),
     (("actor/grad_norm",), "none", "Actor gradient norm before clipping"),
     (("actor/pg_loss",), "none", "Policy-gradient (actor) loss"),
