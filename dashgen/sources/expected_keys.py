@@ -7,7 +7,8 @@ exporter and the backfill feed every training line's keys to a NeverLogged and s
 as `verl_exporter_series_never_logged_steps{series}`: once the run is recognised as a framework's,
 for each key that framework is expected to log and the run has not logged on any training line, the
 training lines the run has logged so far. VerlSignalNeverLogged (alerts/signals.py) tells it, as an
-info, once that count reaches its tunable.
+info, once that count reaches its tunable. An exporter started at a long log's tail follows the lines
+it reads from there on: a key logged only before the tail counts as never logged.
 """
 
 from __future__ import annotations
