@@ -1,4 +1,5 @@
-"""Signals: a series the alerts read that a run stops logging while it keeps logging steps.
+"""Signals: a series the alerts read that a run stops logging while it keeps logging steps, or that
+its framework logs by default and the run never logged.
 
 An alert whose series no longer arrives can never fire, and its panel reads "No data": a key renamed
 by a new version of the trainer (verl's actor/entropy_loss became actor/entropy), dropped by a config
@@ -7,10 +8,11 @@ change, or logged under another name by async training. Nothing else tells.
 
 from dataclasses import dataclass
 
-from dashgen.catalog import SERIES_READERS_METRIC, SERIES_UNLOGGED_METRIC
+from dashgen.catalog import SERIES_NEVER_LOGGED_METRIC, SERIES_READERS_METRIC, SERIES_UNLOGGED_METRIC
 from dashgen.conditions import RUN_NAME
 from dashgen.config import AreaConfig, Config, StepCount
 from dashgen.model import Alert, RuleGroup, Severity
+from dashgen.framework_keys import FRAMEWORKS, FrameworkKeys
 
 
 @dataclass(frozen=True)
@@ -22,6 +24,10 @@ class SignalsConfig(AreaConfig, area="signals"):
     # while the run kept logging them. Keys logged only now and then (validation timings, checkpoint
     # saves) never count as regular, so their gaps are no news.
     stopped_after_steps: StepCount = 5
+    # VerlSignalNeverLogged: a key the run's framework logs on every step by default
+    # (dashgen/sources/expected_keys.py) has not arrived on any of the run's first this many training
+    # lines. Past a critic warm-up (verl skips the actor's update on its first critic_warmup steps).
+    never_logged_after_steps: StepCount = 20
 
 
 def rules(config: Config) -> RuleGroup:
@@ -55,4 +61,54 @@ def rules(config: Config) -> RuleGroup:
             "the logging back on; rebuild and restart `dashgen export`.",
         ),
     )
-    return RuleGroup("verl-signals", (stopped,))
+    return RuleGroup("verl-signals", (stopped, _never_logged(tunables.never_logged_after_steps)))
+
+
+def _expected(framework: FrameworkKeys) -> str:
+    """A framework's expected keys, as the runbook lists them."""
+    text = (f"{framework.framework} (read from the source of {framework.checked_against}; a run is taken for "
+            f"{framework.framework}'s once it logs {' and '.join(f'`{k}`' for k in sorted(framework.recognised_by))}): "
+            + ", ".join(f"`{e.key}`" + (f" ({e.note})" if e.note else "") for e in framework.expected if not e.when))
+    features: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+    for entry in framework.expected:
+        if entry.when:
+            features.setdefault((entry.note, entry.when), []).append(f"`{entry.key}`")
+    for (note, when), keys in features.items():
+        shows = " or ".join(f"`{p}`" for p in when)
+        text += f"; with {note}, {', '.join(keys)}, once a key starting with {shows} arrives"
+    return text
+
+
+def _never_logged(after: int) -> Alert:
+    return Alert(
+        name="VerlSignalNeverLogged",
+        severity=Severity.INFO,
+        expr=(f"({SERIES_NEVER_LOGGED_METRIC}{{verl}} >= {after})\n"
+              f"* on(series) group_left(key, alerts)\n"
+              f"{SERIES_READERS_METRIC}"),
+        summary="A key the run's framework logs on every step by default has not arrived in the run's first "
+                "steps: the alerts that read it are blind.",
+        description=(f"Run {RUN_NAME}: {{{{ $labels.key }}}} ({{{{ $labels.series }}}}) has not arrived on any of "
+                     f"the run's {{{{ $value }}}} logged steps, though its framework logs it on every step by "
+                     f"default; alerts blind without it: "
+                     f"{{{{ if $labels.alerts }}}}{{{{ $labels.alerts }}}}{{{{ else }}}}none (its panels show no data)"
+                     f"{{{{ end }}}}."),
+        meaning=("The run logs steps, but never this key, which its framework logs on every training step under "
+                 "its default configuration: an older or newer version that names it otherwise, a setting that "
+                 "turns it off, a logger that drops it. The alerts named read it on every way they can fire and "
+                 "cannot judge the run, and its panels read \"No data\". What is expected, per framework (a "
+                 "framework not listed, such as TRL or a hand-written loop, expects nothing): "
+                 + "; ".join(_expected(fw) for fw in FRAMEWORKS) + ". A key logged only where a feature is on "
+                 "(a critic, rollout correction) is expected only once the run logs a key that shows the "
+                 f"feature on. It is judged once the run has logged {after} training steps, and resolves "
+                 "when the key arrives. It is an info: it never pages."),
+        healthy_runs=("A healthy run of a recent version with default settings logs every expected key from its "
+                      "first step. A run of an older version, or one that turned a key off on purpose (verl's "
+                      "rollout.calculate_log_probs=False), gets this info for each key it never logs: true, and "
+                      "it says which alerts cannot judge the run; it is an info, so it never pages."),
+        next_steps=(
+            "Look for the key under another name in the run's step log (`head -2` of it): if it is there, add "
+            "that name as an alias of the catalog's key (metrics.yaml, see docs/add-a-metric.md) and rebuild.",
+            "If the run turned it off on purpose, nothing: the named alerts cannot judge this run.",
+        ),
+    )

@@ -3,6 +3,11 @@
 It is the contract between the exporter (which produces the verl_* series) and the
 queries (which are checked against it at build time). Names of verl's per-step
 metrics follow one pinned rule, `verl_metric_name`.
+
+verl's keys (_VERL_KEYS) were last checked against verl 0.9.1's source: tests/data/verl-0.9.1-keys.txt
+lists what it logs, with the file and function each key comes from, and tests/compiler/test_verl_keys.py
+checks every verl metric here is read under a key it logs (or says why not: another framework's key,
+or one only older versions log). A key a newer verl renames is added as an alias, after the first.
 """
 
 from __future__ import annotations
@@ -62,6 +67,8 @@ LOG_ROUNDING_METRIC = "verl_log_rounding"
 STEP_STATISTIC_METRIC = "verl_step_statistic"
 # dashgen/sources/series_arrival.py: a series the run logged on every line and stopped logging.
 SERIES_UNLOGGED_METRIC = "verl_exporter_series_unlogged_steps"
+# dashgen/sources/expected_keys.py: a series the run's framework logs on every step and the run never logged.
+SERIES_NEVER_LOGGED_METRIC = "verl_exporter_series_never_logged_steps"
 # dashgen/compiler/signal_needs.py: each logged series with the alerts blind without it, recorded by the build.
 SERIES_READERS_METRIC = "dashgen:series_readers"
 STEP_WINDOWS_INFO_METRIC = "verl_exporter_step_windows_info"
@@ -81,7 +88,8 @@ EXPORTER_COUNTERS = (STEPS_METRIC, PARSE_ERRORS_METRIC, DROPPED_LINES_METRIC, DR
 # The run's own series: what `dashgen export` (dashgen/runtime/exporter.py) serves, and a backfill of
 # the same log (dashgen/replay/backfill.py) writes, beside the logged keys' gauges.
 EXPORTER_SERIES = (LAST_STEP_METRIC, *EXPORTER_COUNTERS, RUN_STATE_METRIC, EXIT_CODE_METRIC, NONFINITE_STREAK_METRIC,
-                   NONFINITE_LOSS_STREAK_METRIC, LOG_ROUNDING_METRIC, SERIES_UNLOGGED_METRIC, STEP_WINDOWS_INFO_METRIC, STEP_STATISTIC_METRIC,
+                   NONFINITE_LOSS_STREAK_METRIC, LOG_ROUNDING_METRIC, SERIES_UNLOGGED_METRIC, SERIES_NEVER_LOGGED_METRIC,
+                   STEP_WINDOWS_INFO_METRIC, STEP_STATISTIC_METRIC,
                    *VALIDATION_FAMILIES.values())
 
 
@@ -137,7 +145,7 @@ def verl_metric_name(key: str) -> tuple[str, float]:
 _TIMING_STAGES = {
     "step": "whole training step",
     "gen": "rollout generation",
-    "gen_max": "the greedy baseline rollout (REMAX)",
+    "gen_max": "the greedy baseline rollout (REMAX; verl 0.9.1 times it within gen)",
     "reward": "reward computation",
     "old_log_prob": "recomputing old log-probs",
     "ref": "reference policy log-probs",
@@ -158,6 +166,8 @@ _VERL_KEYS: list[tuple[tuple[str, ...], str, str]] = [
     (("training/epoch",), "none", "Training epoch"),
     # Actor (policy) update
     (("actor/ppo_kl",), "none", "Approximate KL between the old and the current policy within the PPO update"),
+    # verl 0.9.1 logs actor/entropy when it recomputes the old log-probs and actor/entropy_loss within the update
+    # (where it computes entropy); versions before 0.4 logged only actor/entropy_loss.
     (("actor/entropy", "actor/entropy_loss"), "none", "Mean token entropy of the policy (actor/entropy_loss before verl 0.4)"),
     (("actor/grad_norm",), "none", "Actor gradient norm before clipping"),
     (("actor/pg_loss",), "none", "Policy-gradient (actor) loss"),
@@ -288,6 +298,10 @@ def _verl_metrics() -> Iterable[Metric]:
     yield Metric(SERIES_UNLOGGED_METRIC, MetricType.GAUGE, "short",
                  "Training lines logged since the series last arrived, for a series the run had logged on every line "
                  "and stopped logging (absent while it arrives)",
+                 VERL_LABELS | {"series"}, Origin.VERL)
+    yield Metric(SERIES_NEVER_LOGGED_METRIC, MetricType.GAUGE, "short",
+                 "Training lines the run has logged, for a series its framework logs on every step by default and "
+                 "the run has not logged yet (absent once it arrives, and for a run of no known framework)",
                  VERL_LABELS | {"series"}, Origin.VERL)
     yield Metric(SERIES_READERS_METRIC, MetricType.GAUGE, "none",
                  "Always 1; one per series the step log gives: its log key, and the alerts every way of firing of "

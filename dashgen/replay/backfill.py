@@ -43,6 +43,7 @@ from dashgen.runtime.log_follower import MAX_LINE_BYTES, run_from_path
 from dashgen.formats.rounding import line_rounding
 from dashgen.formats import trl
 from dashgen.formats.trl import is_trainer_state
+from dashgen.sources.expected_keys import NeverLogged
 from dashgen.sources.series_arrival import SeriesArrival, logged_series
 from dashgen.sources.step_statistics import STEP_TIME_METRIC, ServedStatistics, StepStatistic
 from dashgen.formats.verl_log import LineError, StepMapper, ValidationSeries, is_training_line, parse_line
@@ -105,6 +106,9 @@ class RecordedRun:
     # (dashgen/sources/series_arrival.py); and every series it logged (a value or a NaN) on any line.
     unlogged: list[dict[str, int]] = field(default_factory=list)
     logged: set[str] = field(default_factory=set)
+    # The series its framework logs on every step that it had not logged yet, after each step
+    # (dashgen/sources/expected_keys.py), with the training lines logged so far.
+    never_logged: list[dict[str, int]] = field(default_factory=list)
     # Digests served beside it: rule sets backtested side by side (a review) each find theirs.
     other_step_windows_digests: tuple[str, ...] = ()
 
@@ -156,6 +160,7 @@ def read_run(path: Path, labels: dict[str, str], timing: Timing, export_unknown:
     rounding: float | None = None  # the newest line's that shows one (dashgen/formats/rounding.py)
     step_stats = step_statistics.tracker(timing.default_step_seconds)
     arrival = SeriesArrival(logged_series(catalog))
+    never_logged = NeverLogged(catalog)
     durations: list[float] = []
     steps_left_out: list[int] = []  # per line: steps the log left out before it (a log of every Nth step)
     lines = 0
@@ -177,8 +182,10 @@ def read_run(path: Path, labels: dict[str, str], timing: Timing, export_unknown:
                 shown = mapper.step_values(number, data, shown)
                 if is_training_line(data):
                     arrival.observe(shown)
+                    never_logged.observe(data)
                     run.logged.update(shown)
                 run.unlogged.append(arrival.unlogged() or _NONE_UNLOGGED)
+                run.never_logged.append(never_logged.missing() or _NONE_UNLOGGED)
                 if step_stats.wanted:
                     logged = shown if is_training_line(data) else {}
                     step_stats.observe(number, logged, logged.get(STEP_TIME_METRIC))

@@ -8,8 +8,8 @@ from typing import Iterable, TextIO
 
 from dashgen.catalog import (DROPPED_KEYS_METRIC, DROPPED_LINES_METRIC, EXIT_CODE_METRIC, EXPORTER_COUNTERS,
                              KEY_COLLISIONS_METRIC, LAST_STEP_METRIC, PARSE_ERRORS_METRIC, RUN_STATE_METRIC,
-                             SERIES_UNLOGGED_METRIC, STEP_STATISTIC_METRIC, STEP_WINDOWS_INFO_METRIC, STEPS_METRIC,
-                             VALIDATION_FAMILIES, VALIDATION_LABELS, counter_family)
+                             SERIES_NEVER_LOGGED_METRIC, SERIES_UNLOGGED_METRIC, STEP_STATISTIC_METRIC,
+                             STEP_WINDOWS_INFO_METRIC, STEPS_METRIC, VALIDATION_FAMILIES, VALIDATION_LABELS, counter_family)
 from dashgen.lifecycle import RunPhase
 from dashgen.records import record
 from dashgen.replay.backfill import CRASH_EXIT_CODE, RecordedRun
@@ -39,7 +39,7 @@ EXPORTER_SAMPLES = frozenset({LAST_STEP_METRIC, *EXPORTER_COUNTERS, RUN_STATE_ME
 def series_names(runs: list[RecordedRun]) -> set[str]:
     """Names of every series a backfill of the runs writes."""
     served = {STEP_STATISTIC_METRIC} if any(step for run in runs for step in run.statistics) else set()
-    served |= {SERIES_UNLOGGED_METRIC} if any(step for run in runs for step in run.unlogged) else set()
+    served |= {name for name, per_run in _per_series(runs).items() if any(step for steps in per_run for step in steps)}
     return {name for run in runs for step in run.values for name in step} | EXPORTER_SAMPLES | {"up"} | served
 
 
@@ -90,8 +90,9 @@ def write_openmetrics(runs: list[RecordedRun], out: TextIO, scrape_interval: flo
     written += _write_validation(runs, scrapes, out, only)
     if only is None or STEP_STATISTIC_METRIC in only:
         written += _write_statistics(runs, scrapes, out)
-    if only is None or SERIES_UNLOGGED_METRIC in only:
-        written += _write_unlogged(runs, scrapes, out)
+    for name, per_run in _per_series(runs).items():
+        if only is None or name in only:
+            written += _write_per_series(name, per_run, runs, scrapes, out)
     if only is None or STEP_WINDOWS_INFO_METRIC in only:
         out.write(f"# TYPE {STEP_WINDOWS_INFO_METRIC} gauge\n")
         for run, run_scrapes in zip(runs, scrapes):
@@ -190,16 +191,24 @@ def _write_statistics(runs: list[RecordedRun], scrapes: list[_Scrapes], out: Tex
     return written
 
 
-def _write_unlogged(runs: list[RecordedRun], scrapes: list[_Scrapes], out: TextIO) -> int:
-    """verl_exporter_series_unlogged_steps of each series, at the scrapes of the steps it was missing at."""
+def _per_series(runs: list[RecordedRun]) -> dict[str, list[list[dict[str, int]]]]:
+    """The exporter's gauges labelled by series: per run, per step, each series' value."""
+    return {SERIES_UNLOGGED_METRIC: [run.unlogged for run in runs],
+            SERIES_NEVER_LOGGED_METRIC: [run.never_logged for run in runs]}
+
+
+def _write_per_series(name: str, per_run: list[list[dict[str, int]]], runs: list[RecordedRun],
+                      scrapes: list[_Scrapes], out: TextIO) -> int:
+    """A gauge of each series (verl_exporter_series_unlogged_steps, ..._never_logged_steps), at the
+    scrapes of the steps it had a value at."""
     written = 0
-    if any(step for run in runs for step in run.unlogged):
-        out.write(f"# TYPE {SERIES_UNLOGGED_METRIC} gauge\n")
-    for run, run_scrapes in zip(runs, scrapes):
-        for series in sorted({series for step in run.unlogged for series in step}):
-            prefix = SERIES_UNLOGGED_METRIC + label_text({**run.labels, "series": series})
+    if any(step for steps in per_run for step in steps):
+        out.write(f"# TYPE {name} gauge\n")
+    for run, run_scrapes, steps in zip(runs, scrapes, per_run):
+        for series in sorted({series for step in steps for series in step}):
+            prefix = name + label_text({**run.labels, "series": series})
             for index, stamps in run_scrapes.by_step:
-                lines = run.unlogged[index].get(series)
+                lines = steps[index].get(series)
                 if lines is not None:
                     out.write(_repeated(f"{prefix} {lines}", stamps))
                     written += len(stamps)

@@ -19,12 +19,13 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from dashgen.catalog import (CATALOG, DROPPED_KEYS_METRIC, DROPPED_LINES_METRIC, EXIT_CODE_METRIC, EXPORTER_COUNTERS,
                              KEY_COLLISIONS_METRIC, LAST_STEP_METRIC, LOG_ROUNDING_METRIC, NONFINITE_LOSS_STREAK_METRIC,
-                             NONFINITE_STREAK_METRIC, PARSE_ERRORS_METRIC, RUN_STATE_METRIC, SERIES_UNLOGGED_METRIC, STEP_STATISTIC_METRIC,
+                             NONFINITE_STREAK_METRIC, PARSE_ERRORS_METRIC, RUN_STATE_METRIC, SERIES_NEVER_LOGGED_METRIC, SERIES_UNLOGGED_METRIC, STEP_STATISTIC_METRIC,
                              STEP_WINDOWS_INFO_METRIC, STEPS_METRIC, VALIDATION_FAMILIES, VALIDATION_LABELS, Catalog,
                              counter_family, verl_metric_name)
 from dashgen.lifecycle import NonFiniteStreak, RunPhase
 from dashgen.runtime.log_tail import HistoryCounts, StatisticsInput, TailStart
 from dashgen.formats.rounding import line_rounding
+from dashgen.sources.expected_keys import NeverLogged
 from dashgen.sources.series_arrival import SeriesArrival, logged_series
 from dashgen.sources.step_statistics import STEP_STATISTIC_LABELS, ServedStatistics, step_seconds
 from dashgen.formats.verl_log import MAX_REMEMBERED_KEYS, StepMapper, ValidationSeries, is_training_line
@@ -65,6 +66,7 @@ class RunState:
         self._statistics = step_statistics.tracker()
         self._statistics_digest = step_statistics.digest
         self._arrival = SeriesArrival(logged_series(catalog))
+        self._never_logged = NeverLogged(catalog)
         self._series_of_key = {key: metric.name for key, metric in catalog.verl_key_map().items()}
 
     def record(self, step: int, data: dict) -> None:
@@ -162,6 +164,7 @@ class RunState:
         self._rounding = line_rounding(data) or self._rounding
         if is_training_line(data):
             self._arrival.observe(self._series_of_key[key] for key in data if key in self._series_of_key)
+            self._never_logged.observe(data)
         self._reach(step)
 
     def ended(self, phase: RunPhase, exit_code: int | None = None) -> None:
@@ -195,7 +198,8 @@ class RunState:
             loss_streak, rounding = self._streak.loss_steps, self._rounding
             validation = self._validation
             statistics = self._statistics.values()
-            unlogged = self._arrival.unlogged()
+            per_series = ((SERIES_UNLOGGED_METRIC, self._arrival.unlogged()),
+                          (SERIES_NEVER_LOGGED_METRIC, self._never_logged.missing()))
             counts = {STEPS_METRIC: steps, PARSE_ERRORS_METRIC: errors, DROPPED_LINES_METRIC: self.dropped_lines_total,
                       DROPPED_KEYS_METRIC: self._mapper.counts.dropped_keys,
                       KEY_COLLISIONS_METRIC: self._mapper.counts.key_collisions}
@@ -239,12 +243,12 @@ class RunState:
             for statistic, value in statistics.items():
                 family.add_metric((*self.labels, statistic.series, statistic.name), value)
             yield family
-        if unlogged:
-            family = GaugeMetricFamily(SERIES_UNLOGGED_METRIC, self._help[SERIES_UNLOGGED_METRIC],
-                                       labels=(*LABELS, "series"))
-            for series, lines in sorted(unlogged.items()):
-                family.add_metric((*self.labels, series), lines)
-            yield family
+        for name, lines_of in per_series:
+            if lines_of:
+                family = GaugeMetricFamily(name, self._help[name], labels=(*LABELS, "series"))
+                for series, lines in sorted(lines_of.items()):
+                    family.add_metric((*self.labels, series), lines)
+                yield family
 
 
 def validation_families(held: dict[ValidationSeries, float], run: tuple[str, str],

@@ -100,9 +100,9 @@ def test_series_the_source_lacks_make_alerts_unavailable_with_the_reason_in_list
     rendered = render_project(project, config_from({"source": "rl_insight"}))
     unavailable = {alert.name: alert.why for alert in rendered.project.unavailable}
     # RL-Insight serves each validation key as a gauge of its own, not verl_val_core: no reward hacking;
-    # nor which key a run stopped logging: no VerlSignalStopped.
+    # nor which key a run stopped logging, or never logged: no VerlSignalStopped, no VerlSignalNeverLogged.
     assert set(unavailable) == {"VerlRunCrashed", "VerlMetricsAbsent", "VerlStepWindowsNotServed", "VerlRewardHacking",
-                                "VerlSignalStopped"}
+                                "VerlSignalStopped", "VerlSignalNeverLogged"}
     rendered_alerts = {alert.name for alert in rendered.project.alerts}
     assert {"VerlTrainingStalled", "VerlNaNMetrics", "VerlKLSpike"} <= rendered_alerts
     assert not rendered_alerts & set(unavailable)

@@ -86,13 +86,14 @@ def random_lines(rng: random.Random, count: int, first_step: int = 1) -> bytes:
 
 def served(state: RunState) -> list[str]:
     """The exposition, but for the time the newest step was read (which is when, not what), and the
-    series a run stopped logging, which an exporter started at the tail counts from there on
-    (dashgen/sources/series_arrival.py)."""
+    series a run stopped logging or never logged, which an exporter started at the tail counts from
+    there on (dashgen/sources/series_arrival.py, expected_keys.py)."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(state)
     return [row for row in generate_latest(registry).decode().splitlines()
             if not row.startswith("verl_exporter_last_step_timestamp_seconds{")
-            and "verl_exporter_series_unlogged_steps" not in row]
+            and "verl_exporter_series_unlogged_steps" not in row
+            and "verl_exporter_series_never_logged_steps" not in row]
 
 
 def without_counters(rows: list[str]) -> list[str]:
