@@ -183,11 +183,18 @@ def _write_statistics(runs: list[RecordedRun], scrapes: list[_Scrapes], out: Tex
             if not run.statistics:
                 continue
             prefix = STEP_STATISTIC_METRIC + label_text({**run.labels, "series": stat.series, "statistic": stat.name})
-            for index, stamps in run_scrapes.by_step:
-                value = run.statistics[index].get(stat)
-                if value is not None:
-                    out.write(_repeated(f"{prefix} {openmetrics_value(value)}", stamps))
-                    written += len(stamps)
+            written += _write_at_steps(prefix, [step.get(stat) for step in run.statistics], run_scrapes, out)
+    return written
+
+
+def _write_at_steps(prefix: str, per_step: list[float | int | None], run_scrapes: _Scrapes, out: TextIO) -> int:
+    """One series of a run: each step's value (None: none) at the scrapes of that step."""
+    written = 0
+    for index, stamps in run_scrapes.by_step:
+        value = per_step[index]
+        if value is not None:
+            out.write(_repeated(f"{prefix} {openmetrics_value(value)}", stamps))
+            written += len(stamps)
     return written
 
 
@@ -207,11 +214,7 @@ def _write_per_series(name: str, per_run: list[list[dict[str, int]]], runs: list
     for run, run_scrapes, steps in zip(runs, scrapes, per_run):
         for series in sorted({series for step in steps for series in step}):
             prefix = name + label_text({**run.labels, "series": series})
-            for index, stamps in run_scrapes.by_step:
-                lines = steps[index].get(series)
-                if lines is not None:
-                    out.write(_repeated(f"{prefix} {lines}", stamps))
-                    written += len(stamps)
+            written += _write_at_steps(prefix, [step.get(series) for step in steps], run_scrapes, out)
     return written
 
 
