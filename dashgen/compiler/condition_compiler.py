@@ -314,7 +314,8 @@ class ConditionCompiler:
                     f"{adjective} median of {series.metric.name} over {window.count} steps, of the run's last "
                     f"{over.count} logged steps{before} (the exporter's)"))
                 return name
-            median = self.step_reduction(series, "median", window)
+            # A median from the run's first steps would be its first value alone.
+            median = self.step_reduction(series, "median", window, half_logged=True)
             reduce = RANGE_REDUCTIONS[extreme]
             self.recordings.rolling.append(Recording(
                 name, banded(over.count, lambda r: reduce(median, r), self.defaults.step_window_floor,

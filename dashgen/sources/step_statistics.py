@@ -47,8 +47,9 @@ REDUCTIONS = ("median", "max", "min", "spread")
 class StepStatistic:
     """One statistic of one series over the run's last `steps` steps, ending `ending` steps ago.
 
-    `of_median`: reduce the series' median over that many steps (taken at each logged step)
-    rather than its values: the quietest or peak level of a smoothed signal. `half_logged`: exists
+    `of_median`: reduce the series' median over that many steps (taken at each logged step once
+    the series has a value from half that many steps before) rather than its values: the quietest
+    or peak level of a smoothed signal, never a run's first value alone. `half_logged`: exists
     only once the series has a value from at least half the window before its end (a baseline is
     not the median of a young run's first few steps)."""
 
@@ -178,6 +179,13 @@ class _History:
         return self.values[low:high]
 
 
+def _logged_since(values: _History, steps: int, end_step: int) -> bool:
+    """Whether the series has a value from half of a window of `steps` ending at `end_step` back
+    (as a window in PromQL is: its sample from that many steps ago, condition_compiler's
+    `_logged_since`)."""
+    return values.first_step is not None and values.first_step <= end_step - steps // 2
+
+
 class StepStatistics:
     """A run's step statistics, fed one logged line at a time.
 
@@ -236,8 +244,9 @@ class StepStatistics:
                 history.add(step, self.clock, value)
             history.prune(step)
         for (series, count), history in self._medians.items():
-            window = self._values[series].window(count, step, self.clock, self.floor)
-            if window:
+            values = self._values[series]
+            window = values.window(count, step, self.clock, self.floor)
+            if window and _logged_since(values, count, step):
                 history.add(step, self.clock, _median(window))
             history.prune(step)
 
@@ -250,13 +259,10 @@ class StepStatistics:
             history = self._medians[(stat.series, stat.of_median)] if stat.of_median else self._values[stat.series]
             end_step = self.newest - stat.ending
             end_clock = self.clock - (self.floor if stat.ending else 0)
-            if stat.half_logged:
-                first = self._values[stat.series].first_step
-                if first is None or first > end_step - stat.steps // 2:
-                    continue
             window = history.window(stat.steps, end_step, end_clock, self.floor)
-            if stat.half_logged and len(window) < min(stat.steps, MIN_WINDOW_VALUES) // 2:
-                continue  # half the window's steps, but not half the values it is to hold
+            if stat.half_logged and not (_logged_since(self._values[stat.series], stat.steps, end_step)
+                                         and len(window) >= min(stat.steps, MIN_WINDOW_VALUES) // 2):
+                continue  # a young run's first steps, or half the window's steps but not half its values
             if window:
                 value = _REDUCE[stat.reduction](window)
                 if value is not None:

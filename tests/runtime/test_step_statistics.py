@@ -63,6 +63,18 @@ def test_the_peak_of_a_median_reads_the_median_at_each_step():
     assert fed([StepStatistic(KL, "max", 6)], lines) == {"max_6steps": 100.0}
 
 
+def test_the_peak_of_a_median_is_never_a_runs_first_value_alone():
+    """A run logged every 5th step: its first 5-step median would be its first value alone (a
+    window at a run's start has nothing to read back to), and a peak of 490 tokens from one line
+    made 144 tokens at step 47 a collapse to under 0.3 of it."""
+    peak = StepStatistic(KL, "max", 60, of_median=5)
+    lines = [(2, {KL: 490.0}), (7, {KL: 200.0}), (12, {KL: 150.0}), (17, {KL: 160.0})]
+    assert fed([peak], lines) == {"max_60steps_of_median_5steps": 345.0}  # median of 490 and 200
+    assert fed([peak], lines[:1]) == {}
+    every_step = [(step, {KL: 490.0 if step == 1 else 150.0}) for step in range(1, 9)]
+    assert fed([peak], every_step) == {"max_60steps_of_median_5steps": 150.0}  # from step 3: 490, 150, 150
+
+
 def test_no_window_or_ending_is_shorter_than_the_floor_of_the_logs_own_clock():
     """At 2 s a step, 30 steps pass between two evaluations: a peak ending 10 steps ago would
     already hold a fault the evaluation before did not see."""
