@@ -51,6 +51,8 @@ OPEN_ON_HOLDOUT = {
 OPEN_ON_TUNE: dict[str, str] = {
     "custom-qwen25math-15b-grpo-offpolicy-e4-tb128-40-clipped-spike":
         "one logged step of pre-clip grad norm 1121 (clipped to 1.0; validation keeps rising) warns as implausible",
+    "unsloth-ministral3-3b-sudoku-grpo-kl-spike":
+        "the early KL rise to ~1 (steps 5-19) warns as a blow-up, and one step of KL 29 as implausible",
 }
 OPEN = OPEN_ON_HOLDOUT | OPEN_ON_TUNE
 
