@@ -30,9 +30,12 @@ class PlausibilityConfig(AreaConfig, area="plausibility"):
     # of the common families, Llama 2 and Mistral: 10.4 nats uniform), i.e. every token drawn as if
     # from ~150 equally likely ones: the text is noise. Healthy runs of the corpus stay below 2.5.
     entropy_bound: NonNegative = 5.0
-    # The steps over which a value beyond its bound is looked for: at 1.5 s a step, 40 steps pass
-    # between two rule evaluations.
-    bound_steps: StepCount = 1
+    # A value is beyond its bound when each of the run's last this many logged values is (their
+    # least): one logged spike that the clip absorbs is no broken run. Healthy tune runs of the
+    # corpus log one pre-clip grad norm of 1,121 (validation still rising) and one KL of 29 (reward
+    # unmoved), each on one step only; a run broken from its first line stays beyond. At 1.5 s a
+    # step the window is the rules' floor instead (about 40 steps, all of them beyond).
+    bound_steps: StepCount = 2
     # VerlRewardNeverPays: over the last never_pays_steps logged steps, the reward never paid and
     # at least half of the steps had every prompt group's rewards equal (score std 0); or, where the
     # log has TRL's share of such groups (frac_reward_zero_std), its median was above
@@ -57,19 +60,20 @@ def rules(config: Config) -> RuleGroup:
               ("actor/grad_norm", tunables.grad_norm_bound), ("actor/entropy", tunables.entropy_bound))
     implausible = Alert.when(
         "VerlImplausibleValue",
-        any_of(*(Signal(key).max_over(within).above(bound) for key, bound in bounds)),
+        any_of(*(Signal(key).min_over(within).above(bound) for key, bound in bounds)),
         severity=Severity.WARNING,
         keep_firing_for=config.warning_keep_firing_for,
         summary="A training signal logged a value no healthy run logs: the run is broken, from whatever step.",
-        description=(f"Run {RUN_NAME}: a value of {VALUE} beyond its bound: KL (to the reference or the old "
-                     f"policy) above {tunables.kl_bound:g} nats, grad norm above {tunables.grad_norm_bound:g} or "
-                     f"entropy above {tunables.entropy_bound:g} nats."),
+        description=(f"Run {RUN_NAME}: {VALUE} or more over its last {within}, beyond its bound: KL (to the "
+                     f"reference or the old policy) above {tunables.kl_bound:g} nats, grad norm above "
+                     f"{tunables.grad_norm_bound:g} or entropy above {tunables.entropy_bound:g} nats."),
         meaning="The bounds hold whatever the model, task or batch size, so they judge a run from its first "
                 "logged line, before any alert that compares the run with its own past can: a KL per token "
                 "beyond the log of any vocabulary, a gradient 1,000 times the default clip, an entropy of "
                 "uniform noise over a hundred tokens. Each bound's origin is in the tunable's comment "
-                "(alerts/plausibility.py). A warning, not a page: a lone gradient explosion that verl's clip "
-                "absorbs can recover.",
+                "(alerts/plausibility.py). It needs the run's last logged values beyond the bound, not one: a "
+                "single spike that verl's clip absorbs can recover, and is VerlGradNormExplosion's to judge. A "
+                "warning, not a page.",
         healthy_runs=("Its bounds are beyond what any healthy run logs whatever the model, task or batch size, each "
                       "with its origin beside it in alerts/plausibility.py: healthy runs of the corpus stay below 3 "
                       "nats of KL, a grad norm of 75 and an entropy of 2.5 nats."),
