@@ -97,7 +97,7 @@ def _never_logged(after: int) -> Alert:
                  "its default configuration: an older or newer version that names it otherwise, a setting that "
                  "turns it off, a logger that drops it. The alerts named read it on every way they can fire and "
                  "cannot judge the run, and its panels read \"No data\". What is expected, per framework (a "
-                 "framework not listed, such as TRL or a hand-written loop, expects nothing): "
+                 "framework not listed, such as a hand-written loop, expects nothing): "
                  + "; ".join(_expected(fw) for fw in FRAMEWORKS) + ". A key logged only where a feature is on "
                  "(a critic, rollout correction) is expected only once the run logs a key that shows the "
                  f"feature on. It is judged once the run has logged {after} training steps, and resolves "

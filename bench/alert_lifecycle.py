@@ -125,8 +125,8 @@ ISSUE_27_RUNS = (
     RunSpec("healthy-entropy-40x", 900, 61, 60, faults=(Fault("entropy_decay", 200, speed=187),)),
     # Entropy 0.9 to 7x that within 5 steps, responses to the length cap; measurable in 2 steps.
     RunSpec("entropy-explosion", 800, 62, 60, faults=(Fault("entropy_explosion", 400, speed=5, measurable=402),)),
-    # Logged every 20 steps without timing_s/step (TRL's logging_steps).
-    RunSpec("healthy-every-20-untimed", 1000, 63, 60, log_every=20, timed=False),
+    # Logged every 20 steps without timing_s/step (TRL's logging_steps), nor verl's train/rollout gap.
+    RunSpec("healthy-every-20-untimed", 1000, 63, 60, log_every=20, timed=False, rollout_gap=False),
     # Rhythms far from a minute a step.
     RunSpec("healthy-2s-per-step", 3000, 64, 2),
     RunSpec("entropy-collapse-2s-per-step", 3000, 65, 2, faults=(Fault("entropy_collapse", 2000, speed=10),)),
@@ -147,7 +147,8 @@ ISSUE_35_SCENARIOS: tuple[tuple[str, tuple[RunSpec, ...]], ...] = (
         # A console log: every value to 3 decimals, so a healthy grad norm of 0.0004 reads 0.000.
         RunSpec("healthy-small-batch-console", 400, 71, 30, small_batch=SMALL_BATCH_DISCRETE, console_decimals=3),
         RunSpec("healthy-small-batch-signed", 400, 72, 20, small_batch=SMALL_BATCH_SIGNED),
-        RunSpec("healthy-few-prompts-untimed", 400, 73, 25, small_batch=SMALL_BATCH_FEW_PROMPTS, timed=False),
+        RunSpec("healthy-few-prompts-untimed", 400, 73, 25, small_batch=SMALL_BATCH_FEW_PROMPTS, timed=False,
+                rollout_gap=False),
     )),
     ("convergence (entropy 10x down in 50 steps, reward 0.28 to 0.78)", (
         RunSpec("healthy-convergence", 300, 74, 60, reward_range=(0.28, 0.3),
@@ -200,11 +201,11 @@ ISSUE_35_SCENARIOS: tuple[tuple[str, tuple[RunSpec, ...]], ...] = (
     )),
     ("train/rollout mismatch (issue 39) and its healthy twin", (
         # The mean probability gap 0.0025 to 0.05 within 3 steps from step 200, and staying.
-        RunSpec("train-rollout-mismatch", 300, 86, 60, rollout_gap=True,
+        RunSpec("train-rollout-mismatch", 300, 86, 60,
                 faults=(Fault("train_rollout_mismatch", 200, speed=3),)),
-        RunSpec("healthy-mismatch-twin", 300, 86, 60, rollout_gap=True),
+        RunSpec("healthy-mismatch-twin", 300, 86, 60),
         # A small-batch console log: the gap printed to 3 decimals (0.002 or 0.003), the rest noisy.
-        RunSpec("healthy-mismatch-small-batch-console", 400, 89, 30, rollout_gap=True,
+        RunSpec("healthy-mismatch-small-batch-console", 400, 89, 30,
                 small_batch=SMALL_BATCH_DISCRETE, console_decimals=3),
     )),
     ("a signal that stops arriving (issue 39): actor/entropy unlogged from step 200, steps going on", (

@@ -6,7 +6,7 @@ dashgen/sources/expected_keys.py).
 default configuration, as its source says at the release named in `checked_against`; a key logged only
 where a feature is on (a critic, rollout correction) is expected only once the run logs a key that
 shows the feature on (`when`). A run is taken for a framework's once it has logged every key of its
-`recognised_by`. A framework with no entry here (TRL, Unsloth, a hand-written loop) expects nothing.
+`recognised_by`. A framework with no entry here (a hand-written loop) expects nothing.
 Each key is the catalog's first key of its metric (dashgen/catalog.py): an older name of it is an
 alias there, and counts as the key.
 """
@@ -70,4 +70,22 @@ VERL = FrameworkKeys(
     checked_against="verl 0.9.1",
 )
 
-FRAMEWORKS = (VERL,)
+# TRL's GRPOTrainer (and Unsloth's, a patched copy of it), as dashgen/formats/trl.py names its keys. Only
+# what every release since GRPOTrainer's first (0.14) logs on every logged step without an option:
+# `kl` only where beta is not 0 (0 by default since 0.19), `frac_reward_zero_std` since 0.18, `entropy`
+# since 0.20, `grad_norm` only where transformers has one to log.
+TRL = FrameworkKeys(
+    framework="TRL",
+    # reward_std (GRPOTrainer) beside transformers' epoch (every Trainer log): the hand-written loops of
+    # the real-run corpus log a reward spread but no epoch, verl neither.
+    recognised_by=frozenset({"critic/score/std", "training/epoch"}),
+    expected=(
+        Expected("critic/score/mean", note="TRL's `reward`"),
+        Expected("critic/score/std", note="TRL's `reward_std`"),
+        Expected("response_length/mean", note="TRL's `completions/mean_length`, `completion_length` before 0.17"),
+        Expected("actor/pg_loss", note="transformers' `loss`"),
+    ),
+    checked_against="trl 0.14.0 to 1.9.0",
+)
+
+FRAMEWORKS = (VERL, TRL)

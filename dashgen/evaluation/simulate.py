@@ -84,7 +84,9 @@ class RunSpec:
     grad_norm_level: float = 0.5  # healthy grad norm after the warm-up
     step_time_sigma: float = 0.05  # log-normal spread of the step time
     validation_every: int = 50  # steps between validations
-    rollout_gap: bool = False  # logs training/rollout_probs_diff_* (verl's default since calculate_log_probs=True)
+    # Logs training/rollout_probs_diff_* at a healthy bf16 level, as verl does by default since
+    # rollout.calculate_log_probs became True; False for a log of another trainer (TRL, Unsloth).
+    rollout_gap: bool = True
 
     @property
     def end(self) -> str:
@@ -157,8 +159,8 @@ def neutral_value(key: str) -> float:
 
 
 # Keys of other trainers that verl does not log (TRL's, prime-rl's), and verl's rollout correction's
-# (off by default), which the simulated verl runs leave out; the train/rollout gap only with `rollout_gap`
-# (the runs behind published figures were written before verl logged it).
+# (off by default), which the simulated verl runs leave out; the train/rollout gap is drawn apart
+# (`rollout_gap`, `_mismatch`), from a generator of its own.
 _NOT_VERL = frozenset({"frac_reward_zero_std", "critic/score/std"})
 _NOT_LOGGED_PREFIXES = ("sampling/", "rollout_corr/", "reward/", "training/rollout_probs_diff_")
 _BASE = {metric.verl_keys[0]: neutral_value(metric.verl_keys[0]) for metric in CATALOG.values()

@@ -3,6 +3,7 @@
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 
 from conftest import REPO, run
@@ -11,6 +12,7 @@ from dashgen.compiler.dashboards import iter_panels
 from dashgen.compiler.targets.grafana import dashboard_to_text
 from dashgen.compiler.validate import schema_errors
 from dashgen.config import Config, config_from
+from dashgen.promtool import run_promtool
 
 DASHBOARD = "dashboards/verl-training.json"
 MAX_BYTES_PER_PANEL = 1_200
@@ -45,7 +47,7 @@ def test_top_row_is_the_run_at_a_glance(project):
     top = [p for p in dashboard["panels"][1:] if p["gridPos"]["y"] == first_row["gridPos"]["y"] + 1]
     assert [(p["type"], p["title"]) for p in top] == [
         ("stat", "Current step"), ("stat", "Seconds since the last step"), ("stat", "Firing alerts"),
-        ("stat", "Signals stopped"), ("stat", "Latest validation score")]
+        ("stat", "Signals missing"), ("stat", "Latest validation score")]
     assert sum(p["gridPos"]["w"] for p in top) == 24
     exprs = {p["title"]: p["targets"][0]["expr"] for p in top}
     assert 'ALERTS{job=~"$job", project=~"$project", experiment=~"$experiment", alertstate="firing"}' in exprs[
@@ -161,3 +163,38 @@ def test_the_four_rows_follow_the_glance_open_and_the_rest_is_collapsed_with_its
     for i, a in enumerate(opened):
         for b in opened[i + 1:]:
             assert not _overlap(a["gridPos"], b["gridPos"]), (a["title"], b["title"])
+
+
+@pytest.mark.heavy
+def test_signals_missing_counts_the_keys_stopped_and_never_logged_of_the_selected_run(project, tmp_path):
+    """The stat's query, on the alerts the project's rules raise from the exporter's series."""
+    rendered = render_project(project, Config()).files
+    for rules in ("signals.yaml", "dashgen-series-readers.yaml"):
+        (tmp_path / rules).write_text(rendered[f"rules/{rules}"])
+    expr = panels_by_title(json.loads(rendered[DASHBOARD]))["Signals missing"]["targets"][0]["expr"]
+    for variable, value in {"$job": "verl", "$project": "gsm8k", "$experiment": "grpo"}.items():
+        expr = expr.replace(variable, value)
+
+    def series(metric: str, experiment: str, key: str, values: str) -> dict:
+        labels = f'job="verl",instance="t:9464",project="gsm8k",experiment="{experiment}",series="{key}"'
+        return {"series": f"{metric}{{{labels}}}", "values": values}
+
+    unlogged, never = "verl_exporter_series_unlogged_steps", "verl_exporter_series_never_logged_steps"
+    fixture = {"rule_files": ["signals.yaml", "dashgen-series-readers.yaml"], "evaluation_interval": "1m",
+               "tests": [{"interval": "1m", "input_series": [
+                   # grpo: entropy missing from 5 steps by 1m, KL never from 5; the gap not logged in the first
+                   # 20 steps by 1m, a timing by 2m; another run's stopped key is not the selected run's.
+                   series(unlogged, "grpo", "verl_actor_entropy", "4 5 6"),
+                   series(unlogged, "grpo", "verl_actor_ppo_kl", "2 3 4"),
+                   series(never, "grpo", "verl_training_rollout_probs_diff_mean", "19 20 21"),
+                   series(never, "grpo", "verl_timing_step_seconds", "18 19 20"),
+                   series(unlogged, "other", "verl_actor_entropy", "9 9 9")],
+                   "promql_expr_test": [
+                       {"expr": expr, "eval_time": "1m", "exp_samples": [{"labels": "{}", "value": 2}]},
+                       {"expr": expr, "eval_time": "2m", "exp_samples": [{"labels": "{}", "value": 3}]},
+                       # Nothing missing: 0, not "No data".
+                       {"expr": expr.replace('"grpo"', '"quiet"'), "eval_time": "2m",
+                        "exp_samples": [{"labels": "{}", "value": 0}]}]}]}
+    (tmp_path / "signals-missing-test.yaml").write_text(yaml.safe_dump(fixture))
+    result = run_promtool(["test", "rules", "signals-missing-test.yaml"], cwd=str(tmp_path))
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -13,14 +13,16 @@ from dashgen.evaluation.simulate import (VALIDATION_KEY, Fault, RunSpec, SmallBa
                                      write_run)
 
 # Four of bench/alert_lifecycle.py's 25 runs (plateaus, a skipped step, signed rewards, a restart,
-# an entropy fault), and the digest of their logs when its figures were published: a new run
-# shape must leave these bytes alone, or the old figures cannot be reproduced.
+# an entropy fault), and the digest of their logs when its figures were published, before the
+# simulated verl runs logged the train/rollout gap: a new run shape must leave these bytes alone,
+# or the old figures cannot be reproduced.
 PUBLISHED_RUNS = (
-    RunSpec("healthy-plateau", 1500, 1, 60, plateaus=((500, 700),), isolated_nan_steps=(900,)),
-    RunSpec("healthy-signed", 1800, 2, 45, signed_reward=True, plateaus=((900, 1100),)),
-    RunSpec("healthy-restart", 1300, 3, 70, restart_at=800, restart_from=700),
-    RunSpec("entropy-collapse", 1300, 17, 60, faults=(Fault("entropy_collapse", 700, speed=30),)),
+    RunSpec("healthy-plateau", 1500, 1, 60, plateaus=((500, 700),), isolated_nan_steps=(900,), rollout_gap=False),
+    RunSpec("healthy-signed", 1800, 2, 45, signed_reward=True, plateaus=((900, 1100),), rollout_gap=False),
+    RunSpec("healthy-restart", 1300, 3, 70, restart_at=800, restart_from=700, rollout_gap=False),
+    RunSpec("entropy-collapse", 1300, 17, 60, faults=(Fault("entropy_collapse", 700, speed=30),), rollout_gap=False),
 )
+GAP_KEYS = {"training/rollout_probs_diff_mean", "training/rollout_probs_diff_std", "training/rollout_probs_diff_max"}
 PUBLISHED_DIGEST = "348dfaf7c4d218e4c28aff9ad53db7e57debd5e699e5fe9d4208dcb5e2be9fb4"
 
 
@@ -29,6 +31,22 @@ def test_the_published_runs_are_written_byte_for_byte_as_before(tmp_path: Path):
     for spec in PUBLISHED_RUNS:
         digest.update(write_run(spec, tmp_path / f"{spec.name}.jsonl").read_bytes())
     assert digest.hexdigest() == PUBLISHED_DIGEST
+
+
+def test_a_verl_run_logs_a_healthy_train_rollout_gap_on_every_step_and_draws_the_rest_as_before(tmp_path: Path):
+    for published in PUBLISHED_RUNS:
+        before = _log(published, tmp_path / "before")
+        now = _log(replace(published, rollout_gap=True), tmp_path / "now")
+        assert list(now) == list(before)
+        assert all(set(now[step]) - set(before[step]) == GAP_KEYS for step in now)
+        assert all({key: value for key, value in now[step].items() if key not in GAP_KEYS} == before[step]
+                   for step in now)
+        gap = _values(now, "training/rollout_probs_diff_mean")
+        # verl's healthy bf16 level (0.002-0.003), its noise modest: far below verl-omni's gate of 0.01.
+        assert 0.002 <= statistics.median(gap) <= 0.003
+        assert 0.001 <= min(gap) and max(gap) <= 0.005
+        assert 0.05 <= statistics.stdev(gap) / statistics.mean(gap) <= 0.3
+    assert RunSpec("verl", 10, 1).rollout_gap
 
 
 def test_a_run_logged_every_tenth_step_is_the_every_step_run_with_lines_left_out(tmp_path: Path):

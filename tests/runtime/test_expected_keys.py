@@ -4,11 +4,14 @@ backfill alike (dashgen/sources/expected_keys.py)."""
 import json
 from pathlib import Path
 
+import pytest
+
 from dashgen.catalog import CATALOG, SERIES_NEVER_LOGGED_METRIC
 from dashgen.evaluation.synthetic_runs import step_data
 from dashgen.replay.backfill import Timing, read_run, run_labels
 from dashgen.runtime.exporter import RunState
-from dashgen.framework_keys import FRAMEWORKS, VERL
+from dashgen.formats import trl
+from dashgen.framework_keys import FRAMEWORKS, TRL, VERL
 from dashgen.sources.expected_keys import NeverLogged
 
 # What verl logs on every step of every version (compute_data_metrics): enough to be taken for verl.
@@ -33,10 +36,47 @@ def test_a_verl_run_that_never_logs_an_expected_key_is_counted_in_training_lines
 
 def test_a_run_of_no_known_framework_expects_nothing():
     never = NeverLogged(CATALOG)
-    for _ in range(30):  # TRL's keys as its reader names them: no critic/advantages, no critic/returns
+    for _ in range(30):  # a hand-written GRPO loop: a reward and its spread, no critic/advantages, no epoch
         never.observe({"actor/pg_loss": 0.1, "critic/score/mean": 0.3, "critic/score/std": 0.2,
                        "frac_reward_zero_std": 0.4})
     assert never.framework is None and never.missing() == {}
+
+
+# log_history entries of TRL's GRPOTrainer with its defaults: the first release of it (0.14: kl with
+# beta 0.04, completion_length) and 1.9 (beta 0, so no kl; completions/*, entropy, frac_reward_zero_std).
+_TRL_0_14 = {"loss": 0.0, "grad_norm": 0.8, "learning_rate": 1e-6, "epoch": 0.01, "completion_length": 180.0,
+             "reward": 0.4, "reward_std": 0.3, "kl": 0.0004, "rewards/accuracy_reward": 0.4}
+_TRL_1_9 = {"loss": 0.01, "grad_norm": 0.5, "learning_rate": 1e-6, "epoch": 0.02, "num_tokens": 90000.0,
+            "completions/mean_length": 210.0, "completions/clipped_ratio": 0.0, "reward": 0.5, "reward_std": 0.4,
+            "frac_reward_zero_std": 0.2, "entropy": 0.6, "clip_ratio/region_mean": 0.0}
+
+
+@pytest.mark.parametrize("entry", [_TRL_0_14, _TRL_1_9], ids=["trl-0.14", "trl-1.9"])
+def test_a_trl_grpo_run_with_defaults_is_taken_for_trl_and_logs_every_key_expected_of_it(entry):
+    never = NeverLogged(CATALOG)
+    for _ in range(25):
+        never.observe(trl.step_data(entry))
+    assert never.framework is TRL and never.missing() == {}
+
+
+def test_a_trl_run_whose_log_lacks_the_response_length_is_told_so(tmp_path: Path):
+    history = [{**{k: v for k, v in _TRL_1_9.items() if k != "completions/mean_length"}, "step": step}
+               for step in range(1, 26)]
+    state = tmp_path / "grpo" / "trainer_state.json"
+    state.parent.mkdir()
+    state.write_text(json.dumps({"log_history": history}))
+    run = read_run(state, run_labels(state, "verl"), Timing(start=1_700_000_000.0))
+    assert run.never_logged[-1] == {"verl_response_length_mean": 25}
+
+
+def test_a_trl_log_without_the_trainers_epoch_and_a_verl_run_are_not_taken_for_trl():
+    table = NeverLogged(CATALOG)  # a notebook's progress table: its columns, no epoch
+    for _ in range(25):
+        table.observe(trl.step_data({key: value for key, value in _TRL_1_9.items() if key != "epoch"}))
+    assert table.framework is None and table.missing() == {}
+    verl = NeverLogged(CATALOG)  # verl logs training/epoch too, but no reward spread
+    verl.observe({**_VERL_LINE, "training/epoch": 0})
+    assert verl.framework is VERL
 
 
 def test_keys_of_a_feature_are_expected_only_once_the_run_shows_the_feature_on():
