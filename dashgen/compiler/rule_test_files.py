@@ -5,13 +5,14 @@ and those it reads through), and which alerts the hand-written fixtures test."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Iterable
 
 import yaml
 
 from dashgen.catalog import Catalog
-from dashgen.compiler.compiled import CompiledAlert, CompiledRules, RuleFile
+from dashgen.compiler.compiled import CompiledAlert, CompiledRules, RecordingRule, RuleFile
 from dashgen.compiler.promql import label_value
 from dashgen.compiler.rule_tests import UntestableAlert, alert_cases
 from dashgen.compiler.rules import SOURCE_RULES_PREFIX
@@ -117,13 +118,19 @@ def write_generated_tests(folder: Path, rules: CompiledRules, alerts: Iterable[C
     for stem, module_alerts in sorted(by_module.items()):
         read = files_read_by(f"{stem}.yaml", files)
         statistics = {stat for name in read for stat in files[name].step_statistics}
+        loaded = _loaded_by(f"{stem}.yaml", files)
         try:
-            texts = generated_test_files(read, [alert.definition for alert in module_alerts], rules.catalog, config,
-                                         _source_first(read, files),
+            texts = generated_test_files(list(loaded), [alert.definition for alert in module_alerts], rules.catalog,
+                                         config, _source_first(list(loaded), loaded),
                                          ServedStatistics(tuple(sorted(statistics, key=lambda s: (s.series, s.name))),
                                                           floor))
         except UntestableAlert as exc:
             raise BuildError(f"{module_alerts[0].module}: {exc}") from None
+        read_through = [rule_file for path, rule_file in loaded.items() if path != f"{stem}.yaml"]
+        if texts and read_through:
+            (folder / f"{stem}-reads").mkdir(exist_ok=True)
+            for path, content in rule_file_texts(read_through, config).items():
+                (folder / f"{stem}-reads" / Path(path).name).write_text(content)
         for interval, text in texts.items():
             path = folder / generated_test_name(stem, interval, config)
             path.write_text(text)
@@ -131,12 +138,21 @@ def write_generated_tests(folder: Path, rules: CompiledRules, alerts: Iterable[C
     return written
 
 
+def _loaded_by(rule_file: str, rule_files: dict[str, RuleFile]) -> dict[str, RuleFile]:
+    """The rule files a module's generated tests load, as paths beside them -> the file: its own
+    whole, and each other it reads through cut to the rules it reads (rules_read_by), in a folder
+    <module>-reads/ (write_generated_tests writes them there)."""
+    stem = Path(rule_file).stem
+    return dict(sorted((name if name == rule_file else f"{stem}-reads/{name}", cut)
+                       for name, cut in rules_read_by(rule_file, rule_files).items()))
+
+
 def _source_first(read: list[str], rule_files: dict[str, RuleFile]) -> list[str] | None:
     """When a metric source records series of its own (rules/source-*.yaml), its groups first and then
     every other group: Prometheus evaluates each group on a ticker of its own, so what reads those
     series sees them at most one evaluation late; promtool, without an order, picks one at random,
     and a test would pass or fail by that draw. None without such a file."""
-    sources = [name for name in read if name.startswith(SOURCE_RULES_PREFIX)]
+    sources = [name for name in read if Path(name).name.startswith(SOURCE_RULES_PREFIX)]
     if not sources:
         return None
     return [group.name for name in (*sources, *(n for n in read if n not in sources))
@@ -186,3 +202,48 @@ def files_read_by(rule_file: str, rule_files: dict[str, RuleFile]) -> list[str]:
         needed.add(name)
         pending += [defined_in[read] for read in reads[name] if read in defined_in]
     return sorted(needed)
+
+
+def _produced(rule: RecordingRule | CompiledAlert) -> str:
+    return rule.name if isinstance(rule, CompiledAlert) else rule.record
+
+
+def _expr(rule: RecordingRule | CompiledAlert) -> str:
+    return rule.rule.expr if isinstance(rule, CompiledAlert) else rule.expr
+
+
+def _reads(expr: str) -> set[str]:
+    """The series names and alert names (through ALERTS) an expression reads."""
+    return {*_NAME.findall(expr), *(alert for names in _ALERTNAMES.findall(expr) for alert in names.split("|"))}
+
+
+def rules_read_by(rule_file: str, rule_files: dict[str, RuleFile]) -> dict[str, RuleFile]:
+    """`rule_file` whole, and each file of files_read_by(...) cut to the rules that record a series
+    its rules read or are an alert whose ALERTS they read, directly or through others: a rule's
+    result depends only on what it reads, so evaluating the others costs promtool time (a module's
+    cases at 3,600 s a step evaluate thousands of times) and changes nothing. Groups keep their
+    names, intervals and order of rules; a group left without rules is dropped."""
+    producers: dict[str, list[RecordingRule | CompiledAlert]] = {}
+    for compiled in rule_files.values():
+        for group in compiled.groups:
+            for rule in group.rules:
+                producers.setdefault(_produced(rule), []).append(rule)
+    own = rule_files[rule_file]
+    needed: set[int] = set()
+    pending = [rule for group in own.groups for rule in group.rules]
+    while pending:
+        rule = pending.pop()
+        for name in _reads(_expr(rule)):
+            for producer in producers.get(name, ()):
+                if id(producer) not in needed:
+                    needed.add(id(producer))
+                    pending.append(producer)
+    cut = {rule_file: own}
+    for name in files_read_by(rule_file, rule_files):
+        if name == rule_file:
+            continue
+        groups = tuple(replace(group, rules=kept) for group in rule_files[name].groups
+                       if (kept := tuple(rule for rule in group.rules if id(rule) in needed)))
+        if groups:
+            cut[name] = replace(rule_files[name], groups=groups)
+    return cut

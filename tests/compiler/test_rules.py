@@ -9,7 +9,7 @@ import yaml
 from conftest import REPO, run, tree_digest
 from dashgen.compiler.compiled import AlertRule, CompiledAlert, CompiledGroup, RecordingRule, RuleFile
 from dashgen.compiler.project import compile_project
-from dashgen.compiler.rule_test_files import files_read_by
+from dashgen.compiler.rule_test_files import files_read_by, rules_read_by
 from dashgen.config import Config, duration_seconds
 from dashgen.model import Alert
 
@@ -210,6 +210,34 @@ def test_a_generated_test_loads_its_rule_file_and_every_file_it_reads_through():
     assert files_read_by("alert.yaml", files) == ["alert.yaml", "base.yaml", "held.yaml"]
     assert files_read_by("follows.yaml", files) == ["alert.yaml", "base.yaml", "follows.yaml", "held.yaml"]
     assert files_read_by("apart.yaml", files) == ["apart.yaml"]
+
+
+def test_a_generated_test_loads_of_the_files_it_reads_through_only_the_rules_it_reads():
+    def recording(name: str, expr: str) -> RecordingRule:
+        return RecordingRule(name, expr, 60_000)
+
+    def alert(name: str, expr: str) -> CompiledAlert:
+        return CompiledAlert(f"alerts/{name}.py", Alert(name, expr=expr), AlertRule(name, expr, 60_000, 0), "", "")
+
+    base = RuleFile("base", "alerts/base.py", (
+        CompiledGroup("base", "1m", (recording("team:loss:baseline", "avg_over_time(verl_loss[1h])"),
+                                     recording("team:loss:unread", "max(verl_loss)"),
+                                     recording("team:loss:held", "max_over_time(team:loss:baseline[1d])"))),
+        CompiledGroup("base-slow", "10m", (recording("team:loss:slow", "min(verl_loss)"),)),
+        CompiledGroup("base-alerts", "1m", (alert("TeamBaseFirst", "team:loss:unread > 1"),
+                                            alert("TeamBaseOther", "up == 0")))))
+    own = RuleFile("own", "alerts/own.py", (CompiledGroup("own", "1m", (
+        alert("TeamLossHigh", "verl_loss > 2 * team:loss:held"),
+        alert("TeamAfter", 'ALERTS{alertname="TeamBaseFirst"} and up'))),))
+    cut = rules_read_by("own.yaml", {"base.yaml": base, "own.yaml": own})
+    assert cut["own.yaml"] == own
+    # team:loss:held, and team:loss:baseline it reads; TeamBaseFirst's ALERTS, and team:loss:unread it reads;
+    # in their groups and order. Not team:loss:slow, nor TeamBaseOther, nor the group left empty.
+    assert [(group.name, group.interval, [getattr(rule, "record", None) or rule.name for rule in group.rules])
+            for group in cut["base.yaml"].groups] == [
+        ("base", "1m", ["team:loss:baseline", "team:loss:unread", "team:loss:held"]),
+        ("base-alerts", "1m", ["TeamBaseFirst"])]
+    assert rules_read_by("base.yaml", {"base.yaml": base, "own.yaml": own}) == {"base.yaml": base}
 
 
 def test_every_paging_or_warning_alert_says_in_the_runbook_why_a_healthy_run_does_not_trip_it():
