@@ -188,7 +188,6 @@ OPEN_UNDER_RL_INSIGHT = ("generated cases at 3,600 s a step fail under source: r
 
 @pytest.mark.heavy
 @pytest.mark.slow  # promtool on the stability area's generated cases, up to 3,600 s a step
-@pytest.mark.xfail(strict=True, reason=OPEN_UNDER_RL_INSIGHT)
 def test_generated_rule_tests_of_the_stability_alerts_pass_on_rl_insight_names(project, tmp_path):
     generated = generated_tests_pass_on_rl_insight_names(project, tmp_path / "generated", ("stability",))
     # The cases at 3,600 s a step of the alerts that read only step windows, evaluated every 5m, apart.
