@@ -28,12 +28,24 @@ from dashgen.evaluation.synthetic_runs import step_line  # noqa: E402
 RUNS = ("diverging", "healthy")
 
 
+def hub_status() -> object:
+    """What the job's hub actor says of itself (its /metrics address), or why it cannot: for the
+    test's message when Prometheus never reaches the hub."""
+    from rl_insight.utils.constants import MonitorRayActor
+    name = f"{MonitorRayActor.NAME}_{ray.get_runtime_context().get_job_id()}"
+    try:
+        return ray.get(ray.get_actor(name, namespace=MonitorRayActor.NAMESPACE).get_status.remote(), timeout=60)
+    except Exception as error:  # noqa: BLE001 - any failure is the diagnosis
+        return f"unavailable: {type(error).__name__}: {error}"
+
+
 def main() -> None:
     server_url, hub_port, step_seconds, event_at, temp_dir = sys.argv[1:6]
     ray.init(num_cpus=1, include_dashboard=False, _node_ip_address="127.0.0.1", _temp_dir=temp_dir,
              log_to_driver=False, configure_logging=False)
     rl_insight.init(project="gsm8k", config={"server": {"url": server_url},
                                              "prometheus": {"metrics_report_port": int(hub_port)}})
+    print("hub:", hub_status(), flush=True)
     step = 0
     while True:
         step += 1

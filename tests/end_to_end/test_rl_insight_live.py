@@ -101,8 +101,17 @@ def test_rl_insight_run_pages_on_divergence_and_the_healthy_one_stays_quiet(live
     def runs():
         found = prometheus.api("query", query="rl_insight_monitor_training_global_step")["result"]
         return {s["metric"]["experiment_name"] for s in found}
-    wait_until(lambda: runs() == {"diverging", "healthy"}, 120, "both runs scraped from the hub",
-               interval=STEP_SECONDS)
+    try:
+        wait_until(lambda: runs() == {"diverging", "healthy"}, 120, "both runs scraped from the hub",
+                   interval=STEP_SECONDS)
+    except AssertionError as timed_out:
+        # Once in a loaded CI run the hub never listened (every scrape of it refused): say what each side saw.
+        up = [s["value"][1] for s in prometheus.api("query", query='up{job="verl"}')["result"]]
+        hub = [line for line in (tmp_path / "publisher.log").read_text(errors="replace").splitlines()
+               if line.startswith("hub:")]
+        server = (tmp_path / "server.log").read_text(errors="replace")[-600:]
+        raise AssertionError(f"{timed_out}; up{{job=\"verl\"}} is {up}; the publisher's {hub or 'no hub line'}; "
+                             f"the server's log ends {server!r}") from None
     # The hub registered itself with rl-insight's server, which keeps the scrape targets in a file_sd file.
     targets = (tmp_path / "rl-insight" / "data" / "targets" / "prometheus-targets.yml")
     assert "127.0.0.1" in targets.read_text()
