@@ -52,8 +52,8 @@ class RewardsConfig(AreaConfig, area="rewards"):
     # reward's units) over its median of the reward_stagnation_steps before.
     reward_stagnation_min_gain: NonNegative = 0.01
     # VerlRewardStagnation needs the gain short of reward_stagnation_min_gain by more than this many
-    # standard errors of the gain, read from the reward's own step-to-step noise, so a signed
-    # reward's gain that wanders with its noise is not taken for a plateau.
+    # standard errors of the gain, read from the reward's own step-to-step noise, so a gain within
+    # the noise of min_gain is not read as a plateau.
     reward_stagnation_noise_z: NonNegative = 1.0
     # Once firing, VerlRewardStagnation stays firing until the reward's gain is above this multiple
     # of reward_stagnation_min_gain by more than reward_stagnation_sustain_noise_z standard errors.
@@ -159,10 +159,13 @@ def rules(config: Config) -> list[RuleGroup]:
         meaning="Training has plateaued. Late in a run that may simply be convergence; early, it usually "
                 "means too little exploration, too weak a learning signal, or a task too hard for the model. "
                 f"It compares the reward's median over its last {plateau_steps} with its median over the "
-                f"{plateau_steps.count} before, so a plateau reads the same at 1.5 s and at an hour a step; it "
-                f"needs about {2 * plateau_steps.count} logged steps of a plateau to be sure of it. What it "
-                f"cannot tell: a reward that rises slower than {min_gain:g} per {plateau_steps} is flat to it, and "
-                "a reward so noisy that a gain of that size hides in its noise seldom looks flat. It is an info "
+                f"{plateau_steps.count} before, so a plateau reads the same at 1.5 s and at an hour a step. What it "
+                f"can tell: on dashgen's simulated runs it finds 48 of 52 plateaus within an hour of their becoming "
+                f"measurable, as the 30-minute rule did (two it misses are at 900 s a step, where that benchmark "
+                f"calls a rise under {min_gain:g} per 30 minutes a plateau). What it cannot: a reward that rises "
+                f"slower than {min_gain:g} per {plateau_steps} is flat to it, and a signed reward (+-1) whose mean "
+                "wanders still raises it off a plateau on 4 of 5 such simulated healthy runs (the 30-minute rule: "
+                "3). It is an info "
                 "for that reason: it never pages, and Alertmanager routes it nowhere by default.",
         healthy_runs=(f"A signed or small-batch reward's median wanders with its noise: the gain must be short of "
                       f"{min_gain:g} by more than {plateau_z:g} standard errors of the two {plateau_steps.count}-step "
