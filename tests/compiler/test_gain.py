@@ -80,7 +80,7 @@ def test_reward_stagnation_compares_its_last_steps_with_those_before_in_steps_an
     assert isinstance(onset, Gain) and isinstance(keep, Gain)
     assert onset.signal == Signal("critic/score/mean").median_over(steps(30))
     assert onset.baseline == Baseline(steps(30), ending=steps(30)) == keep.baseline
-    assert (onset.gain, onset.beyond_noise, onset.within_noise) == (0.01, 1.0, 0.0)
+    assert (onset.gain, onset.beyond_noise, onset.within_noise) == (0.015, 1.75, 0.0)
     assert (keep.gain, keep.beyond_noise, keep.within_noise) == (0.02, 0.0, 2.0)
     # Nothing in wall time: the same at 1.5 s and at an hour a step.
     assert stagnation.for_ == "0s" and stagnation.keep_firing_for == "0s"
@@ -89,10 +89,10 @@ def test_reward_stagnation_compares_its_last_steps_with_those_before_in_steps_an
 
 def test_a_team_tunes_reward_stagnation_in_its_rewards_section():
     config = config_from({"rewards": {"reward_stagnation_steps": 50, "reward_stagnation_min_gain": 0.02,
-                                      "reward_stagnation_noise_z": 2, "reward_stagnation_sustain_factor": 3}})
+                                      "reward_stagnation_noise_z": 2, "reward_stagnation_sustain_gain": 0.06}})
     stagnation = next(rule for rule in rewards.rules(config).rules if getattr(rule, "name", "") == "VerlRewardStagnation")
     assert stagnation.condition.signal.window == steps(50) and stagnation.condition.baseline.ending == steps(50)
     assert (stagnation.condition.gain, stagnation.condition.beyond_noise) == (0.02, 2.0)
-    assert stagnation.keep_firing_while.gain == pytest.approx(0.06)
+    assert stagnation.keep_firing_while.gain == 0.06
     assert "less than 0.02 above its median of the 50 steps before, by more than 2 standard errors" in \
         stagnation.description
