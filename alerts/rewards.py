@@ -4,11 +4,9 @@ from dataclasses import dataclass
 
 from dashgen.catalog import LOG_ROUNDING_METRIC, verl_metric_name
 from dashgen.conditions import RUN_NAME, VALUE, Baseline, Signal, all_of, any_of, steps
-from dashgen.config import AreaConfig, Config, Duration, Factor, Fraction, Interval, NonNegative, StepCount
-from dashgen.model import Alert, Recording, RuleGroup, Severity
+from dashgen.config import AreaConfig, Config, Duration, Fraction, NonNegative, StepCount
+from dashgen.model import Alert, RuleGroup, Severity
 
-SCORE = "verl_critic_score_mean{$verl}"
-SCORE_GAIN = "verl:critic_score_mean:median_gain"
 
 
 @dataclass(frozen=True)
@@ -46,14 +44,25 @@ class RewardsConfig(AreaConfig, area="rewards"):
     # Once firing, it stays firing while the reward is this fraction of the drop (and of the
     # floor) below its held baseline.
     reward_cliff_sustain_fraction: Fraction = 0.5
-    # VerlRewardStagnation compares the median reward of this window with that of the one before.
-    reward_stagnation_window: Interval = "30m"
-    # It fires while the gain is below this, in the reward's units.
-    reward_stagnation_min_gain: float = 0.01
-    # How long the gain must stay below it before VerlRewardStagnation warns.
-    reward_stagnation_for: Duration = "15m"
-    # Once firing, it stays firing while the gain is below this multiple of min_gain.
-    reward_stagnation_sustain_factor: Factor = 2.0
+    # VerlRewardStagnation compares the reward's median over its last this many logged steps with
+    # its median over as many steps before those: in steps, so a plateau reads the same at 1.5 s and
+    # at an hour a step (a window of 30 minutes held 1,200 steps of the one and none of the other).
+    reward_stagnation_steps: StepCount = 30
+    # VerlRewardStagnation fires when the reward's median has gained less than this (in the
+    # reward's units) over its median of the reward_stagnation_steps before.
+    reward_stagnation_min_gain: NonNegative = 0.015
+    # VerlRewardStagnation needs the gain short of reward_stagnation_min_gain by more than this many
+    # standard errors of the gain, read from the reward's own step-to-step noise, so a gain within
+    # the noise of min_gain is not read as a plateau.
+    reward_stagnation_noise_z: NonNegative = 1.75
+    # Once firing, VerlRewardStagnation stays firing until the reward's gain over its median of the
+    # reward_stagnation_steps before is above this (in the reward's units) by more than
+    # reward_stagnation_sustain_noise_z standard errors.
+    reward_stagnation_sustain_gain: NonNegative = 0.02
+    # Once firing, VerlRewardStagnation stays firing until the reward's gain is above
+    # reward_stagnation_sustain_gain by more than this many standard errors of its noise: a plateau
+    # whose gain wanders with the noise is one firing, not several.
+    reward_stagnation_sustain_noise_z: NonNegative = 2.0
     # VerlNoLearningSignal, either of two, each in logged steps (a run whose groups all fail alike is
     # VerlRewardNeverPays'). Healthy small-batch GRPO has a grad
     # norm of exactly 0 on 30-60% of its steps (a step whose groups' rewards are all equal gives no
@@ -102,14 +111,14 @@ def rules(config: Config) -> list[RuleGroup]:
     base, recent = steps(tunables.reward_cliff_baseline_steps), steps(tunables.reward_cliff_recent_steps)
     drop, floor = tunables.reward_cliff_drop_fraction, tunables.reward_cliff_min_drop
     sustain_fraction = tunables.reward_cliff_sustain_fraction
-    window = tunables.reward_stagnation_window
     smoothing = steps(tunables.reward_cliff_smoothing_steps)
     score = Signal("critic/score/mean").median_over(smoothing)
-    gain = Recording(
-        SCORE_GAIN, (f"quantile_over_time(0.5, {SCORE}[{window}])\n"
-                     f"  - quantile_over_time(0.5, {SCORE}[{window}] offset {window})"),
-        f"How much the median reward of the last {window} is above that of the {window} before")
-    gain_median = Signal(SCORE_GAIN).median_over(window)
+    plateau_steps = steps(tunables.reward_stagnation_steps)
+    reward_now = Signal("critic/score/mean").median_over(plateau_steps)
+    reward_before = Baseline(plateau_steps, ending=plateau_steps)
+    min_gain, plateau_z = tunables.reward_stagnation_min_gain, tunables.reward_stagnation_noise_z
+    sustain_gain = tunables.reward_stagnation_sustain_gain
+    sustain_z = tunables.reward_stagnation_sustain_noise_z
     cliff = Alert(
         name="VerlRewardCliff",
         severity=Severity.CRITICAL,
@@ -140,30 +149,37 @@ def rules(config: Config) -> list[RuleGroup]:
     stagnation = Alert(
         name="VerlRewardStagnation",
         severity=Severity.INFO,
-        # The gain's median over a window: reward noise around the threshold neither delays nor
-        # re-fires it.
-        condition=gain_median.below(tunables.reward_stagnation_min_gain),
-        for_=tunables.reward_stagnation_for,
-        keep_firing_for=window,
-        keep_firing_while=gain_median.below(
-            tunables.reward_stagnation_sustain_factor * tunables.reward_stagnation_min_gain),
+        condition=reward_now.gains_less_than(min_gain, of=reward_before, beyond_noise=plateau_z),
+        # No `for` in time: the gain moves only when a step is logged, and the hysteresis below, in
+        # steps and noise, is what keeps a plateau to one firing at any rhythm.
+        keep_firing_while=reward_now.gains_less_than(sustain_gain, of=reward_before, within_noise=sustain_z),
         summary="Reward has stopped rising.",
-        description=(f"Run {RUN_NAME}: the median reward of the last {window} has been about {VALUE} above that "
-                     f"of the {window} before (less than {tunables.reward_stagnation_min_gain:g}) "
-                     f"for {tunables.reward_stagnation_for}."),
+        description=(f"Run {RUN_NAME}: the median of critic/score/mean over its last {plateau_steps} is {VALUE}, "
+                     f"less than {min_gain:g} above its median of the {plateau_steps} before, by more than "
+                     f"{plateau_z:g} standard errors of its own step-to-step noise."),
         meaning="Training has plateaued. Late in a run that may simply be convergence; early, it usually "
                 "means too little exploration, too weak a learning signal, or a task too hard for the model. "
-                "What it can tell: on dashgen's simulated runs it finds 43 of 47 plateaus within an hour of "
-                "their becoming measurable (two 30-minute medians apart). What it cannot: a signed reward "
-                "(+-1) whose batch mean wanders by more than min_gain looks like a plateau to it (3 of 5 such "
-                "healthy runs raised it), and a reward that rises slower than min_gain per window is flat to it. "
-                "It is an info for that reason: it never pages, and Alertmanager routes it nowhere by default.",
+                f"It compares the reward's median over its last {plateau_steps} with its median over the "
+                f"{plateau_steps.count} before, so a plateau reads the same at 1.5 s and at an hour a step. What it "
+                f"can tell: on dashgen's simulated runs it finds 49 of 52 plateaus within an hour of their becoming "
+                f"measurable (the 30-minute rule: 48; two it misses are at 900 s a step, where that benchmark calls "
+                f"a rise under 0.01 per 30 minutes a plateau). What it cannot: a reward that rises slower than "
+                f"{min_gain:g} per {plateau_steps} is flat to it, and a signed reward (+-1) whose mean wanders still "
+                "raises it off a plateau on 3 of 5 such simulated healthy runs, as the 30-minute rule did. It is an "
+                "info "
+                "for that reason: it never pages, and Alertmanager routes it nowhere by default.",
+        healthy_runs=(f"A signed or small-batch reward's median wanders with its noise: the gain must be short of "
+                      f"{min_gain:g} by more than {plateau_z:g} standard errors of the two {plateau_steps.count}-step "
+                      f"medians' difference, read from the reward's own step-to-step spread, and once firing it "
+                      f"stays firing until the gain is above {sustain_gain:g} by more than {sustain_z:g} of them."),
         next_steps=(
             "Check entropy (collapsed?) and the PPO clip fraction (are updates doing anything?).",
             "Look at the score's min/max spread: if every sample gets the same reward, GRPO advantages are "
             "zero and nothing is learned; adjust the data difficulty or the reward.",
             "Decide whether to stop the run and save the GPUs.",
         ),
+        untested=("a flat signal is a plateau, and a generated case holds each signal at a level: its fixtures "
+                  "in tests/rules/rewards-test*.yaml move the reward, at 1.5 s, 60 s and 3,600 s a step"),
     )
     tolerance = tunables.no_signal_tolerance
     broken, dead = steps(tunables.no_signal_broken_steps), steps(tunables.no_signal_dead_steps)
@@ -208,4 +224,4 @@ def rules(config: Config) -> list[RuleGroup]:
             "Make the data harder or easier, raise the rollout temperature or n, or fix the reward.",
         ),
     )
-    return RuleGroup("verl-rewards", (gain, cliff, stagnation, no_signal))
+    return RuleGroup("verl-rewards", (cliff, stagnation, no_signal))

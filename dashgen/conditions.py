@@ -13,7 +13,7 @@ own ALERTS series, the description with the thresholds filled in, and promtool t
 (dashgen/compiler/rule_tests.py).
 
 A signal names a verl step-log key (`critic/score/mean`) or a catalog or recorded series
-(`verl_critic_score_mean`, `verl:critic_score_mean:median_gain`); an unknown one fails the build
+(`verl_critic_score_mean`, `verl:perf_total_num_tokens:baseline_median`); an unknown one fails the build
 with a "did you mean". Signals of one alert are matched on the run's labels
 (`dashgen.model.RUN_MATCH_LABELS`).
 """
@@ -190,6 +190,15 @@ class Signal:
         above the baseline (a reward that is not improving)."""
         return Shift(self, ">", fraction, of, at_least, beyond_noise, negated=True)
 
+    def gains_less_than(self, gain: float, of: Baseline, beyond_noise: float = 0.0,
+                        within_noise: float = 0.0) -> "Gain":
+        """Less than `gain` (in the signal's own units) above the baseline: a reward that has stopped
+        rising. `beyond_noise`: short of `gain` by more than this many standard errors of the gain
+        (read from the signal's own noise, as Shift.beyond_noise), so a gain the noise could hide is
+        not taken for none; `within_noise`: or above `gain` by no more than this many (a gain not
+        yet shown to be larger, for a keep-firing condition)."""
+        return Gain(self, gain, of, beyond_noise, within_noise)
+
     def describe(self) -> str:
         what = {"median": "the median", "max": "the highest value", "min": "the lowest value",
                 "changes": "the number of changes"}.get(self.reduction)
@@ -253,6 +262,33 @@ class Shift:
 
 
 @record
+class Gain:
+    """A signal's gain over a baseline (its level minus the baseline's, in its own units) that is
+    less than `gain`, by more than `beyond_noise` standard errors of the gain, or more than `gain`
+    by no more than `within_noise` of them: it holds where the signal is below the baseline plus
+    `gain` minus (beyond_noise - within_noise) standard errors. The standard error is Shift's
+    (1.25 s sqrt(1/n + 1/m), s the step-to-step spread over the baseline's steps); until that spread
+    exists the gain does not hold, and a source without step statistics compiles it without."""
+
+    signal: Signal
+    gain: float
+    baseline: Baseline
+    beyond_noise: float = 0.0
+    within_noise: float = 0.0
+    op = "<"  # the signal held below a level: read as a fall wherever a direction is asked
+
+    @property
+    def raises(self) -> bool:
+        return False
+
+    def describe(self) -> str:
+        noise = (f", by more than {self.beyond_noise:g} standard errors of its own noise" if self.beyond_noise else
+                 f", or above it within {self.within_noise:g} standard errors of its own noise"
+                 if self.within_noise else "")
+        return f"{self.signal.describe()} gained less than {self.gain:g} over {self.baseline.describe()}{noise}"
+
+
+@record
 class AllOf:
     """Every condition holds for the same run."""
     conditions: tuple["Condition", ...]
@@ -270,8 +306,8 @@ class AnyOf:
         return "; or ".join(c.describe() for c in self.conditions)
 
 
-Condition = Union[Compare, Shift, AllOf, AnyOf]
-Comparison = Union[Compare, Shift]
+Condition = Union[Compare, Shift, Gain, AllOf, AnyOf]
+Comparison = Union[Compare, Shift, Gain]
 
 
 def all_of(*conditions: Condition) -> AllOf:
@@ -321,7 +357,7 @@ def condition_problem(condition: object) -> str | None:
             if depth == MAX_NESTING:
                 return f"all_of and any_of nest more than {MAX_NESTING} deep; split the alert"
             stack.extend((part, depth + 1) for part in reversed(node.conditions))
-        elif isinstance(node, (Compare, Shift)):
+        elif isinstance(node, (Compare, Shift, Gain)):
             count += 1
             if count > MAX_COMPARISONS:
                 return f"the condition holds more than {MAX_COMPARISONS} comparisons; split the alert"
@@ -329,8 +365,8 @@ def condition_problem(condition: object) -> str | None:
             if problem:
                 return problem
         else:
-            return (f"{node!r} is not a condition; build one from Signal(...).above/below/falls_by/rises_by, "
-                    f"all_of or any_of")
+            return (f"{node!r} is not a condition; build one from Signal(...).above/below/falls_by/rises_by/"
+                    f"gains_less_than, all_of or any_of")
     return None
 
 
@@ -349,6 +385,12 @@ def _comparison_problem(c: Comparison) -> str | None:
         problem = _baseline_problem(ref, baseline)
         if problem:
             return problem
+    if isinstance(c, Gain):
+        if baseline is None:
+            return f"{ref}: gains_less_than compares with a Baseline(...) (of=)"
+        return (_number_problem(f"{ref}: the gain of gains_less_than()", c.gain)
+                or _number_problem(f"{ref}: beyond_noise of gains_less_than()", c.beyond_noise, non_negative=True)
+                or _number_problem(f"{ref}: within_noise of gains_less_than()", c.within_noise, non_negative=True))
     if isinstance(c, Compare):
         word = "above" if c.op == ">" else "below"
         if baseline is None:

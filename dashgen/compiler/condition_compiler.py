@@ -12,7 +12,7 @@ from dashgen.compiler.reductions import (RANGE_REDUCTIONS, REDUCTIONS, complete_
                                          early_baseline_median, promql_number, smoothed)
 from dashgen.compiler.step_windows import (MAX_SAMPLES, MAX_SAMPLES_OF_MEDIANS, STEP_BAND, banded, near_band_copy,
                                           rhythm_recordings)
-from dashgen.conditions import (AllOf, AnyOf, Baseline, Compare, Comparison, Condition, Shift, Signal, Steps,
+from dashgen.conditions import (AllOf, AnyOf, Baseline, Compare, Comparison, Condition, Gain, Shift, Signal, Steps,
                                 comparisons)
 from dashgen.config import duration_seconds, format_duration
 from dashgen.errors import BuildError, get_close_matches
@@ -372,9 +372,9 @@ class ConditionCompiler:
                 raise BuildError(f"{where}: all_of and any_of take at least two conditions")
             joiner = f"\nand on({ON_RUN})\n" if isinstance(condition, AllOf) else "\nor\n"
             return joiner.join(f"({self.compile(part, where, onset)})" for part in condition.conditions)
-        if not isinstance(condition, (Compare, Shift)):
+        if not isinstance(condition, (Compare, Shift, Gain)):
             raise BuildError(f"{where}: {condition!r} is not a condition; build one from Signal(...).above/below/"
-                             f"falls_by/rises_by, all_of or any_of")
+                             f"falls_by/rises_by/gains_less_than, all_of or any_of")
         expr, series = self.signal(condition.signal, where)
         baseline = condition.baseline
         if baseline is None:
@@ -382,12 +382,15 @@ class ConditionCompiler:
         reference = self._baseline_series(condition, series, where, onset)
         if isinstance(condition, Compare):
             return f"{expr} {condition.op} {promql_number(condition.value)} * {reference}"
+        if isinstance(condition, Gain):
+            return self._gain(condition, expr, reference, series, where)
         sign = "-" if condition.op == "<" else "+"
         # A negated shift holds where the shift does not: at or short of either margin.
         op = {"<": ">=", ">": "<="}[condition.op] if condition.negated else condition.op
         margins = [f"clamp_min({promql_number(condition.fraction)} * abs({reference}), "
                    f"{promql_number(condition.at_least)})"]
-        noise = self.noise_margin(condition, series, where) if condition.beyond_noise else None
+        noise = (self.noise_margin(condition.signal, condition.baseline, condition.beyond_noise, series, where)
+                 if condition.beyond_noise else None)
         if noise is not None:
             margins.append(noise)
         parts = [f"{expr} {op} ({reference} {sign} {margin})" for margin in margins]
@@ -396,14 +399,26 @@ class ConditionCompiler:
         joiner = "\nor\n" if condition.negated else f"\nand on({ON_RUN})\n"
         return joiner.join(f"({part})" for part in parts)
 
-    def noise_margin(self, shift: Shift, series: SignalSeries, where: str) -> str | None:
+    def _gain(self, gain: Gain, expr: str, reference: str, series: SignalSeries, where: str) -> str:
+        """The signal below its baseline plus the gain, less the noise beyond it or plus the noise
+        within it (see Gain)."""
+        if gain.baseline.is_held or gain.baseline.is_quietest:
+            raise BuildError(f"{where}: {gain.signal.ref}: gains_less_than compares with a rolling Baseline(...), "
+                             f"not a held, quietest or peak one")
+        z = gain.beyond_noise - gain.within_noise
+        noise = self.noise_margin(gain.signal, gain.baseline, abs(z), series, where) if z else None
+        if noise is None:
+            return f"{expr} < ({reference} + {promql_number(gain.gain)})"
+        return f"{expr} < ({reference} + {promql_number(gain.gain)} {'-' if z > 0 else '+'} {noise})"
+
+    def noise_margin(self, signal: Signal, baseline: Baseline, z: float, series: SignalSeries,
+                     where: str) -> str | None:
         """z standard errors of the difference between the signal's median over n steps and its
         baseline's median over m steps: z * 1.25 * sqrt(1/n + 1/m) times the signal's step-to-step
         spread over the baseline's steps (see Shift.beyond_noise). None where the exporter does not
         compute the spread: PromQL has no median of differences between consecutive steps, and a
         stand-in (a standard deviation, an interquartile range) moves with the change it is to
         judge. The shift is checked either way, so a wrong one fails the build under every source."""
-        signal, baseline = shift.signal, shift.baseline
         if signal.reduction != "median" or not isinstance(signal.window, Steps):
             raise BuildError(f"{where}: {signal.ref}: beyond_noise compares medians: give the signal as "
                              f"median_over(steps(N))")
@@ -417,7 +432,7 @@ class ConditionCompiler:
         # reaches to now, and the change itself is no noise.
         ending = baseline.ending.count if isinstance(baseline.ending, Steps) else signal.window.count
         # 1.2533 (sqrt(pi/2)): a median's standard error over a mean's, for normal noise.
-        factor = shift.beyond_noise * 1.2533 * math.sqrt(1 / signal.window.count + 1 / baseline.window.count)
+        factor = z * 1.2533 * math.sqrt(1 / signal.window.count + 1 / baseline.window.count)
         return f"{promql_number(round(factor, 4))} * {self.step_spread(series, span.count, ending)}"
 
     def step_spread(self, series: SignalSeries, count: int, ending: int) -> str:

@@ -37,7 +37,7 @@ from dashgen.catalog import LAST_STEP_METRIC, Catalog
 from dashgen.compiler.condition_compiler import resolve_signal
 from dashgen.compiler.fixture_statistics import statistic_selector, statistics_per_sample
 from dashgen.compiler.step_windows import GLOBAL_STEP, band_of, step_window_seconds
-from dashgen.conditions import AllOf, AnyOf, Compare, Comparison, Condition, Shift, Steps, Window, comparisons
+from dashgen.conditions import AllOf, AnyOf, Compare, Comparison, Condition, Gain, Shift, Steps, Window, comparisons
 from dashgen.config import Config, duration_seconds, format_duration
 from dashgen.model import Alert
 from dashgen.records import record
@@ -69,6 +69,8 @@ def _threshold(comparison: Comparison, healthy: float) -> float:
     """Where the comparison flips for a signal whose baselines sit at `healthy`."""
     if isinstance(comparison, Compare):
         return comparison.value * (healthy if comparison.baseline is not None else 1)
+    if isinstance(comparison, Gain):
+        return healthy + comparison.gain
     shift = max(comparison.fraction * abs(healthy), comparison.at_least)
     return healthy - shift if comparison.op == "<" else healthy + shift
 
@@ -85,7 +87,7 @@ def _healthy_level(comparison: Comparison, ratio: bool) -> float:
 
 
 def _fault_level(comparison: Comparison, healthy: float, ratio: bool) -> float:
-    if isinstance(comparison, Shift) and comparison.negated:
+    if isinstance(comparison, Shift) and comparison.negated or isinstance(comparison, Gain):
         return healthy  # a signal that has not moved: where "did not rise" holds
     threshold = _threshold(comparison, healthy)
     if comparison.op == ">":
@@ -466,14 +468,20 @@ def _check_runnable(alert: Alert, longest: float, step: float, rhythm: float | N
 
 
 def _check_levels_suffice(alert: Alert) -> None:
-    counting = [c.signal.ref for c in (*comparisons(alert.condition),
-                                       *(comparisons(alert.keep_firing_while) if alert.keep_firing_while else ()))
-                if c.signal.reduction == "changes"]
+    compared = (*comparisons(alert.condition),
+                *(comparisons(alert.keep_firing_while) if alert.keep_firing_while else ()))
+    counting = [c.signal.ref for c in compared if c.signal.reduction == "changes"]
     if counting:
         raise UntestableAlert(
             f"alert {alert.name!r}: its generated test cannot show it: it counts the changes of {counting[0]!r}, and "
             f"a generated case holds each signal at a level. Test it with a fixture in tests/rules/ whose series "
             f"move, and say so with untested=\"...\" (its generated test is then left out)")
+    gains = [c.signal.ref for c in compared if isinstance(c, Gain)]
+    if gains:
+        raise UntestableAlert(
+            f"alert {alert.name!r}: its generated test cannot show it: it asks whether {gains[0]!r} gained less than a "
+            f"level over its baseline, which a signal held at a level always has. Test it with a fixture in tests/rules/ "
+            f"whose series move, and say so with untested=\"...\" (its generated test is then left out)")
 
 
 def _steps(seconds: float, step: float) -> int:
