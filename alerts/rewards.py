@@ -1,6 +1,7 @@
 """Rewards: a cliff (reward falls far below its recent level) and stagnation (it stops rising)."""
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from dashgen.catalog import LOG_ROUNDING_METRIC, verl_metric_name
 from dashgen.conditions import RUN_NAME, VALUE, Baseline, Signal, all_of, any_of, steps
@@ -12,6 +13,15 @@ from dashgen.model import Alert, RuleGroup, Severity
 @dataclass(frozen=True)
 class RewardsConfig(AreaConfig, area="rewards"):
     """The tunables of alerts/rewards.py: the config file's `rewards:` section."""
+
+    retired: ClassVar[dict[str, str]] = {
+        "reward_stagnation_window": "VerlRewardStagnation counts logged steps now: set reward_stagnation_steps",
+        "reward_stagnation_for": "VerlRewardStagnation needs no wall time now: it fires when the gain is short "
+                                 "of reward_stagnation_min_gain beyond reward_stagnation_noise_z standard errors",
+        "reward_stagnation_sustain_factor": "VerlRewardStagnation stays firing until the gain is above "
+                                            "reward_stagnation_sustain_gain beyond reward_stagnation_sustain_noise_z "
+                                            "standard errors",
+    }
 
     # VerlRewardCliff compares the reward with its median over this many of the run's steps,
     # ending `reward_cliff_recent_steps` ago: in steps, so that the baseline does not absorb a

@@ -176,6 +176,9 @@ class Config:
                 raise ConfigError(f"{where}{tunables.section}: expected a mapping of field: value, got {values!r}")
             known = [f.name for f in dataclasses.fields(tunables)]
             for key in values:
+                if key in tunables.retired:
+                    raise ConfigError(f"{where}{tunables.section}: {key} is no longer a field: "
+                                      f"{tunables.retired[key]}")
                 if key not in known:
                     close = get_close_matches(str(key), known, n=1)
                     hint = f"; did you mean {close[0]!r}?" if close else f"; its fields: {', '.join(known)}"
@@ -225,6 +228,9 @@ class Section:
 
     section: ClassVar[str] = ""
     kind: ClassVar[str] = "section"  # what the section is, in messages
+    # Fields the section had and no longer has, each with what took its place: a config file that
+    # still sets one gets that, not a "did you mean" guess at a field of another meaning.
+    retired: ClassVar[dict[str, str]] = {}
 
     def __init_subclass__(cls, section: str = "", **kwargs) -> None:
         super().__init_subclass__(**kwargs)

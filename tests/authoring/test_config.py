@@ -57,6 +57,10 @@ def write_config(project, text: str):
     ("act_address: 0.0.0.0:9095\n", "act_address moved to act.address"),
     ("alertmanager_group_wait: 1m\n", "alertmanager_group_wait moved to alertmanager.group_wait"),
     ("kubernetes: {namespce: ml}\n", "kubernetes: unknown field 'namespce'; did you mean 'namespace'?"),
+    # A field an area retired: what took its place, not a guess at a field of another meaning.
+    ("rewards: {reward_stagnation_window: 30m}\n",
+     "rewards: reward_stagnation_window is no longer a field: VerlRewardStagnation counts logged steps now: set "
+     "reward_stagnation_steps"),
     ("act: {command_timeout: 0s}\n", "act.command_timeout: '0s' must be longer than 0s"),
     ("rule_interval: 1m\nrule_interval: 2m\n", "field 'rule_interval' is given twice"),
     ("- a\n- b\n", "config must be a mapping of field: value"),
