@@ -101,10 +101,14 @@ SPREAD_MIN_VALUES = 3
 def step_to_step_spread(values: list[float]) -> float | None:
     """The median absolute difference between consecutive logged values: the signal's own noise,
     blind to a trend (a rising reward moves each step little) and to a single outlier. For
-    independent noise of standard deviation s it is 0.95 s. None with fewer than SPREAD_MIN_VALUES."""
+    independent noise of standard deviation s it is 0.95 s. Their mean where the median is 0.
+    None with fewer than SPREAD_MIN_VALUES."""
     if len(values) < SPREAD_MIN_VALUES:
         return None
-    return statistics.median(abs(later - earlier) for earlier, later in zip(values, values[1:]))
+    differences = [abs(later - earlier) for earlier, later in zip(values, values[1:])]
+    # A signal that takes few values (a share of two completions: 0, 0.5 or 1) repeats itself on
+    # most steps, and the median difference of 0 would say it has no noise at all.
+    return statistics.median(differences) or statistics.fmean(differences)
 
 
 _REDUCE = {"median": _median, "max": max, "min": min, "spread": step_to_step_spread}

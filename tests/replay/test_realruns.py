@@ -42,7 +42,6 @@ OPEN_ON_HOLDOUT = {
     "trl-qwen25-7b-gsm8k-grpo-rho300-seed44": "a zero gradient on 20 logged steps (100 training steps) warns",
     # Issue 40: truncation judged as a rise from the run's own level (5-step medians) warns on them.
     "trl-qwen25-7b-gsm8k-grpo-rho100-seed44-cap-excursion": "a rise of the truncation share warns from step 95",
-    "unsloth-qwen3-4b-medical-grpo-run2": "a rise of the truncation share warns from step 50",
 }
 
 # Tune runs added to show a class of failure or false alarm the alerts do not yet handle (issue 40,
@@ -51,7 +50,7 @@ OPEN_ON_TUNE: dict[str, str] = {
     "unsloth-ministral3-3b-sudoku-grpo-kl-spike":
         "the early KL rise to ~1 (steps 5-19) warns as a blow-up",
     "unsloth-gptoss-20b-2048-game-grpo-stopped-432":
-        "one-prompt noise warns: truncation at 19, the KL growing with the reward at 45, shorter strategies at 376",
+        "one-prompt noise warns: the KL growing with the reward at 45, shorter strategies at 376",
     "unsloth-qwen3-8b-fp8-dapo-math-grpo-truncated":
         "every completion truncated and the reward at its floor from step 1: only RewardNeverPays, at step 21",
 }

@@ -7,7 +7,7 @@ import pytest
 from dashgen.errors import BuildError
 from dashgen.runtime.exporter import RunState
 from dashgen.sources.step_statistics import (ServedStatistics, StepStatistic, StepStatistics, dump_statistics,
-                                             load_statistics, parse_name, statistics_in)
+                                             load_statistics, parse_name, statistics_in, step_to_step_spread)
 
 from conftest import REPO
 
@@ -159,3 +159,13 @@ def test_the_exporter_serves_each_statistic_as_a_series_of_the_run():
                if s.name == "verl_step_statistic"}
     assert samples == {("verl_step_statistic", (("experiment", "e"), ("project", "p"), ("series", KL),
                                                 ("statistic", "median_3steps"))): 0.2}  # steps 1..3: 2..4 hold 2 values
+
+
+def test_a_share_that_takes_few_values_has_a_noise_even_when_most_neighbours_are_equal():
+    # The truncation share of two completions a step (a tune run of the corpus): 0 on most steps,
+    # 0.5 now and then. Two of every five neighbours differ, so the median difference is 0.
+    share = [0.0, 0.0, 0.5, 0.0, 0.0] * 4
+    assert step_to_step_spread(share) == pytest.approx(0.5 * 8 / 19)
+    # A signal whose values all differ keeps the median: one outlier moves it little.
+    assert step_to_step_spread([1.0, 1.1, 1.0, 1.1, 9.0, 1.1, 1.0]) == pytest.approx(0.1)
+    assert step_to_step_spread([0.3] * 10) == 0
