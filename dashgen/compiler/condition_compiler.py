@@ -445,7 +445,7 @@ class ConditionCompiler:
         before = f" ending {ending} steps ago" if ending else ""
         self.recordings.rolling.append(Recording(
             name, self._statistic(StepStatistic(series.metric.name, "spread", count, ending)),
-            f"Median step-to-step change of {series.metric.name} over the run's {count} logged steps{before} "
+            f"Step-to-step spread of {series.metric.name} over the run's {count} logged steps{before} "
             f"(the exporter's): its noise"))
         return name
 
