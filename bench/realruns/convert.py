@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import argparse
 import ast
+import csv
 import hashlib
 import html
+import io
 import json
 import math
 import re
@@ -480,6 +482,21 @@ def parse_cs336_metrics(text: str, conv: dict) -> dict:
     return select_steps(rows, conv)
 
 
+def parse_trl_metrics_csv(text: str, conv: dict) -> dict:
+    """A CSV table of a TRL run, one row per logged step, as its authors exported it:
+    `step_column` names the step's column, `columns` renames the authors' column titles to the
+    TRL log keys they hold (the rest keep their own titles), then the TRL mapping applies.
+    Empty and non-numeric cells (True/False, reason texts) are dropped."""
+    renames = conv.get("columns") or {}
+    step_column = conv.get("step_column") or "step"
+    rows: dict = {}
+    for record in csv.DictReader(io.StringIO(text, newline="")):
+        step = int(record.pop(step_column))
+        entry = {renames.get(title, title): cell for title, cell in record.items() if cell}
+        merge(rows, step, map_trl(entry))
+    return select_steps(rows, conv)
+
+
 PARSERS = {
     "verl_console": parse_verl_console,
     "trl_trainer_state": parse_trl_trainer_state,
@@ -490,6 +507,7 @@ PARSERS = {
     "swift_jsonl": parse_swift_jsonl,
     "ipynb_scratch_grpo": parse_ipynb_scratch_grpo,
     "cs336_metrics": parse_cs336_metrics,
+    "trl_metrics_csv": parse_trl_metrics_csv,
 }
 
 

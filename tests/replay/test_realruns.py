@@ -42,6 +42,8 @@ OPEN_ON_HOLDOUT = {
     "trl-qwen25-7b-gsm8k-grpo-rho300-seed44": "a zero gradient on 20 logged steps (100 training steps) warns",
     # Issue 40: truncation judged as a rise from the run's own level (5-step medians) warns on them.
     "trl-qwen25-7b-gsm8k-grpo-rho100-seed44-cap-excursion": "a rise of the truncation share warns from step 95",
+    "unsloth-gemma3-1b-quantqa-grpo-answer-never-pays":
+        "the answer reward is -1.0 from step 1; only RewardNeverPays warns, at step 55",
 }
 
 # Tune runs added to show a class of failure or false alarm the alerts do not yet handle (issue 40,
