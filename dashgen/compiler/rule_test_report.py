@@ -54,7 +54,7 @@ def explain_failures(promtool_output: str, alerts: dict[str, Alert]) -> list[str
         seen.add((tested[-1], experiment))
         case = experiment.removeprefix(f"{name}-")
         firing = expected.strip() != "nil"
-        module = f"alerts/{module_of_generated_test(tested[-1].name)}.py"
+        module = f"alerts/{module_of_generated_test(tested[-1].name, name)}.py"
         lines.append(f"{module}: alert {name!r}, generated case {_case_words(case, alerts.get(name))!r}: expected "
                      f"{'firing' if firing else 'not firing'} at {at} into the case's series; it was "
                      f"{'firing' if got.strip() != 'nil' else 'not'}{_likely_cause(case, firing, alerts.get(name))}")

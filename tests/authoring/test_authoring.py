@@ -65,7 +65,7 @@ def test_a_team_alert_takes_a_dozen_lines_builds_and_its_generated_tests_pass(te
     assert "VerlTrainingStalled" not in long_faults.group(1)
     result = run("test", "--root", str(team), "team")
     assert result.exit_code == 0, result.output
-    assert re.search(r"team-generated-test\.yaml\n\s+SUCCESS", result.output), result.output
+    assert re.search(r"team-TeamRewardDrop-generated-test\.yaml\n\s+SUCCESS", result.output), result.output
 
 
 def test_baselines_of_a_new_signal_are_recorded_with_the_alert(team):
@@ -107,21 +107,18 @@ def test_a_ratio_threshold_out_of_range_fails_its_generated_test(project, tmp_pa
 def test_the_hysteresis_case_fails_on_a_rule_without_its_keep_firing_branch(project, tmp_path):
     compiled = compile_project(project, config_from({}))
     generated = write_generated_tests(tmp_path, compiled.rules, compiled.alerts, config_from({}))
-    test_file, hourly = tmp_path / "rewards-generated-test.yaml", tmp_path / "rewards-every-5m-generated-test.yaml"
+    test_file = tmp_path / "rewards-VerlRewardCliff-generated-test.yaml"
+    hourly = tmp_path / "rewards-VerlRewardCliff-every-5m-generated-test.yaml"
     assert test_file in generated and hourly in generated  # the cases at 3,600 s a step are evaluated every 5m
-    # Only the cliff's cases: the module's others (all of them pass in tests/compiler/test_rules.py)
-    # cost promtool's time here and test nothing this test is about.
     for path in (test_file, hourly):
         tests = yaml.safe_load(path.read_text())
-        tests["tests"] = [case for case in tests["tests"] if case["name"].startswith("VerlRewardCliff: ")]
         assert {case["name"].split(": ", 1)[1].split(" at ")[0] for case in tests["tests"]} == \
             {"fires", "stays quiet", "holds in hysteresis band"}, path.name
-        path.write_text(yaml.safe_dump(tests, sort_keys=False, width=1000))
     assert run_tool("promtool", ["test", "rules", str(test_file), str(hourly)]).returncode == 0
     # The cliff without its hysteresis: only the onset condition, as a hand-written rule might forget.
     onset = expand_selectors(next(alert.rule.condition for alert in compiled.alerts if alert.name == "VerlRewardCliff"),
                              rule_selectors(config_from({})))
-    rules = tmp_path / "rewards.yaml"
+    rules = tmp_path / "rewards-VerlRewardCliff-rules" / "rewards.yaml"
     data = yaml.safe_load(rules.read_text())
     cliff = next(rule for group in data["groups"] for rule in group["rules"] if rule.get("alert") == "VerlRewardCliff")
     assert "ALERTS" in cliff["expr"] and "ALERTS" not in onset
@@ -355,6 +352,7 @@ def test_dashgen_test_of_one_module_runs_its_tests_only_and_names_an_unknown_one
     result = run("test", "--root", str(team), "alerts/team.py")
     assert result.exit_code == 0, result.output
     tested = re.findall(r"Unit Testing:\s+(\S+)", result.output)
-    assert [Path(path).name for path in tested] == ["team-test.yaml", "team-generated-test.yaml"]
+    assert [Path(path).name for path in tested] == ["team-test.yaml", "team-TeamKLAboveMedian-generated-test.yaml",
+                                                         "team-TeamKLAboveSettled-generated-test.yaml"]
     result = run("test", "--root", str(team), "teams")
     assert result.exit_code == 1 and "no alert module alerts/teams.py; did you mean 'team'?" in result.output

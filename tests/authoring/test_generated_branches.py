@@ -3,6 +3,7 @@ fire the alert, under any_of it must. A wrong branch fails `dashgen test`, which
 the case and what it expected, and keeps the generated file to rerun."""
 
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -52,13 +53,13 @@ def test_a_branch_that_holds_on_a_healthy_run_fails_the_case_where_the_other_cro
     config = config_from({})
     project = compile_project(team, config)
     [test_file] = [path for path in write_generated_tests(tmp_path, project.rules, project.alerts, config)
-                   if path.name == "team-generated-test.yaml"]
+                   if path.name == "team-TeamComposite-generated-test.yaml"]
     names = [case["name"] for case in yaml.safe_load(test_file.read_text())["tests"]]
     assert names == ["TeamComposite: fires", "TeamComposite: stays quiet", "TeamComposite: only branch 1 crosses",
                      "TeamComposite: only branch 2 crosses"]
     assert run_tool("promtool", ["test", "rules", str(test_file)]).returncode == 0
 
-    rule_file = tmp_path / "team.yaml"
+    rule_file = tmp_path / "team-TeamComposite-rules" / "team.yaml"
     right = rule_file.read_text()
     assert right.count("> 5 * verl:actor_ppo_kl:baseline_median") == 1
     rule_file.write_text(right.replace("> 5 * verl:actor_ppo_kl:baseline_median", "> 0.2 * verl:actor_ppo_kl:baseline_median"))
@@ -111,14 +112,12 @@ def test_each_single_branch_mistake_fails_dashgen_test_naming_the_alert_and_case
     assert len(explained) == len(set(re.findall(r"generated case '([^(']*)", result.output))), result.output
     assert any(f"generated case '{case}" in line and f"': {expected} at " in line for line in explained), result.output
     # The generated file is kept, and fails the same way when promtool runs it again.
-    kept = kept_folder(result.output) / "team-generated-test.yaml"
+    kept = kept_folder(result.output) / "team-TeamComposite-generated-test.yaml"
     try:
         assert kept.is_file()
         assert run_tool("promtool", ["test", "rules", str(kept)]).returncode == 1
     finally:
-        for path in kept.parent.iterdir():
-            path.unlink()
-        kept.parent.rmdir()
+        shutil.rmtree(kept.parent)
 
 
 def test_a_branch_another_always_crosses_first_fails_dashgen_test(team):

@@ -87,12 +87,14 @@ def test_promtool_lint_passes():
 def test_promtool_fixtures_pass():
     result = run("test", "--root", str(REPO))
     assert result.exit_code == 0, result.output
-    # The fixtures, the generated tests of each module with vocabulary alerts, and the routing fixtures.
-    generated = result.output.count("-generated-test.yaml\n  SUCCESS")
-    # stability, rewards, load_balance, rollout, plausibility, validation, mismatch; and the cases at
-    # 3,600 s a step evaluated every 5m of all but load_balance
-    assert generated == 13
-    assert result.output.count("SUCCESS") == len(FIXTURES) + generated + 1
+    # The fixtures, the generated tests of each alert written with the vocabulary, and the routing fixtures.
+    generated = re.findall(r"/[a-z_]+-(\w+?)(-every-5m)?-generated-test\.yaml\n  SUCCESS", result.output)
+    compiled = [alert.definition for alert in compile_project(REPO, Config()).alerts]
+    assert {name for name, _ in generated} == {
+        alert.name for alert in compiled if alert.condition is not None and not alert.untested.strip()}
+    # The cases at 3,600 s a step of an alert that reads only step windows are evaluated every 5m, apart.
+    assert ("VerlTrainingDivergence", "-every-5m") in generated
+    assert result.output.count("SUCCESS") == len(FIXTURES) + len(generated) + 1
 
 
 @pytest.mark.heavy
@@ -212,7 +214,7 @@ def test_a_generated_test_loads_its_rule_file_and_every_file_it_reads_through():
     assert files_read_by("apart.yaml", files) == ["apart.yaml"]
 
 
-def test_a_generated_test_loads_of_the_files_it_reads_through_only_the_rules_it_reads():
+def test_a_generated_test_loads_only_its_alert_and_the_rules_it_reads():
     def recording(name: str, expr: str) -> RecordingRule:
         return RecordingRule(name, expr, 60_000)
 
@@ -229,15 +231,22 @@ def test_a_generated_test_loads_of_the_files_it_reads_through_only_the_rules_it_
     own = RuleFile("own", "alerts/own.py", (CompiledGroup("own", "1m", (
         alert("TeamLossHigh", "verl_loss > 2 * team:loss:held"),
         alert("TeamAfter", 'ALERTS{alertname="TeamBaseFirst"} and up'))),))
-    cut = rules_read_by("own.yaml", {"base.yaml": base, "own.yaml": own})
-    assert cut["own.yaml"] == own
-    # team:loss:held, and team:loss:baseline it reads; TeamBaseFirst's ALERTS, and team:loss:unread it reads;
-    # in their groups and order. Not team:loss:slow, nor TeamBaseOther, nor the group left empty.
-    assert [(group.name, group.interval, [getattr(rule, "record", None) or rule.name for rule in group.rules])
-            for group in cut["base.yaml"].groups] == [
-        ("base", "1m", ["team:loss:baseline", "team:loss:unread", "team:loss:held"]),
-        ("base-alerts", "1m", ["TeamBaseFirst"])]
-    assert rules_read_by("base.yaml", {"base.yaml": base, "own.yaml": own}) == {"base.yaml": base}
+    files = {"base.yaml": base, "own.yaml": own}
+
+    def kept(cut: dict[str, RuleFile]) -> dict[str, list]:
+        return {name: [(group.name, group.interval, [getattr(rule, "record", None) or rule.name for rule in group.rules])
+                       for group in rule_file.groups] for name, rule_file in cut.items()}
+
+    # team:loss:held, and team:loss:baseline it reads, in their group and order. Not the other alert
+    # of its own file, nor team:loss:unread or team:loss:slow, nor the groups left empty.
+    assert kept(rules_read_by("TeamLossHigh", files)) == {
+        "base.yaml": [("base", "1m", ["team:loss:baseline", "team:loss:held"])],
+        "own.yaml": [("own", "1m", ["TeamLossHigh"])]}
+    # TeamBaseFirst's ALERTS, and team:loss:unread it reads.
+    assert kept(rules_read_by("TeamAfter", files)) == {
+        "base.yaml": [("base", "1m", ["team:loss:unread"]), ("base-alerts", "1m", ["TeamBaseFirst"])],
+        "own.yaml": [("own", "1m", ["TeamAfter"])]}
+    assert kept(rules_read_by("TeamBaseOther", files)) == {"base.yaml": [("base-alerts", "1m", ["TeamBaseOther"])]}
 
 
 def test_every_paging_or_warning_alert_says_in_the_runbook_why_a_healthy_run_does_not_trip_it():

@@ -74,6 +74,6 @@ def test_the_docs_team_alert_and_panel_build_and_their_generated_tests_pass(tmp_
     assert panel["fieldConfig"]["defaults"]["thresholds"]["steps"][1]["value"] == 0.1  # the alert's threshold
     tested = dashgen_run("test", "team")  # the team's tests; the shipped ones run in tests/compiler/test_rules.py
     assert tested.returncode == 0, tested.stdout + tested.stderr
-    assert "team-generated-test.yaml\n  SUCCESS" in tested.stdout
+    assert "team-TeamRewardDrop-generated-test.yaml\n  SUCCESS" in tested.stdout
     described = dashgen_run("config", "--describe")
     assert "reward_drop_factor: a number (>= 0 and <= 1), default 0.5\n      TeamRewardDrop fires" in described.stdout
