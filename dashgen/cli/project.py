@@ -287,7 +287,7 @@ def _with_statistics(fixtures: list[Path], statistics, rule_interval: str, folde
             continue
         folder.mkdir(exist_ok=True)
         copy = folder / fixture.name
-        copy.write_text(yaml.safe_dump(content, sort_keys=False, width=1000))
+        copy.write_text(yaml.dump(content, Dumper=yaml.CSafeDumper, sort_keys=False, width=1000))
         out.append(copy)
     return out
 

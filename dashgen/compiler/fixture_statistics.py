@@ -36,6 +36,7 @@ def statistics_per_sample(values: list[float | None], step_of: list[int], served
     computed = ServedStatistics(wanted, served.floor_seconds).tracker()
     out: dict = {stat: [] for stat in wanted}
     logged, advanced_at = 0, -1
+    now = computed.values()  # they change only when a step is observed: a slow run's samples share them
     for index, step in enumerate(step_of):
         if step > logged:  # the steps since the last advance share its time
             seconds = (index - advanced_at) * seconds_per_sample / (step - logged)
@@ -43,7 +44,7 @@ def statistics_per_sample(values: list[float | None], step_of: list[int], served
                 value = values[index] if each == step or index == 0 else values[index - 1]
                 computed.observe(each, {} if value is None else {series: value}, seconds)
             logged, advanced_at = step, index
-        now = computed.values()
+            now = computed.values()
         for stat in wanted:
             out[stat].append(now.get(stat))
     return out
