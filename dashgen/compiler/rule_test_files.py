@@ -208,9 +208,10 @@ def _reads(expr: str) -> set[str]:
 
 
 def rules_read_by(alert: str, rule_files: dict[str, RuleFile]) -> dict[str, RuleFile]:
-    """The files of `rule_files` (file name -> the compiled file) that hold `alert` or a rule it reads,
-    each cut to `alert` and the rules that record a series it reads or are an alert whose ALERTS it
-    reads, directly or through others: all promtool must load to evaluate it as Prometheus does. A
+    """The files of `rule_files` (file name -> the compiled file) that hold `alert` (or a recording of
+    that name) or a rule it reads, each cut to it and the rules that record a series it reads or are
+    an alert whose ALERTS it reads, directly or through others: all promtool must load to evaluate it
+    as Prometheus does. A
     rule's result depends only on what it reads, so evaluating the others costs promtool time (an
     alert's cases at 3,600 s a step evaluate thousands of times) and changes nothing. Groups keep
     their names, intervals and order of rules; a group left without rules is dropped."""

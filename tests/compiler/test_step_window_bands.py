@@ -1,10 +1,13 @@
 """Step windows of slow runs read near-band copies (dashgen/compiler/step_windows.py): a run whose
 rhythm moves to the next band keeps its window's history, in the real promtool."""
 
+from pathlib import Path
+
 import pytest
 import yaml
 
 from conftest import REPO
+from dashgen.compiler.rule_test_files import rules_read_by
 from dashgen.compiler.rules import compile_rules
 from dashgen.compiler.targets.prometheus import rule_file_texts
 from dashgen.compiler.step_windows import band_of
@@ -43,14 +46,16 @@ def band_at(index: int, timestamps: list[float], steps: list[float]) -> int | No
     return band_of((max(window_t) - min(window_t)) / (max(window_s) - min(window_s)))
 
 
-def promql_step_window_rules(folder) -> list[str]:
-    """The project's rule files with its step windows compiled to PromQL (exporter_step_windows off)."""
+def promql_step_window_rules(folder, reads: str) -> list[str]:
+    """The project's rules that `reads` (a recording) reads, with its step windows compiled to PromQL
+    (exporter_step_windows off), cut from their files as `dashgen test` cuts them."""
     config = Config(exporter_step_windows=False)
-    files = rule_file_texts(compile_rules(REPO, config, project_catalog(REPO)).files, config)
+    files = {Path(rule_file.path).name: rule_file
+             for rule_file in compile_rules(REPO, config, project_catalog(REPO)).files}
     paths = []
-    for name in ("mismatch.yaml", "plausibility.yaml", "stability.yaml", "rewards.yaml"):  # the rhythm: the first
-        (folder / name).write_text(files[f"rules/{name}"])
-        paths.append(str(folder / name))
+    for name, text in rule_file_texts(list(rules_read_by(reads, files).values()), config).items():
+        (folder / Path(name).name).write_text(text)
+        paths.append(str(folder / Path(name).name))
     return paths
 
 
@@ -70,7 +75,7 @@ def test_a_slow_run_moving_to_the_next_band_keeps_its_step_windows_history(tmp_p
         return " ".join(f"{v:g}" for v in series)
 
     fixture = {
-        "rule_files": promql_step_window_rules(tmp_path),
+        "rule_files": promql_step_window_rules(tmp_path, "verl:actor_entropy:median_10steps"),
         "evaluation_interval": "5m",
         "tests": [{
             "interval": "5m",
