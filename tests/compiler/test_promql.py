@@ -69,3 +69,29 @@ def test_a_named_selector_is_written_with_a_dollar_and_no_f_string_takes_it_for_
         'x{job=~"$job", experiment=~"$experiment"}'
     with pytest.raises(QueryError, match=r"unknown selector '\$rnu' in braces; known: \$gpu, \$run, \$verl"):
         expand_selectors("x{$rnu}", selectors)
+
+
+def test_the_selectors_read_are_those_the_parsers_own_walk_finds_in_every_kind_of_node():
+    import promql_parser as pp
+
+    from dashgen.compiler.promql import equal_matchers_of, metrics_in
+
+    expressions = [
+        'a{job="x"} + on(job) group_left b',                                 # binary, vector selectors
+        'max_over_time(c[5m]) > bool 2',                                     # call, matrix selector
+        'max_over_time((d{job="x"} - e)[1h:5m])',                            # subquery, parentheses
+        'topk(scalar(f), g) or -h',                                          # aggregation's parameter, unary
+        'count_values("value", i) unless absent(j{k="v" or k="w"})',         # string parameter, or-matchers
+        'label_replace(k{job="y"} offset 5m, "a", "$1", "b", "(.*)")',       # string arguments, offset
+        'vector(1) * 2',                                                     # no selector
+    ]
+    for expr in expressions:
+        walked: list = []
+        pp.walk(pp.parse(expr), lambda node: walked.append(node) if isinstance(node, pp.VectorSelector) else None)
+        assert metrics_in(expr) == {node.name for node in walked}, expr
+        for name in {node.name for node in walked}:
+            assert equal_matchers_of(expr, name) == [
+                {} if node.matchers.or_matchers else
+                {m.name: m.value for m in node.matchers.matchers if m.op == pp.MatchOp.Equal}
+                for node in walked if node.name == name], expr
+    assert metrics_in(expressions[3]) == {"f", "g", "h"}
