@@ -92,8 +92,31 @@ class RewardsConfig(AreaConfig, area="rewards"):
     # most, in the corpus' small-batch runs) gets there with a chance of (1/3)^4, about 1%.
     no_signal_unmoved_step: StepCount = 5
     # (2) A grad norm of 0 on every one of the last no_signal_dead_steps (judged once half of them
-    # are logged): a healthy small-batch run has a step with a gradient among 20.
+    # are logged): a healthy small-batch run has a step with a gradient among 20. It warns unless the
+    # reward is saturated (VerlRewardSaturated, an info): its median over those steps at the highest
+    # of its no_signal_level_steps medians over the run's last no_signal_range_steps, and above the
+    # lowest of them.
     no_signal_dead_steps: StepCount = 20
+    # The reward's level, read as its median over this many logged steps: its ceiling is the highest
+    # such median of the last no_signal_range_steps, its floor the lowest. A reward still moving with
+    # its noise then sits below its ceiling: the median of the dead steps is at most the highest median
+    # of the shorter stretches they split into, and equals it only where those medians tie. It must be
+    # shorter than the dead steps also on a sparse log, where a window reads back to min(N, 10) logged
+    # values (dashgen/sources/step_statistics.py): the dead steps read 10 there, so at most 5.
+    no_signal_level_steps: StepCount = 5
+    # How far back the ceiling and the floor reach, in logged steps: a run saturated for longer than
+    # this has no range left to be at the top of, and warns again.
+    no_signal_range_steps: StepCount = 1000
+    # VerlRewardSaturated needs a grad norm of 0 on each of the last this many logged steps (judged once
+    # half of them are logged), with the reward saturated as above. Half the dead steps, so it holds
+    # wherever VerlNoLearningSignal's zeros in a row meet a saturated reward. A run whose groups nearly
+    # all score alike has such a stretch on most steps; a healthy small-batch run, with 30-60% steps
+    # without a gradient, has one by chance on at most 0.6^10, about 0.6%, of its steps.
+    saturated_zero_steps: StepCount = 10
+    # The share of its ceiling by which the reward's median may sit below it (or above its floor) and
+    # still be at it. A saturated reward takes the same value on nearly every step, so its median is
+    # that value exactly: this allows only for the floats of a log that averages equal values.
+    no_signal_level_tolerance: Fraction = 1e-6
     # Either counts a 0 only where the log prints finer than this (verl_log_rounding, the largest
     # value the log shows as 0: dashgen/formats/rounding.py): a console log's 3 decimals show 0.0004
     # as 0, and in a small-batch run whose grad norm is 1e-4 to 1e-3 most steps with a signal print
@@ -194,37 +217,60 @@ def rules(config: Config) -> list[RuleGroup]:
     tolerance = tunables.no_signal_tolerance
     broken, dead = steps(tunables.no_signal_broken_steps), steps(tunables.no_signal_dead_steps)
     grad_norm = Signal("actor/grad_norm")
+    fine_log = Signal(LOG_ROUNDING_METRIC).below(tunables.no_signal_max_rounding)
+    dead_gradient = grad_norm.max_over(dead).after_half_window().below(tolerance)
+    mostly_zero = grad_norm.median_over(dead).after_half_window().below(tolerance)
+    saturated_zeros = steps(tunables.saturated_zero_steps)
+    # The falls and rises below compare the reward with the extremes of its own medians: its highest
+    # for a fall (the ceiling), its lowest for a rise (the floor).
+    reward_range = Baseline.quietest(steps(tunables.no_signal_level_steps),
+                                     over=steps(tunables.no_signal_range_steps))
+    reward_over_dead = Signal("critic/score/mean").median_over(dead)
+    level_tolerance = tunables.no_signal_level_tolerance
+    saturated_reward = all_of(reward_over_dead.rises_by(level_tolerance, of=reward_range),
+                              reward_over_dead.does_not_fall_by(level_tolerance, of=reward_range))
+    unsaturated_reward = any_of(reward_over_dead.falls_by(level_tolerance, of=reward_range),
+                                reward_over_dead.does_not_rise_by(level_tolerance, of=reward_range))
+    level_steps, range_steps = steps(tunables.no_signal_level_steps), steps(tunables.no_signal_range_steps)
     no_signal = Alert.when(
         "VerlNoLearningSignal",
-        # Zero on the last few steps, and either the log proves the update broken or it has lasted.
-        all_of(grad_norm.max_over(broken).below(tolerance),
-               Signal(LOG_ROUNDING_METRIC).below(tunables.no_signal_max_rounding),
+        # Zero on the last few steps, and either the log proves the update broken or it has lasted
+        # with a reward that is not saturated.
+        all_of(grad_norm.max_over(broken).below(tolerance), fine_log,
                any_of(Signal("frac_reward_zero_std").max_over(broken).below(tolerance),
                       all_of(Signal("critic/score/std").min_over(broken).above(tolerance),
                              Signal("actor/kl_loss").max_over(broken).below(tolerance),
                              Signal("training/global_step").above(tunables.no_signal_unmoved_step - 1)),
-                      grad_norm.max_over(dead).after_half_window().below(tolerance))),
+                      all_of(dead_gradient, unsaturated_reward))),
         severity=Severity.WARNING,
         for_=tunables.no_signal_for,
         keep_firing_for=config.warning_keep_firing_for,
         summary="The policy gets no learning signal: grad norm has been 0 although rewards differ, or for many "
-                "steps.",
+                "steps with the reward below its best or at its lowest.",
         description=(f"Run {RUN_NAME}: the actor grad norm was 0 on each of the last {broken} although every group "
                      f"had rewards that differ or the policy is still the reference from step "
-                     f"{tunables.no_signal_unmoved_step} on, or on each of the last {dead}, in a log that prints a 0 "
-                     f"only for 0."
+                     f"{tunables.no_signal_unmoved_step} on, or on each of the last {dead} with the reward below its "
+                     f"best {level_steps.count}-step median of the last {range_steps}, or at its lowest, "
+                     f"in a log that prints a 0 only for 0."
                      + "".join(_equal_groups(key, what) for key, what in EQUAL_GROUPS)),
         meaning="In GRPO, a group whose responses all get the same reward has zero advantage; when every group "
                 "does (all right, all wrong, or a reward that no longer varies, e.g. after a length collapse), "
-                "the gradient vanishes and the GPUs train nothing. All wrong means the tasks are too hard, all "
-                "right too easy: where the log tells them apart (prime-rl's reward/solve_none and "
-                "reward/solve_all), the description gives each share, and the dashboard's \"Groups with equal "
-                "rewards\" panel draws them beside TRL's frac_reward_zero_std, which counts both. The policy loss "
-                "is no sign of it: GRPO's logged loss is 0 on healthy steps too.",
+                "the gradient vanishes and the GPUs train nothing. All wrong means the tasks are too hard: the "
+                "reward sits at its lowest. All right means the run has learned its data: the reward sits at the "
+                "highest level it has reached, and that is VerlRewardSaturated's info, not this warning. So a "
+                f"gradient of 0 on {dead} in a row warns only where the reward's median over them is below its "
+                f"highest {level_steps.count}-step median of the run's last {range_steps} (falling, or still "
+                f"moving while nothing updates) or not above its lowest (at its floor from the start, or fallen "
+                f"to it). Where the log tells all-wrong and all-right groups apart (prime-rl's reward/solve_none "
+                f"and reward/solve_all), the description gives each share, and the dashboard's \"Groups with "
+                f"equal rewards\" panel draws them beside TRL's frac_reward_zero_std, which counts both. The "
+                f"policy loss is no sign of it: GRPO's logged loss is 0 on healthy steps too.",
         healthy_runs=(f"Healthy small-batch GRPO has a grad norm of exactly 0 on 30-60% of its steps (a step whose "
                       f"groups all score alike): it needs 0 on {broken} in a row on which no group scored alike "
                       f"(frac_reward_zero_std 0) or the policy is still exactly the reference (KL 0) from step "
-                      f"{tunables.no_signal_unmoved_step} on, or 0 on {dead} in a row. A score std above 0 is no "
+                      f"{tunables.no_signal_unmoved_step} on, or 0 on {dead} in a row with the reward not saturated. "
+                      f"A run that has learned its data has 0 on nearly every step with the reward pinned at its "
+                      f"best: that is VerlRewardSaturated's info. A score std above 0 is no "
                       f"proof: verl's is the whole batch's, and TRL averages it over its logging steps while its grad "
                       f"norm is the last step's. A console log prints a healthy 0.0004 as 0.000: a 0 counts only where "
                       f"the log's own digits show it prints finer than {tunables.no_signal_max_rounding:g} "
@@ -234,4 +280,40 @@ def rules(config: Config) -> list[RuleGroup]:
             "Make the data harder or easier, raise the rollout temperature or n, or fix the reward.",
         ),
     )
-    return RuleGroup("verl-rewards", (cliff, stagnation, no_signal))
+    saturated = Alert.when(
+        "VerlRewardSaturated",
+        # The reward first: the description's value is the first comparison's.
+        all_of(saturated_reward, grad_norm.max_over(saturated_zeros).after_half_window().below(tolerance), fine_log),
+        severity=Severity.INFO,
+        # Once firing, a step whose groups still differ breaks the zeros in a row, not the saturation.
+        keep_firing_while=all_of(reward_over_dead.does_not_fall_by(level_tolerance, of=reward_range), mostly_zero),
+        summary="The run has learned its data: the reward is at its best and the gradient 0, so it trains nothing "
+                "more.",
+        description=(f"Run {RUN_NAME}: the actor grad norm was 0 on each of the last {saturated_zeros}, and the "
+                     f"reward's median over the last {dead}, {VALUE}, is its highest "
+                     f"{level_steps.count}-step median of the last {range_steps} and above its lowest: every group's "
+                     f"completions score alike at the top."
+                     + _equal_groups(*EQUAL_GROUPS[1])),
+        meaning="In GRPO a group whose completions all score alike has no advantage. When the policy has learned "
+                "the task, every completion is right, the reward sits at the highest level the run reaches, its "
+                "std within groups is 0 (TRL's frac_reward_zero_std near 1), and the grad norm is exactly 0 on "
+                "step after step: the run is done, not broken; it trains nothing because nothing is left to learn "
+                f"on this data. It fires where the grad norm was 0 on each of the last {saturated_zeros} (so "
+                f"wherever VerlNoLearningSignal's 0 on each of {dead} meets a saturated reward) and the reward's "
+                f"median over the last {dead} equals its highest {level_steps.count}-step median of the run's last {range_steps} (within a share of "
+                f"{level_tolerance:g} of it, for the floats of an averaged log) and is above its lowest. A saturated "
+                "reward takes one value on nearly every step, so its median is that value; a reward that still "
+                f"moves with its noise sits below its best, since a {dead.count}-step median is at most the "
+                f"highest median of the {level_steps.count}-step stretches it splits into. The same zeros with the reward below its best or at its lowest "
+                "are VerlNoLearningSignal's warning. Once firing, it stays so while the grad norm is 0 on most of "
+                f"the last {dead} and the reward at its best. It is an info: it never pages.",
+        healthy_runs=("It describes a healthy run that is finished with its data; an info, routed nowhere by "
+                      f"default. A run saturated for longer than its last {range_steps} has no lower level left "
+                      "in that window, and VerlNoLearningSignal warns again."),
+        next_steps=(
+            "Stop the run, or make the data harder (filter out prompts every completion solves, as DAPO's "
+            "dynamic sampling does) and continue from its last checkpoint.",
+            "Check the validation score: a held-out set that still improves is worth more steps on new data.",
+        ),
+    )
+    return RuleGroup("verl-rewards", (cliff, stagnation, no_signal, saturated))

@@ -142,6 +142,9 @@ SMALL_BATCH_SIGNED = SmallBatch(rewards=tuple(float(value) for value in range(-1
                                 completions=4, grad_norm=0.05)
 SMALL_BATCH_FEW_PROMPTS = SmallBatch(rewards=(0.0, 1.0), zero_std_share=0.45, completions=16, grad_norm=0.3,
                                      entropy_range=(0.05, 1.0))
+# One prompt a step, logged as TRL logs it (frac_reward_zero_std, no step time, no train/rollout gap).
+SMALL_BATCH_TRL = SmallBatch(rewards=(0.0, 1.0), zero_std_share=0.45, grad_norm=0.3, entropy_range=(0.05, 1.0),
+                             logs_zero_std_share=True)
 ISSUE_35_SCENARIOS: tuple[tuple[str, tuple[RunSpec, ...]], ...] = (
     ("noisy small-batch GRPO (reward across its range, 30-60% zero-std steps, entropy 0.001-1.0)", (
         # A console log: every value to 3 decimals, so a healthy grad norm of 0.0004 reads 0.000.
@@ -211,6 +214,23 @@ ISSUE_35_SCENARIOS: tuple[tuple[str, tuple[RunSpec, ...]], ...] = (
     ("a signal that stops arriving (issue 39): actor/entropy unlogged from step 200, steps going on", (
         RunSpec("entropy-unlogged", 300, 87, 60, faults=(Fault("entropy_unlogged", 200),)),
         RunSpec("entropy-unlogged-every-10", 600, 88, 30, log_every=10, faults=(Fault("entropy_unlogged", 300),)),
+    )),
+    ("a reward saturated at its ceiling (issue 35, class 3): grad norm 0 on ~95% of steps, every completion right; "
+     "and its failing twins, every completion wrong", (
+        RunSpec("healthy-saturated-trl", 400, 90, 25, small_batch=SMALL_BATCH_TRL, timed=False, rollout_gap=False,
+                faults=(Fault("saturation", 150, speed=50),)),
+        RunSpec("healthy-saturated-trl-every-5", 1000, 91, 20, log_every=5, small_batch=SMALL_BATCH_TRL, timed=False,
+                rollout_gap=False, faults=(Fault("saturation", 300, speed=100),)),
+        RunSpec("healthy-saturated-small-batch", 400, 92, 60, small_batch=SMALL_BATCH_DISCRETE,
+                faults=(Fault("saturation", 150, speed=50),)),
+        # Every completion wrong from step 20 on: the reward at its floor almost from the start.
+        RunSpec("reward-floor-early-trl", 400, 93, 25, small_batch=SMALL_BATCH_TRL, timed=False, rollout_gap=False,
+                faults=(Fault("reward_floor", 20, speed=10, measurable=30),)),
+        # The reward climbs, then falls to its floor.
+        RunSpec("reward-falls-to-floor-trl-every-5", 1000, 94, 20, log_every=5, small_batch=SMALL_BATCH_TRL,
+                timed=False, rollout_gap=False, faults=(Fault("reward_floor", 500, speed=50, measurable=550),)),
+        RunSpec("reward-falls-to-floor-small-batch", 400, 95, 60, small_batch=SMALL_BATCH_DISCRETE,
+                faults=(Fault("reward_floor", 200, speed=20, measurable=220),)),
     )),
 )
 ISSUE_35_RUNS = tuple(spec for _, specs in ISSUE_35_SCENARIOS for spec in specs)

@@ -190,6 +190,12 @@ class Signal:
         above the baseline (a reward that is not improving)."""
         return Shift(self, ">", fraction, of, at_least, beyond_noise, negated=True)
 
+    def does_not_fall_by(self, fraction: float, of: Baseline, at_least: float = 0.0,
+                         beyond_noise: float = 0.0) -> "Shift":
+        """The negation of falls_by with the same arguments: the signal has not fallen that far below
+        the baseline (a reward still at the highest level the run has reached)."""
+        return Shift(self, "<", fraction, of, at_least, beyond_noise, negated=True)
+
     def gains_less_than(self, gain: float, of: Baseline, beyond_noise: float = 0.0,
                         within_noise: float = 0.0) -> "Gain":
         """Less than `gain` (in the signal's own units) above the baseline: a reward that has stopped
@@ -239,7 +245,7 @@ class Shift:
     baseline counted in steps, and applies where the exporter computes step windows from the step
     log; a source without one (RL-Insight) compiles the shift without it.
 
-    `negated`: the shift has not happened (does_not_rise_by)."""
+    `negated`: the shift has not happened (does_not_rise_by, does_not_fall_by)."""
 
     signal: Signal
     op: str  # "<": falls by; ">": rises by

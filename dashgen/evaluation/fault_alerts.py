@@ -82,6 +82,13 @@ FAULT_ALERTS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "train_rollout_mismatch": (frozenset({"VerlTrainRolloutMismatch"}), frozenset({"VerlTrainRolloutGapBeyondGate"})),
     # actor/entropy no longer logged while the steps go on (a renamed key, a logger that lost it).
     "entropy_unlogged": (frozenset({"VerlSignalStopped"}), frozenset()),
+    # Issue 35, class 3. Not a fault: a small-batch run that has learned its data, so that from `at`,
+    # over `speed` steps, nearly every step's completions all score the top reward and its update is 0.
+    "saturation": (frozenset(), frozenset({"VerlRewardSaturated", "VerlRewardStagnation"})),
+    # Its failing twin: the same zero gradient with every completion scoring the lowest reward.
+    "reward_floor": (frozenset({"VerlNoLearningSignal"}),
+                     frozenset({"VerlRewardNeverPays", "VerlRewardCliff", "VerlRewardStagnation",
+                                "VerlEntropyCollapse", "VerlEntropyExplosion", "VerlResponseLengthCollapse"})),
 }
 # Alerts FAULT_ALERTS expects that the rules do not define yet, with the severity they are to have.
 # None today: issue 35's VerlImplausibleValue and issue 40's VerlGradNormExplosion were planned here.

@@ -12,7 +12,9 @@ high), a warm-up with high KL or noisy first steps, and a log that holds only ev
 Issues 35 and 40 add what broke on unseen real runs: small-batch GRPO (one or a few prompts a
 step: a reward that jumps across its range, zero reward std and grad norm on many steps, an
 entropy that swings by orders of magnitude), a console log's rounding, steps of an hour, and
-faults present from the first logged line, growing slowly, or after hundreds of quiet steps.
+faults present from the first logged line, growing slowly, or after hundreds of quiet steps; and
+a small-batch run that learns its data (every completion right, so no gradient on nearly every
+step) beside its twin whose completions all fail.
 
 Everything is drawn from `random.Random(seed)`: the same spec writes the same file.
 """
@@ -58,6 +60,9 @@ class SmallBatch:
     grad_norm: float = 0.0004  # typical grad norm of a step with a signal
     entropy_range: tuple[float, float] = (0.001, 1.0)  # each step's entropy, log-uniform within it
     response_tokens: float = 40.0
+    # Logs TRL's frac_reward_zero_std: the share of the step's groups whose completions all scored
+    # alike (one group a step here, so 0 or 1).
+    logs_zero_std_share: bool = False
 
 
 @record
@@ -184,6 +189,9 @@ SLOW_COLLAPSE_REWARD_SLIP = 0.1  # over three e-folds
 GRAD_EXPLOSION_FIRST, GRAD_EXPLOSION_GROWTH, GRAD_EXPLOSION_MAX = 12.0, 3.0, 120.0
 LATE_EXPLOSION_ENTROPY, LATE_EXPLOSION_GRAD_NORM = 28.5, 13.0  # factors: 0.33 -> 9.4 nats, 1 -> 13
 LATE_EXPLOSION_CLIPFRAC, LATE_EXPLOSION_TOKENS = 0.7, 4.0
+# saturation and reward_floor: the share of steps whose completions all score the top (or the lowest)
+# reward once the fault has developed; TRL's frac_reward_zero_std near 1 in runs that learned their data.
+ALL_ALIKE_SHARE = 0.95
 
 
 @record(frozen=False)
@@ -276,6 +284,8 @@ def step_data(spec: RunSpec, step: int, rng: random.Random, reward: _Reward) -> 
     for fault in spec.faults:
         if step >= fault.at and (fault.until is None or step < fault.until):
             _apply(fault, step, data, spec)
+    if spec.small_batch is not None and spec.small_batch.logs_zero_std_share:
+        data["frac_reward_zero_std"] = float(data["critic/score/std"] == 0)
     if not spec.timed:
         del data["timing_s/step"]
     if spec.console_decimals is not None:
@@ -441,6 +451,20 @@ def _apply(fault: Fault, step: int, data: dict, spec: RunSpec) -> None:
     elif kind == "reward_hacking_validation":
         if VALIDATION_KEY in data:
             data[VALIDATION_KEY] *= 1 - ramp
+    elif kind in ("saturation", "reward_floor"):
+        if spec.small_batch is None:
+            raise ValueError(f"run {spec.name}: a {kind} fault needs a small_batch run")
+        rewards = spec.small_batch.rewards
+        _all_alike(spec, step, data, rewards[-1] if kind == "saturation" else rewards[0], ALL_ALIKE_SHARE * ramp)
+
+
+def _all_alike(spec: RunSpec, step: int, data: dict, reward: float, share: float) -> None:
+    """On `share` of the steps, every completion scores `reward`: no advantage, so no update. Drawn
+    from a generator of its own, so the step's other keys draw what they drew without it."""
+    if random.Random(spec.seed * 1_000_033 + step).random() >= share:
+        return
+    _set_scores(data, [reward] * spec.small_batch.completions)
+    data.update(dict.fromkeys(UPDATE_KEYS, 0.0))
 
 
 def write_run(spec: RunSpec, path: Path) -> Path:

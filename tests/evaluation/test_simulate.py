@@ -150,6 +150,24 @@ def test_a_reward_stuck_at_its_floor_from_step_1(tmp_path: Path):
     assert 5e-5 < statistics.median(learning) < 2e-4
 
 
+def test_a_saturated_reward_and_its_twin_at_the_floor_have_the_same_zero_gradient(tmp_path: Path):
+    shape = SmallBatch((0.0, 1.0), zero_std_share=0.45, grad_norm=0.3, logs_zero_std_share=True)
+    runs = {kind: _log(RunSpec(kind, 300, 90, 25, small_batch=shape, faults=(Fault(kind, 100, speed=50),)), tmp_path)
+            for kind in ("saturation", "reward_floor")}
+    for kind, top in (("saturation", 1.0), ("reward_floor", 0.0)):
+        before = [data for step, data in runs[kind].items() if step < 100]
+        after = [data for step, data in runs[kind].items() if step >= 150]
+        pinned = [data["critic/score/mean"] == top and data["actor/grad_norm"] == 0
+                  and data["frac_reward_zero_std"] == 1 for data in after]
+        assert 0.9 < statistics.fmean(pinned) < 0.99, kind
+        # Before the fault, a healthy small batch: a gradient on most steps, TRL's share 0 there.
+        assert statistics.fmean(data["actor/grad_norm"] > 0 for data in before) > 0.3
+        assert all(data["frac_reward_zero_std"] == float(data["critic/score/std"] == 0) for data in before)
+    # The same steps draw the same zeros: the twins differ only in where the reward sits.
+    zeros = {kind: [data["actor/grad_norm"] == 0 for data in log.values()] for kind, log in runs.items()}
+    assert zeros["saturation"] == zeros["reward_floor"]
+
+
 def test_a_slow_entropy_explosion_doubles_every_12_steps_with_two_nan_steps_at_an_hour_a_step(tmp_path: Path):
     spec = RunSpec("doubling", 100, 78, 3600, step_time_sigma=0.2, entropy_level=0.76, entropy_decline=0.0,
                    reward_range=(0.5, 0.5), isolated_nan_steps=(83, 85),
