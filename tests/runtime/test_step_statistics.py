@@ -1,5 +1,6 @@
 """Statistics over a run's last logged steps, as the exporter and the backfill compute them."""
 
+import random
 from pathlib import Path
 
 import pytest
@@ -167,5 +168,26 @@ def test_a_share_that_takes_few_values_has_a_noise_even_when_most_neighbours_are
     share = [0.0, 0.0, 0.5, 0.0, 0.0] * 4
     assert step_to_step_spread(share) == pytest.approx(0.5 * 8 / 19)
     # A signal whose values all differ keeps the median: one outlier moves it little.
-    assert step_to_step_spread([1.0, 1.1, 1.0, 1.1, 9.0, 1.1, 1.0]) == pytest.approx(0.1)
+    assert step_to_step_spread([1.0, 1.1] * 6 + [9.0] + [1.1, 1.0] * 6) == pytest.approx(0.1)
     assert step_to_step_spread([0.3] * 10) == 0
+
+
+def test_the_noise_of_a_steady_rise_is_its_noise_in_a_log_of_every_step_and_of_every_5th():
+    # A share rising 0.01 a step with noise of standard deviation 0.01. Each difference holds one
+    # step of the rise in a log of every step and five (0.05) in a log of every 5th: the rise itself
+    # would be read as noise (issue 35) if the differences' median were not taken out.
+    noise = random.Random(35)
+    rise = [0.01 * step + noise.gauss(0, 0.01) for step in range(400)]
+    assert step_to_step_spread(rise) == pytest.approx(0.0095, rel=0.2)
+    assert step_to_step_spread(rise[::5]) == pytest.approx(0.0095, rel=0.2)
+
+
+def test_a_drift_is_taken_out_only_where_the_differences_and_the_levels_both_show_it():
+    # A reward alternating between -0.1 and 0.1, rising 0.0005 a step: the median difference falls
+    # on one of its two jumps (0.2 or -0.2), which, taken out, would leave a noise of 0 or 0.4.
+    alternating = [(0.1 if step % 2 else -0.1) + 0.0005 * step for step in range(62)]
+    assert step_to_step_spread(alternating) == pytest.approx(0.2, rel=0.05)
+    # A share of few values that steps up once: its later half's median is a whole level above its
+    # earlier half's, but its median difference is 0, so no drift: the mean difference.
+    stepped = [0.0] * 10 + [0.5] * 10
+    assert step_to_step_spread(stepped) == pytest.approx(0.5 / 19)
