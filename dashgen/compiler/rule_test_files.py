@@ -112,17 +112,18 @@ def write_generated_tests(folder: Path, rules: CompiledRules, alerts: Iterable[C
 
     files = {Path(rule_file.path).name: rule_file for rule_file in rules.files}
     floor = duration_seconds(config.step_window_floor)
+    served: dict[str, ServedStatistics] = {}  # a module's: the statistics of every file it reads
     written = []
     for alert in sorted(alerts, key=lambda alert: (Path(alert.module).stem, alert.name)):
         stem = Path(alert.module).stem
-        statistics = {stat for name in files_read_by(f"{stem}.yaml", files) for stat in files[name].step_statistics}
+        if stem not in served:
+            statistics = {stat for name in files_read_by(f"{stem}.yaml", files) for stat in files[name].step_statistics}
+            served[stem] = ServedStatistics(tuple(sorted(statistics, key=lambda s: (s.series, s.name))), floor)
         rules_folder = f"{stem}-{alert.name}-rules"
         loaded = {f"{rules_folder}/{name}": cut for name, cut in rules_read_by(alert.name, files).items()}
         try:
             texts = generated_test_files(list(loaded), [alert.definition], rules.catalog, config,
-                                         _source_first(list(loaded), loaded),
-                                         ServedStatistics(tuple(sorted(statistics, key=lambda s: (s.series, s.name))),
-                                                          floor))
+                                         _source_first(list(loaded), loaded), served[stem])
         except UntestableAlert as exc:
             raise BuildError(f"{alert.module}: {exc}") from None
         if not texts:
