@@ -194,13 +194,12 @@ def rules(config: Config) -> list[RuleGroup]:
                 "means too little exploration, too weak a learning signal, or a task too hard for the model. "
                 f"It compares the reward's median over its last {plateau_steps} with its median over the "
                 f"{plateau_steps.count} before, so a plateau reads the same at 1.5 s and at an hour a step. What it "
-                f"can tell: on dashgen's simulated runs it finds 49 of 52 plateaus within an hour of their becoming "
-                f"measurable (the 30-minute rule: 48; two it misses are at 900 s a step, where that benchmark calls "
-                f"a rise under 0.01 per 30 minutes a plateau). What it cannot: a reward that rises slower than "
+                f"can tell: on dashgen's simulated runs it finds 50 of 52 plateaus within an hour of their becoming "
+                f"measurable (the 30-minute rule: 48; the two it misses are at 900 s a step, where that benchmark "
+                f"calls a rise under 0.01 per 30 minutes a plateau). What it cannot: a reward that rises slower than "
                 f"{min_gain:g} per {plateau_steps} is flat to it, and a signed reward (+-1) whose mean wanders still "
-                "raises it off a plateau on 3 of 5 such simulated healthy runs, as the 30-minute rule did. It is an "
-                "info "
-                "for that reason: it never pages, and Alertmanager routes it nowhere by default.",
+                "raises it off a plateau on 2 of 5 such simulated healthy runs (the 30-minute rule: 3). It is an "
+                "info for that reason: it never pages, and Alertmanager routes it nowhere by default.",
         healthy_runs=(f"A signed or small-batch reward's median wanders with its noise: the gain must be short of "
                       f"{min_gain:g} by more than {plateau_z:g} standard errors of the two {plateau_steps.count}-step "
                       f"medians' difference, read from the reward's own step-to-step spread, and once firing it "
@@ -223,15 +222,14 @@ def rules(config: Config) -> list[RuleGroup]:
     saturated_zeros = steps(tunables.saturated_zero_steps)
     # The falls and rises below compare the reward with the extremes of its own medians: its highest
     # for a fall (the ceiling), its lowest for a rise (the floor).
-    reward_range = Baseline.quietest(steps(tunables.no_signal_level_steps),
-                                     over=steps(tunables.no_signal_range_steps))
+    level_steps, range_steps = steps(tunables.no_signal_level_steps), steps(tunables.no_signal_range_steps)
+    reward_range = Baseline.quietest(level_steps, over=range_steps)
     reward_over_dead = Signal("critic/score/mean").median_over(dead)
     level_tolerance = tunables.no_signal_level_tolerance
     saturated_reward = all_of(reward_over_dead.rises_by(level_tolerance, of=reward_range),
                               reward_over_dead.does_not_fall_by(level_tolerance, of=reward_range))
     unsaturated_reward = any_of(reward_over_dead.falls_by(level_tolerance, of=reward_range),
                                 reward_over_dead.does_not_rise_by(level_tolerance, of=reward_range))
-    level_steps, range_steps = steps(tunables.no_signal_level_steps), steps(tunables.no_signal_range_steps)
     no_signal = Alert.when(
         "VerlNoLearningSignal",
         # Zero on the last few steps, and either the log proves the update broken or it has lasted
