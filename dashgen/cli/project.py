@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -177,11 +176,13 @@ def test(root: Path, config_path: Path | None, keep_generated: Path | None, modu
     import tempfile
 
     from dashgen.compiler.fixture_names import fixtures_for_source
+    from dashgen.compiler.fixture_statistics import fixtures_with_statistics
     from dashgen.compiler.project import compile_project
     from dashgen.compiler.rule_test_report import explain_failures, unreachable_branches
     from dashgen.compiler.rule_test_files import alerts_tested_by_fixtures, write_generated_tests
     from dashgen.compiler.rule_tests import known_gaps
     from dashgen.compiler.targets.alertmanager import run_route_fixtures
+    from dashgen.promtool import run_rule_tests
 
     config = load_config(config_path, root)
     if keep_generated is not None:
@@ -212,7 +213,8 @@ def test(root: Path, config_path: Path | None, keep_generated: Path | None, modu
     folder = Path(tempfile.mkdtemp(prefix="dashgen-generated-tests-"))
     try:
         generated = write_generated_tests(folder, project.rules, alerts, config)
-        fixtures = _with_statistics(fixtures, project.step_statistics, config.rule_interval, folder / "fixtures")
+        fixtures = fixtures_with_statistics(fixtures, project.step_statistics, config.rule_interval,
+                                            folder / "fixtures")
         if keep_generated is not None:
             try:
                 shutil.copytree(folder, keep_generated, dirs_exist_ok=True)
@@ -220,7 +222,7 @@ def test(root: Path, config_path: Path | None, keep_generated: Path | None, modu
                 raise BuildError(f"--keep-generated {keep_generated}: cannot write the generated tests there: "
                                  f"{exc.strerror or exc}") from None
         if fixtures or generated:
-            stdout, stderr, failed = _promtool_test_rules([*fixtures, *generated])
+            stdout, stderr, failed = run_rule_tests([*fixtures, *generated])
             _show(stdout, stderr)
             explained = explain_failures(stdout + stderr, {alert.name: alert.definition for alert in alerts})
             for line in explained:
@@ -248,48 +250,6 @@ def test(root: Path, config_path: Path | None, keep_generated: Path | None, modu
     routes_passed, report = run_route_fixtures(root)
     _show(report, "")
     sys.exit(1 if failed or untested or unreachable or not routes_passed else 0)
-
-
-# How long one file's `promtool test rules` may take: a stuck promtool is stopped and named, but a
-# file of generated cases at 3,600 s a step under `source: rl_insight` (every step window banded
-# in PromQL) takes two minutes of a core alone, and several on a loaded machine.
-TEST_RULES_TIMEOUT_SECONDS = 900
-
-
-def _promtool_test_rules(files: list[Path]) -> tuple[str, str, bool]:
-    """`promtool test rules` of each file in a process of its own, as many at once as there are
-    cores: one promtool evaluates its files one after another on one core, and the generated tests
-    at 3,600 s a step made that minutes. Their output in the files' order, and whether any failed."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from dashgen.promtool import run_tool
-
-    with ThreadPoolExecutor(max_workers=max(1, min(len(files), os.cpu_count() or 1))) as pool:
-        results = list(pool.map(lambda path: run_tool("promtool", ["test", "rules", str(path)],
-                                                      timeout=TEST_RULES_TIMEOUT_SECONDS), files))
-    return ("".join(r.stdout for r in results), "".join(r.stderr for r in results),
-            any(r.returncode != 0 for r in results))
-
-
-def _with_statistics(fixtures: list[Path], statistics, rule_interval: str, folder: Path) -> list[Path]:
-    """The fixtures, each that reads a logged series' step windows without giving the exporter's
-    statistics of it replaced by a copy in `folder` that has them (fixture_statistics.py);
-    `statistics`: those the project's rules read."""
-    import yaml
-
-    from dashgen.compiler.fixture_statistics import with_statistics
-
-    out = []
-    for fixture in fixtures:
-        content = with_statistics(fixture, statistics, rule_interval)
-        if content is None:
-            out.append(fixture)
-            continue
-        folder.mkdir(exist_ok=True)
-        copy = folder / fixture.name
-        copy.write_text(yaml.dump(content, Dumper=yaml.CSafeDumper, sort_keys=False, width=1000))
-        out.append(copy)
-    return out
 
 
 def _writable_folder(option: str, folder: Path) -> None:

@@ -136,3 +136,21 @@ def with_statistics(fixture: Path, served: ServedStatistics, interval: str) -> d
         return None
     content["rule_files"] = [str((fixture.parent / rule_file).resolve()) for rule_file in content.get("rule_files") or []]
     return content
+
+
+def fixtures_with_statistics(fixtures: list[Path], statistics: ServedStatistics, rule_interval: str,
+                             folder: Path) -> list[Path]:
+    """The fixtures, each that reads a logged series' step windows without giving the exporter's
+    statistics of it replaced by a copy in `folder` that has them; `statistics`: those the
+    project's rules read."""
+    out = []
+    for fixture in fixtures:
+        content = with_statistics(fixture, statistics, rule_interval)
+        if content is None:
+            out.append(fixture)
+            continue
+        folder.mkdir(exist_ok=True)
+        copy = folder / fixture.name
+        copy.write_text(yaml.dump(content, Dumper=yaml.CSafeDumper, sort_keys=False, width=1000))
+        out.append(copy)
+    return out
