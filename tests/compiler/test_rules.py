@@ -8,10 +8,12 @@ import yaml
 
 from conftest import REPO, run, tree_digest
 from dashgen.compiler.compiled import AlertRule, CompiledAlert, CompiledGroup, RecordingRule, RuleFile
+from dashgen.compiler.fixture_statistics import fixtures_with_statistics
 from dashgen.compiler.project import compile_project
-from dashgen.compiler.rule_test_files import files_read_by, rules_read_by
+from dashgen.compiler.rule_test_files import files_read_by, rules_read_by, write_generated_tests
 from dashgen.config import Config, duration_seconds
 from dashgen.model import Alert
+from dashgen.promtool import run_rule_tests
 
 RULES = sorted((REPO / "rendered" / "rules").glob("*.yaml"))
 FIXTURES = sorted((REPO / "tests" / "rules").glob("*.yaml"))
@@ -85,15 +87,40 @@ def test_promtool_lint_passes():
     assert result.output.count("SUCCESS") == len(RULES) + 1  # and amtool check-config on alertmanager.yml
 
 
+def _tested_alerts(compiled) -> set[str]:
+    """The alerts `dashgen test` generates cases for: written with the vocabulary, not untested."""
+    return {alert.name for alert in compiled if alert.condition is not None and not alert.untested.strip()}
+
+
 @pytest.mark.heavy
+def test_the_fixtures_and_each_alerts_cases_at_the_rule_interval_pass(tmp_path):
+    """`make test`'s part of `dashgen test`: every fixture and every generated case evaluated at the
+    rule interval (at 1.5 s, 60 s and 3,600 s a step). The cases at 3,600 s a step of alerts that read
+    only step windows are evaluated every 5 minutes over ten days of series, in files of their own
+    (`-every-5m-`): a minute of promtool's processor, most of it VerlRewardHacking's subqueries. The
+    whole command, with them, is test_promtool_fixtures_pass (slow)."""
+    config = Config()
+    project = compile_project(REPO, config)
+    fixtures = fixtures_with_statistics(FIXTURES, project.step_statistics, config.rule_interval, tmp_path / "fixtures")
+    generated = write_generated_tests(tmp_path, project.rules, project.alerts, config)
+    every_rule_interval = [path for path in generated if "-every-5m-" not in path.name]
+    assert 0 < len(every_rule_interval) < len(generated)
+    stdout, stderr, failed = run_rule_tests([*fixtures, *every_rule_interval])
+    assert not failed, stdout + stderr
+    assert stdout.count("SUCCESS") == len(fixtures) + len(every_rule_interval)
+    named = {re.search(r"-(Verl\w+?)-generated-test\.yaml$", path.name).group(1) for path in every_rule_interval}
+    assert named == _tested_alerts(alert.definition for alert in project.alerts)
+
+
+@pytest.mark.heavy
+@pytest.mark.slow  # the every-5m cases: a minute of promtool (above)
 def test_promtool_fixtures_pass():
     result = run("test", "--root", str(REPO))
     assert result.exit_code == 0, result.output
     # The fixtures, the generated tests of each alert written with the vocabulary, and the routing fixtures.
     generated = re.findall(r"/[a-z_]+-(\w+?)(-every-5m)?-generated-test\.yaml\n  SUCCESS", result.output)
     compiled = [alert.definition for alert in compile_project(REPO, Config()).alerts]
-    assert {name for name, _ in generated} == {
-        alert.name for alert in compiled if alert.condition is not None and not alert.untested.strip()}
+    assert {name for name, _ in generated} == _tested_alerts(compiled)
     # The cases at 3,600 s a step of an alert that reads only step windows are evaluated every 5m, apart.
     assert ("VerlTrainingDivergence", "-every-5m") in generated
     assert result.output.count("SUCCESS") == len(FIXTURES) + len(generated) + 1

@@ -4,8 +4,8 @@ build` and `dashgen lint`; and replays of the sample run through VictoriaMetrics
 alerts fire and resolve when Prometheus' backtest says they do.
 
 vmalert replays rule after rule and waits RULES_DELAY after each, so a replay costs seconds per
-rule: the replay of every rule file is `slow` (make test-slow); `make test` replays the rules
-single alerts read (VerlTrainingDivergence, VerlKLSpike, VerlNaNMetrics)."""
+rule: the replay of every rule file is `slow` (make test-slow), and so is the divergence's (two
+passes over its chained recordings); `make test` replays the rules VerlKLSpike and VerlNaNMetrics read."""
 
 import re
 import time
@@ -190,6 +190,7 @@ def firing_intervals(server: VictoriaMetricsServer, alertname: str, interval: fl
 
 
 @pytest.mark.live
+@pytest.mark.slow  # two replay passes of ~20 chained rules, RULES_DELAY after each: two minutes of waiting
 @needs_victoria_metrics
 def test_the_divergence_fires_once_on_victoria_metrics_where_prometheus_fires_it(tmp_path: Path):
     """The divergence reads chained recordings (its quietest baselines from recorded medians, its

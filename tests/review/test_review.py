@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from dashgen.review.corpus import public_corpus
 from support import dashgen_command
@@ -82,11 +83,21 @@ def test_a_reward_cliff_on_a_five_percent_dip_fails_the_review_and_names_the_hea
     assert f"{len(newly_paged)} runs got worse" in result.stdout.splitlines()[2]
 
 
-def test_without_a_change_the_review_passes_and_reports_no_difference(team):
-    result = dashgen(team, "review", "--base", "HEAD")
+# Every eighth labelled run of the corpus: both splits, healthy and failing runs (asserted below).
+SAMPLED = pytest.param(8, id="every-eighth-run")
+WHOLE_CORPUS = pytest.param(1, id="whole-corpus", marks=pytest.mark.slow)
+
+
+@pytest.mark.parametrize("every", [SAMPLED, WHOLE_CORPUS])
+def test_without_a_change_the_review_passes_and_reports_no_difference(team, every):
+    runs = sorted((team / "runs").glob("*/run.yaml"))[::every]
+    labels = [yaml.safe_load(path.read_text()) for path in runs]
+    assert {label["split"] for label in labels} == {"tune", "holdout"}
+    assert {label["verdict"] for label in labels} >= {"healthy", "failure"}
+    chosen = [] if every == 1 else [str(path.parent.relative_to(team)) for path in runs]
+    result = dashgen(team, "review", "--base", "HEAD", *chosen)
     assert result.returncode == 0, result.stderr
-    runs = len(list((team / "runs").glob("*/run.yaml")))
-    assert result.stdout.splitlines()[2].startswith(f"**no difference: {runs} runs;")
+    assert result.stdout.splitlines()[2].startswith(f"**no difference: {len(runs)} runs;")
     assert "### Got worse" not in result.stdout and "**" not in "".join(result.stdout.splitlines()[3:])
 
 
