@@ -280,20 +280,22 @@ def preview(run_path: Path | None, out_dir: Path | None, allow_empty: bool, star
     remove_abandoned_partials(out_dir)
     try:
         with backfilled(run_path, config, catalog, timing, rules) as (server, run):
-            for dashboard in project.dashboards:
-                model, digest = dashboard.model, dashboard_digest(dashboard_to_text(dashboard.model))
-                results, events = preview_data(server, model, run, catalog, scrape_interval, dashboard.module)
-                path = out_dir / f"{dashboard.uid}.png"
-                drawn.append((partial_path(path), path, f"{sum(r.has_data for r in results.values())} of "
-                                                          f"{len(results)} panels with data"))
-                draw_dashboard(model, results, events, run, drawn[-1][0], digest)
-                titles = {panel["id"]: panel["title"] for panel in _all_panels(model)}
-                empty += [f"{dashboard.uid}: {titles[panel_id]!r}" for panel_id, result in results.items()
-                          if result.reads_verl and not result.has_data]
-        if empty and not allow_empty:
+            queried = [(dashboard, *preview_data(server, dashboard.model, run, catalog, scrape_interval,
+                                                 dashboard.module)) for dashboard in project.dashboards]
+        for dashboard, results, _ in queried:
+            titles = {panel["id"]: panel["title"] for panel in _all_panels(dashboard.model)}
+            empty += [f"{dashboard.uid}: {titles[panel_id]!r}" for panel_id, result in results.items()
+                      if result.reads_verl and not result.has_data]
+        if empty and not allow_empty:  # said before drawing anything: drawing is most of a preview's time
             raise BuildError(f"{run_path}: panels reading verl's series have no data (a key the run does not log, or "
                              f"a query that selects nothing; --allow-empty draws them anyway); no preview in "
                              f"{out_dir} was replaced:\n  " + "\n  ".join(empty))
+        for dashboard, results, events in queried:
+            path = out_dir / f"{dashboard.uid}.png"
+            drawn.append((partial_path(path), path, f"{sum(r.has_data for r in results.values())} of "
+                                                      f"{len(results)} panels with data"))
+            draw_dashboard(dashboard.model, results, events, run, drawn[-1][0],
+                           dashboard_digest(dashboard_to_text(dashboard.model)))
         for partial, path, said in drawn:  # only once every dashboard is drawn and good
             os.replace(partial, path)
             click.echo(f"{path}: {said}")
