@@ -18,10 +18,13 @@ Then, apart, so the figures above stay comparable, the runs of issues 35 and 40
 (ISSUE_35_SCENARIOS): noisy small-batch GRPO, a healthy convergence, failures from the first
 logged line, a slow entropy explosion with scattered NaNs at about an hour a step, the slower
 collapse, runs at 3,600 s a step, a lone gradient explosion, an explosion after 500 quiet steps
-and reward hacking against validation (each failure with its healthy twin): the same tables, a
-PASS/FAIL line per scenario, and issue 35's targets over all the runs.
+(both also logged every 5th step, the explosion every 10th too) and reward hacking against
+validation (each failure with its healthy twin): the same tables, a PASS/FAIL line per
+scenario, and issue 35's targets over all the runs.
 
 Run from the repository root: .venv/bin/python bench/alert_lifecycle.py
+While iterating, --only SUBSTRING backtests and scores only the runs whose name holds it, over
+every set, with their scenario lines (issue 20's and 35's targets need every run, so not those).
 Targets (issue 8): critical+warning precision >= 0.9, recall >= 0.95; no false critical
 page on healthy steps; coverage >= 0.9; one firing per episode; no critical at a normal end.
 Targets (issue 20): the PASS/FAIL lines (dashgen/evaluation/scoring.py, issue_20_checks).
@@ -31,6 +34,7 @@ false critical page; a first-hour divergence paged within 6 steps (done_when_che
 
 from __future__ import annotations
 
+import argparse
 import sys
 import tempfile
 import time
@@ -196,6 +200,23 @@ ISSUE_35_SCENARIOS: tuple[tuple[str, tuple[RunSpec, ...]], ...] = (
                 faults=(Fault("late_entropy_explosion", 500, speed=50),)),
         RunSpec("healthy-late-twin", 600, 84, 111, entropy_level=0.33, entropy_decline=0.0, grad_norm_level=1.0),
     )),
+    ("the late entropy explosion logged every 5 or 10 steps (issue 40) and its healthy twins", (
+        # The run above with lines left out; the onset off the cadence, measurable at the first line after it.
+        RunSpec("late-entropy-explosion-every-5", 600, 84, 111, log_every=5, entropy_level=0.33, entropy_decline=0.0,
+                grad_norm_level=1.0, faults=(Fault("late_entropy_explosion", 503, speed=50, measurable=505),)),
+        RunSpec("healthy-late-twin-every-5", 600, 84, 111, log_every=5, entropy_level=0.33, entropy_decline=0.0,
+                grad_norm_level=1.0),
+        RunSpec("late-entropy-explosion-every-10", 600, 84, 111, log_every=10, entropy_level=0.33,
+                entropy_decline=0.0, grad_norm_level=1.0,
+                faults=(Fault("late_entropy_explosion", 503, speed=50, measurable=510),)),
+        RunSpec("healthy-late-twin-every-10", 600, 84, 111, log_every=10, entropy_level=0.33, entropy_decline=0.0,
+                grad_norm_level=1.0),
+    )),
+    ("lone gradient explosion logged every 5 steps (issue 40) and its healthy twin", (
+        RunSpec("grad-norm-explosion-every-5", 300, 83, 60, log_every=5, grad_norm_level=2.5,
+                faults=(Fault("grad_norm_explosion", 203, measurable=205),)),
+        RunSpec("healthy-grad-norm-twin-every-5", 300, 83, 60, log_every=5, grad_norm_level=2.5),
+    )),
     ("reward hacking against validation (issue 40) and its healthy twin", (
         # Training reward 0.08 to 0.76; validation every 10 steps falls to 0 from step 100.
         RunSpec("reward-hacking-validation", 300, 85, 60, reward_range=(0.08, 0.8), validation_every=10,
@@ -254,7 +275,35 @@ def _print_set(title: str, result: Score) -> None:
     print(format_episodes(result), end="")
 
 
+def _only(substring: str) -> int:
+    """Backtest and score only the runs whose name holds `substring`; their scenario lines too."""
+    runs = tuple(spec for spec in (*RUNS, *ISSUE_20_RUNS, *ISSUE_27_RUNS, *ISSUE_35_RUNS) if substring in spec.name)
+    if not runs:
+        print(f"no run's name holds {substring!r}", file=sys.stderr)
+        return 1
+    with tempfile.TemporaryDirectory(prefix="dashgen-bench-") as tmp:
+        began = time.perf_counter()
+        outcomes = _backtest(runs, Path(tmp))
+        seconds = time.perf_counter() - began
+    result = score(outcomes, list(runs))
+    _print_set(f"The {len(runs)} run(s) whose name holds {substring!r}", result)
+    scenarios = tuple((label, tuple(spec for spec in specs if spec in runs)) for label, specs in ISSUE_35_SCENARIOS)
+    lines = [check.line() for check in scenario_checks(result, tuple((label, specs) for label, specs in scenarios
+                                                                      if specs))]
+    if lines:
+        print("\nScenarios of issues 35 and 40 (their runs named so)")
+        print("\n".join(lines))
+    print(f"{len(runs)} runs, {sum(len(outcome.run.steps) for outcome in outcomes)} steps, backtested in {seconds:.0f} s")
+    return 0
+
+
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", metavar="SUBSTRING",
+                        help="backtest and score only the runs whose name holds SUBSTRING")
+    only = parser.parse_args().only
+    if only is not None:
+        return _only(only)
     runs = (*RUNS, *ISSUE_20_RUNS, *ISSUE_27_RUNS)
     with tempfile.TemporaryDirectory(prefix="dashgen-bench-") as tmp:
         began = time.perf_counter()

@@ -1,6 +1,7 @@
 """dashgen/evaluation/simulate.py: the runs behind the published benchmark figures stay as they were."""
 
 import hashlib
+import importlib.util
 import json
 import math
 import statistics
@@ -8,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 from dashgen.evaluation.simulate import (VALIDATION_KEY, Fault, RunSpec, SmallBatch, healthy_entropy, noise_free_entropy,
                                      write_run)
@@ -227,6 +229,34 @@ def test_an_explosion_after_500_quiet_steps(tmp_path: Path):
     assert statistics.median(data["actor/grad_norm"] for data in end) == pytest.approx(13, rel=0.25)
     assert statistics.median(data["actor/pg_clipfrac"] for data in end) == pytest.approx(0.7, abs=0.01)
     assert max(data["response_length/mean"] for data in end) < 5
+
+
+@pytest.mark.parametrize("every", [5, 10])
+def test_a_coarse_log_of_the_late_explosion_shows_it_on_its_first_line_after_the_onset(tmp_path: Path, every: int):
+    faulty, healthy = _twins(RunSpec("late", 600, 84, 111, log_every=every, entropy_level=0.33, entropy_decline=0.0,
+                                     grad_norm_level=1.0, faults=(Fault("late_entropy_explosion", 503, speed=50),)),
+                             tmp_path)
+    assert [step for step in faulty if step >= 503][0] == -(-503 // every) * every
+    quiet = [data["actor/entropy"] for step, data in faulty.items() if step < 503]
+    first = faulty[-(-503 // every) * every]
+    assert first["actor/entropy"] > 2 * max(quiet)
+    assert all(faulty[step] == healthy[step] for step in faulty if step < 503)
+
+
+def _benchmark_runs() -> list[RunSpec]:
+    """Every run of bench/alert_lifecycle.py."""
+    spec = importlib.util.spec_from_file_location("alert_lifecycle", REPO / "bench/alert_lifecycle.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    return [*bench.RUNS, *bench.ISSUE_20_RUNS, *bench.ISSUE_27_RUNS, *bench.ISSUE_35_RUNS]
+
+
+def test_a_fault_of_a_coarsely_logged_benchmark_run_is_measurable_only_from_a_logged_step():
+    coarse = [(spec.name, spec.log_every, fault.at, fault.measurable_from) for spec in _benchmark_runs()
+              if spec.log_every > 1 for fault in spec.faults]
+    assert {name for name, *_ in coarse} >= {"late-entropy-explosion-every-5", "late-entropy-explosion-every-10",
+                                             "grad-norm-explosion-every-5"}
+    assert [entry for entry in coarse if entry[3] % entry[1] or entry[3] < entry[2]] == []
 
 
 def test_reward_hacking_against_validation_and_its_twin_where_validation_rises(tmp_path: Path):
