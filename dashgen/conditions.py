@@ -71,6 +71,24 @@ def steps(count: int) -> Steps:
 Window = Union[str, Steps]
 
 
+def percentile_reduction(fraction: float) -> str:
+    """The reduction name of a quantile in whole percents: 0.8 -> "p80" (as step statistics and
+    recordings name it)."""
+    number = isinstance(fraction, (int, float)) and not isinstance(fraction, bool) and math.isfinite(fraction)
+    percent = round(fraction * 100) if number else None
+    if percent is None or not 1 <= percent <= 99 or not math.isclose(percent, fraction * 100):
+        raise ValueError(f"quantile_over({fraction!r}, ...): give a quantile in whole percents, from 0.01 to 0.99")
+    return f"p{percent}"
+
+
+def percentile_of(reduction: str) -> float | None:
+    """The quantile a reduction name gives ("p80" -> 0.8); None for any other reduction."""
+    if (isinstance(reduction, str) and len(reduction) in (2, 3) and reduction[0] == "p" and reduction[1:].isdigit()
+            and reduction[1] != "0"):
+        return int(reduction[1:]) / 100
+    return None
+
+
 @record
 class Baseline:
     """A signal's own recent level: the median of its series over `window`, ending `ending` ago.
@@ -138,7 +156,7 @@ class Signal:
     and min catch one within the window)."""
 
     ref: str
-    reduction: str = ""  # "", "median", "max", "min" or "changes"
+    reduction: str = ""  # "", "median", "max", "min", "changes" or a quantile ("p80": see quantile_over)
     window: Window = ""
     half_logged: bool = False  # see after_half_window
 
@@ -155,6 +173,12 @@ class Signal:
 
     def min_over(self, window: Window) -> "Signal":
         return replace(self, reduction="min", window=window)
+
+    def quantile_over(self, fraction: float, window: Window) -> "Signal":
+        """The value a `fraction` of the window's values are at or below, interpolated between the
+        two nearest as Prometheus' quantile_over_time does: of 10 values, quantile_over(0.8, ...)
+        is 0 where 9 of them are 0 and none is below."""
+        return replace(self, reduction=percentile_reduction(fraction), window=window)
 
     def changes_over(self, window: Window) -> "Signal":
         """How many times the series changed its value within the window: a gauge of events that
@@ -206,8 +230,10 @@ class Signal:
         return Gain(self, gain, of, beyond_noise, within_noise)
 
     def describe(self) -> str:
+        quantile = percentile_of(self.reduction)
         what = {"median": "the median", "max": "the highest value", "min": "the lowest value",
-                "changes": "the number of changes"}.get(self.reduction)
+                "changes": "the number of changes"}.get(self.reduction) or (
+            f"the {quantile:g} quantile" if quantile is not None else None)
         return f"{what} of {self.ref} over {self.window}" if what else self.ref
 
 

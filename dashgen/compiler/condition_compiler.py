@@ -8,12 +8,12 @@ from dataclasses import field, replace
 from typing import Callable
 
 from dashgen.catalog import Catalog, Metric, Origin
-from dashgen.compiler.reductions import (RANGE_REDUCTIONS, REDUCTIONS, complete_baseline_median,
-                                         early_baseline_median, promql_number, smoothed)
+from dashgen.compiler.reductions import (RANGE_REDUCTIONS, complete_baseline_median, early_baseline_median,
+                                         over_range, over_time, promql_number, smoothed)
 from dashgen.compiler.step_windows import (MAX_SAMPLES, MAX_SAMPLES_OF_MEDIANS, STEP_BAND, banded, near_band_copy,
                                           rhythm_recordings)
 from dashgen.conditions import (AllOf, AnyOf, Baseline, Compare, Comparison, Condition, Gain, Shift, Signal, Steps,
-                                comparisons)
+                                comparisons, percentile_of)
 from dashgen.config import duration_seconds, format_duration
 from dashgen.errors import BuildError, get_close_matches
 from dashgen.model import ON_RUN, Recording, RuleGroup
@@ -74,7 +74,8 @@ def resolve_signal(ref: str, catalog: Catalog, where: str) -> SignalSeries:
     return SignalSeries(f"{name}{{{selector}}}" if selector else name, stem, metric)
 
 
-# The reductions the exporter computes over a logged series' steps (dashgen/sources/step_statistics.py).
+# The reductions the exporter computes over a logged series' steps (dashgen/sources/step_statistics.py),
+# besides any quantile.
 _EXPORTER_REDUCTIONS = ("median", "max", "min")
 
 
@@ -103,9 +104,10 @@ class ConditionCompiler:
         series = resolve_signal(signal.ref, self.catalog, where)
         if not signal.reduction:
             return series.expr, series
-        if signal.reduction not in REDUCTIONS or not signal.window:
-            raise BuildError(f"{where}: signal {signal.ref!r}: reduce with median_over, max_over, min_over or "
-                             f"changes_over(window)")
+        reduce = over_time(signal.reduction)
+        if reduce is None or not signal.window:
+            raise BuildError(f"{where}: signal {signal.ref!r}: reduce with median_over, max_over, min_over, "
+                             f"quantile_over or changes_over(window)")
         if isinstance(signal.window, Steps):
             return self.step_reduction(series, signal.reduction, signal.window, signal.half_logged), series
         if signal.half_logged:
@@ -113,7 +115,7 @@ class ConditionCompiler:
         if not isinstance(signal.window, str):
             raise BuildError(f"{where}: signal {signal.ref!r}: a window is a duration ('5m') or steps(N), "
                              f"not {signal.window!r}")
-        return REDUCTIONS[signal.reduction](series.expr, signal.window), series
+        return reduce(series.expr, signal.window), series
 
     def _rhythm(self) -> None:
         """The run's rhythm, recorded in the group of the first alert that counts in steps."""
@@ -157,7 +159,7 @@ class ConditionCompiler:
         name = f"{series.stem}:{reduction}_{window.count}steps" + ("_half_logged" if half_logged else "")
         self._by_steps[key] = name
         since = ", once half of them are logged" if half_logged else ""
-        if self._logged(series) and reduction in _EXPORTER_REDUCTIONS:
+        if self._logged(series) and (reduction in _EXPORTER_REDUCTIONS or percentile_of(reduction) is not None):
             self.recordings.rolling.append(Recording(
                 name, self._statistic(StepStatistic(series.metric.name, reduction, window.count,
                                                     half_logged=half_logged)),
@@ -165,7 +167,7 @@ class ConditionCompiler:
                 f"(the exporter's)"))
             return name
         self._rhythm()
-        reduce = RANGE_REDUCTIONS[reduction]
+        reduce = over_range(reduction)
         copied = self._copied(series.expr, series.stem, reduce)
         floor, every = self.defaults.step_window_floor, self._sampled_every(series.expr)
         # Changes are read twice a step whatever the window: sampled more coarsely, a value held for one

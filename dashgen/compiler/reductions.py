@@ -1,8 +1,11 @@
-"""The PromQL text of a signal's reductions over a window (median, max, min, changes) and of the
+"""The PromQL text of a signal's reductions over a window (median, max, min, a quantile, changes) and of the
 rolling baselines the alert vocabulary compares with (dashgen/compiler/condition_compiler.py)."""
 
 from __future__ import annotations
 
+from typing import Callable
+
+from dashgen.conditions import percentile_of
 from dashgen.config import duration_seconds, format_duration
 
 
@@ -41,3 +44,19 @@ RANGE_REDUCTIONS = {"median": lambda s, r: f"quantile_over_time(0.5, {s}{r})",
                     "max": lambda s, r: f"max_over_time({s}{r})", "min": lambda s, r: f"min_over_time({s}{r})",
                     "changes": lambda s, r: f"changes({s}{r})",
                     "present": lambda s, r: f"present_over_time({s}{r})"}
+
+
+def over_time(reduction: str) -> Callable[[str, str], str] | None:
+    """The PromQL of `reduction` over a window of time (`median_over("5m")`); None for no such reduction."""
+    quantile = percentile_of(reduction)
+    if quantile is not None:
+        return lambda s, w: f"quantile_over_time({quantile:g}, {s}[{w}])"
+    return REDUCTIONS.get(reduction)
+
+
+def over_range(reduction: str) -> Callable[[str, str], str]:
+    """The PromQL of `reduction` over a range written whole (a step window's band)."""
+    quantile = percentile_of(reduction)
+    if quantile is not None:
+        return lambda s, r: f"quantile_over_time({quantile:g}, {s}{r})"
+    return RANGE_REDUCTIONS[reduction]

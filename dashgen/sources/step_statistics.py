@@ -31,7 +31,7 @@ import yaml
 
 from dashgen.bounded_read import TooLarge, parse_nested, read_bounded
 from dashgen.catalog import STEP_STATISTIC_METRIC, verl_metric_name
-from dashgen.conditions import MAX_STEPS
+from dashgen.conditions import MAX_STEPS, percentile_of
 from dashgen.errors import BuildError
 from dashgen.records import record
 
@@ -40,6 +40,7 @@ STEP_TIME_METRIC = verl_metric_name("timing_s/step")[0]  # the log's own clock
 STEP_STATISTIC_LABELS = ("series", "statistic")
 # Where the build writes the list, under its output directory.
 STEP_STATISTICS_FILE = "exporter/step-statistics.yaml"
+# Besides these, a quantile in whole percents: p1 to p99 (dashgen.conditions.percentile_reduction).
 REDUCTIONS = ("median", "max", "min", "spread")
 
 
@@ -65,9 +66,9 @@ class StepStatistic:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ValueError(f"step statistic of {self.series}: {name} {value!r} is not a whole number of steps")
-        if self.reduction not in REDUCTIONS:
+        if self.reduction not in REDUCTIONS and percentile_of(self.reduction) is None:
             raise ValueError(f"step statistic of {self.series}: reduction {self.reduction!r} is not one of "
-                             f"{', '.join(REDUCTIONS)}")
+                             f"{', '.join(REDUCTIONS)} or a quantile p1 to p99")
         if not (1 <= self.steps <= MAX_STEPS and 0 <= self.ending <= MAX_STEPS and 0 <= self.of_median <= MAX_STEPS):
             raise ValueError(f"step statistic of {self.series}: steps must be from 1 to {MAX_STEPS:,}, ending and "
                              f"of_median from 0 to {MAX_STEPS:,}")
@@ -123,7 +124,24 @@ def step_to_step_spread(values: list[float]) -> float | None:
     return statistics.median(deviations) or statistics.fmean(deviations)
 
 
+def quantile(values: list[float], fraction: float) -> float:
+    """The value `fraction` of `values` are at or below, interpolated linearly between the two
+    nearest ranks: Prometheus' quantile_over_time, so the exporter's statistic and a step window in
+    PromQL read the same."""
+    ordered = sorted(values)
+    rank = fraction * (len(ordered) - 1)
+    below = math.floor(rank)
+    above = min(below + 1, len(ordered) - 1)
+    weight = rank - below
+    return ordered[below] * (1 - weight) + ordered[above] * weight
+
+
 _REDUCE = {"median": _median, "max": max, "min": min, "spread": step_to_step_spread}
+
+
+def _reduce(reduction: str, values: list[float]) -> float | None:
+    fraction = percentile_of(reduction)
+    return _REDUCE[reduction](values) if fraction is None else quantile(values, fraction)
 
 
 # How many steps of history beyond its windows a series keeps for the floor (see StepStatistics):
@@ -280,13 +298,13 @@ class StepStatistics:
                                          and len(window) >= min(stat.steps, MIN_WINDOW_VALUES) // 2):
                 continue  # a young run's first steps, or half the window's steps but not half its values
             if window:
-                value = _REDUCE[stat.reduction](window)
+                value = _reduce(stat.reduction, window)
                 if value is not None:
                     out[stat] = float(value)
         return out
 
 
-_NAME = re.compile(r"(median|max|min|spread)_(\d+)steps(?:_ending(\d+))?(?:_of_median_(\d+)steps)?(_half_logged)?")
+_NAME = re.compile(r"(median|max|min|spread|p[1-9]\d?)_(\d+)steps(?:_ending(\d+))?(?:_of_median_(\d+)steps)?(_half_logged)?")
 _SELECTED = re.compile(STEP_STATISTIC_METRIC + r"\{([^}]*)\}")
 
 

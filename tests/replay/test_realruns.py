@@ -53,8 +53,6 @@ OPEN_ON_TUNE: dict[str, str] = {
         "the early KL rise to ~1 (steps 5-19) warns as a blow-up",
     "unsloth-gptoss-20b-2048-game-grpo-stopped-432":
         "one-prompt noise warns: the KL growing with the reward at 45, shorter strategies at 376",
-    "unsloth-qwen3-8b-fp8-dapo-math-grpo-truncated":
-        "every completion truncated and the reward at its floor from step 1: only RewardNeverPays, at step 21",
 }
 OPEN = OPEN_ON_HOLDOUT | OPEN_ON_TUNE
 

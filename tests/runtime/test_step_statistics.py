@@ -2,13 +2,17 @@
 
 import random
 from pathlib import Path
+from statistics import median as statistics_median
 
 import pytest
+import yaml
 
 from dashgen.errors import BuildError
 from dashgen.runtime.exporter import RunState
+from dashgen.promtool import run_promtool
 from dashgen.sources.step_statistics import (ServedStatistics, StepStatistic, StepStatistics, dump_statistics,
-                                             load_statistics, parse_name, statistics_in, step_to_step_spread)
+                                             load_statistics, parse_name, quantile, statistics_in,
+                                             step_to_step_spread)
 
 from conftest import REPO
 
@@ -191,3 +195,47 @@ def test_a_drift_is_taken_out_only_where_the_differences_and_the_levels_both_sho
     # earlier half's, but its median difference is 0, so no drift: the mean difference.
     stepped = [0.0] * 10 + [0.5] * 10
     assert step_to_step_spread(stepped) == pytest.approx(0.5 / 19)
+
+
+# Ten logged values of a score std (0: every group's rewards equal): one step with a spread, then two.
+ONE_SPREAD = [0.0] * 9 + [10.25]
+TWO_SPREADS = [0.0] * 8 + [4.0, 10.25]
+
+
+def test_a_quantile_of_ten_values_is_0_where_nine_are_and_interpolates_between_ranks():
+    lines = [(step, {KL: value}) for step, value in enumerate(ONE_SPREAD, start=1)]
+    p80 = StepStatistic(KL, "p80", 10, half_logged=True)
+    assert p80.name == "p80_10steps_half_logged" and parse_name(KL, p80.name) == p80
+    assert fed([p80], lines) == {"p80_10steps_half_logged": 0.0}
+    assert fed([p80], lines[:4]) == {}  # 4 values: not half of the 10 the window is to hold
+    # Two of ten: rank 0.8 * 9 = 7.2, a fifth of the way from the 8th value (0) to the 9th (4).
+    two = [(step, {KL: value}) for step, value in enumerate(TWO_SPREADS, start=1)]
+    assert fed([p80], two) == {"p80_10steps_half_logged": pytest.approx(0.8)}
+    assert quantile([3.0, 1.0, 2.0], 0.5) == statistics_median([3.0, 1.0, 2.0])
+
+
+@pytest.mark.parametrize("reduction", ["p0", "p100", "p05", "q80", "p8.5", 80])
+def test_a_quantile_outside_whole_percents_1_to_99_is_refused(reduction):
+    with pytest.raises(ValueError, match="p1 to p99"):
+        StepStatistic(KL, reduction, 10)
+
+
+@pytest.mark.heavy
+def test_the_exporters_quantile_is_prometheus_quantile_over_time(tmp_path: Path):
+    """The same values, one a minute, read by quantile_over_time in promtool: a step window in
+    PromQL (a series the exporter does not compute) and the exporter's statistic agree."""
+    cases = [(values, fraction) for values in (ONE_SPREAD, TWO_SPREADS, [5.0, -7.5, 13.0, -7.5, 2.75, -2.375])
+             for fraction in (0.2, 0.5, 0.8, 0.95)]
+    tests = []
+    for index, (values, fraction) in enumerate(cases):
+        series = f'v{{case="{index}"}}'
+        tests.append({"interval": "1m",
+                      "input_series": [{"series": series, "values": " ".join(f"{v:g}" for v in values)}],
+                      "promql_expr_test": [{"expr": f"quantile_over_time({fraction}, {series}[{len(values)}m])",
+                                            "eval_time": f"{len(values) - 1}m",
+                                            "exp_samples": [{"labels": f'{{case="{index}"}}',
+                                                             "value": quantile(values, fraction)}]}]})
+    fixture = tmp_path / "quantile-test.yaml"
+    fixture.write_text(yaml.safe_dump({"rule_files": [], "evaluation_interval": "1m", "tests": tests}))
+    result = run_promtool(["test", "rules", str(fixture)])
+    assert result.returncode == 0, result.stdout + result.stderr
