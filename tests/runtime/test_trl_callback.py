@@ -10,7 +10,7 @@ from decimal import Decimal
 
 import pytest
 import torch
-from transformers import Trainer, TrainerCallback, TrainerControl, TrainerState, TrainingArguments
+from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 from transformers.trainer_callback import CallbackHandler
 
 from dashgen.formats import trl_callback
@@ -87,7 +87,9 @@ class _AtSteps(TrainerCallback):
             self.actions[state.global_step](logs)
 
 
-def _train_tiny(tmp_path, callback: StepLogCallback, *before) -> Trainer:
+def _train_tiny(tmp_path, callback: StepLogCallback, *before):
+    from transformers import Trainer  # imported here: 2 s, which every pytest worker would pay collecting
+
     torch.manual_seed(0)
     dataset = [{"x": torch.randn(2), "labels": torch.tensor(1.0)} for _ in range(4 * MAX_STEPS)]
     args = TrainingArguments(output_dir=str(tmp_path / "out"), max_steps=MAX_STEPS, logging_steps=1,
