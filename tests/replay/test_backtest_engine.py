@@ -84,6 +84,7 @@ def simulated(tmp_path_factory) -> tuple[list[Path], dict[Path, Timing]]:
     return paths, {path: _timing(spec) for path, spec in zip(paths, RUNS)}
 
 
+@pytest.mark.live  # a Prometheus a recording level, and promtools
 def test_the_engine_reports_the_firing_episodes_the_engine_before_it_did(simulated, monkeypatch):
     paths, timings = simulated
     # Small parts: the runs' series go to several promtools, as a long run's do.
@@ -170,6 +171,7 @@ def test_parts_split_at_families_and_a_refused_part_names_itself(tmp_path: Path)
         BlockParts(tmp_path / "parts", tmp_path / "tsdb", "untyped").write("a 1 1\n")
 
 
+@pytest.mark.live
 def test_a_window_over_a_recording_is_what_prometheus_computes(tmp_path: Path):
     """NaN samples (alone and among others), equal values of either sign, a gap longer than the
     window, samples on the window's lower edge: min and max, at the recording's and at a coarser step."""
