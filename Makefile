@@ -5,12 +5,15 @@
 # make test-slow: only the `slow` tests: the exhaustive ones (every rule replayed on VictoriaMetrics, many killed
 #                 builds) and the chains of minutes (fresh installs, the public corpus, promtool on mutated rules).
 # make test-all:  test, then test-slow: everything, as CI runs it (.ci/run).
-# Markers (pyproject.toml): live, heavy, slow. PYTEST_WORKERS=1 runs the suite in one process.
+# Markers (pyproject.toml): live, heavy, slow. PYTEST_WORKERS=1 (TEST_FAST_WORKERS=1) runs the suite (test-fast's) in one process.
 PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
-# Twice the cores: many tests wait on servers (replays, live chains) while others compute.
-PYTEST_WORKERS ?= $(shell echo $$(( $$(nproc) * 2 )))
+CORES  := $(shell nproc)
+# Twice the cores: many tests wait on servers (replays, live chains) while others compute. test-fast's
+# tests wait on none, and each worker collects the whole suite: one worker a core there.
+PYTEST_WORKERS ?= $(shell echo $$(( $(CORES) * 2 )))
+TEST_FAST_WORKERS ?= $(CORES)
 PYTEST  = $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS)
 # The installed packages dashgen, its tests and benchmarks import (their modules are byte-compiled at set-up).
 IMPORTED_MODULES = yaml, jinja2, click, grafanalib, jsonschema, promql_parser, prometheus_client, numpy, \
@@ -84,7 +87,7 @@ test: compile prometheus alertmanager victoria-metrics
 	$(PYTEST) -m "not slow"
 
 test-fast: compile prometheus alertmanager victoria-metrics
-	$(PYTEST) -m "not live and not heavy and not slow"
+	$(BIN)/python -m pytest -q -n $(TEST_FAST_WORKERS) -m "not live and not heavy and not slow"
 
 test-slow: compile prometheus alertmanager victoria-metrics
 	$(PYTEST) -m slow
