@@ -38,6 +38,10 @@ class ProgressConfig(AreaConfig, area="progress"):
     stall_longest_gap_factor: Factor = 1.5
     # The window that longest gap is taken over (longer than stall_step_time_window).
     stall_longest_gap_window: Interval = "24h"
+    # ... and than this many median gaps between two step-log lines of that window: two gaps and
+    # half of one, so that one line lost from the log (a logger's hiccup, a skipped write) is not
+    # taken for a hung worker when the log is written every N steps.
+    stall_lost_line_factor: Factor = 2.5
     # ... and, until the run has logged a checkpoint save (timing_s/save_checkpoint) within that
     # window and has stall_step_time_window of history, for at least this long: a first save may
     # take far longer than any step before it, and a log written every N steps shows its gaps late.
@@ -68,6 +72,9 @@ def rules(config: Config) -> RuleGroup:
     first_save_silence = tunables.stall_silence_before_first_save.seconds
     factor, window = tunables.stall_step_time_factor, tunables.stall_step_time_window
     gap_factor, gap_window = tunables.stall_longest_gap_factor, tunables.stall_longest_gap_window
+    lost_line_factor = tunables.stall_lost_line_factor
+    # The gaps of the lines that arrived: LINE_GAP is 0 at the evaluations without a new line.
+    usual_gap = f"quantile_over_time(0.5, ({LINE_GAP} > 0)[{gap_window}:{config.rule_interval}])"
     silence = f"time() - {LAST_STEP}"
     history = gap_window - window
     stalled = Alert(
@@ -83,6 +90,9 @@ def rules(config: Config) -> RuleGroup:
               f"({silence}\n"
               f"   <= {gap_factor:g} * max_over_time({LINE_GAP}[{gap_window}]))\n"
               f"unless on({ON_RUN})\n"
+              f"({silence}\n"
+              f"   <= {lost_line_factor:g} * {usual_gap})\n"
+              f"unless on({ON_RUN})\n"
               f"(({silence} <= {first_save_silence:g})\n"
               f"   unless on({ON_RUN}) (present_over_time({SAVE_SECONDS}[{gap_window}])\n"
               f"      and on({ON_RUN}) present_over_time({LAST_STEP}[{history}] offset {window})))\n"
@@ -97,14 +107,16 @@ def rules(config: Config) -> RuleGroup:
         summary="No new training step for much longer than a step usually takes: a worker is probably hung.",
         description=(f"Run {RUN_NAME}: the last step was read {{{{ $value | humanizeDuration }}}} ago: more than "
                      f"{tunables.stall_min_silence} ({tunables.stall_silence_before_first_save} before the run's "
-                     f"first checkpoint save and {window} of history), {factor:g}x the median step time of the last {window} and "
-                     f"{gap_factor:g}x the longest gap between two of its log lines in the last {gap_window}."),
+                     f"first checkpoint save and {window} of history), {factor:g}x the median step time of the last {window}, "
+                     f"{gap_factor:g}x the longest gap between two of its log lines in the last {gap_window} and "
+                     f"{lost_line_factor:g}x their median gap."),
         meaning="The exporter is up, the run has not ended (finished, crashed or stopped), but verl wrote no "
                 "step, although the run has shown its rhythm (two step-log lines at least). The usual cause in Ray-based RL is one hung "
                 "worker (an NCCL collective waiting forever, a stuck rollout request, a dead node) that "
                 "blocks every other rank, or a checkpoint save or validation that takes far longer than usual.",
-        healthy_runs=("The silence it waits for is the longest of 5m, three median step times and 1.5x the longest "
-                      "gap between two of the run's lines in the last day, so the gaps a healthy run shows (a "
+        healthy_runs=("The silence it waits for is the longest of 5m, three median step times, 1.5x the longest "
+                      "gap between two of the run's lines in the last day and 2.5x their median gap (one line lost "
+                      "from a log written every N steps), so the gaps a healthy run shows (a "
                       "validation, a checkpoint save, a log written every N steps) widen it; before the first save "
                       "it waits at least 15m, and a run that has not shown its rhythm yet (two lines) is not judged."),
         next_steps=(

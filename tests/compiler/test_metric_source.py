@@ -227,7 +227,7 @@ tests:
           - exp_labels: {severity: critical, job: verl, instance: "t:9092", project: gsm8k, experiment_name: hung}
             exp_annotations:
               summary: "No new training step for much longer than a step usually takes: a worker is probably hung."
-              description: "Run gsm8k/hung: the last step was read 20m 0s ago: more than 5m (15m before the run's first checkpoint save and 2h of history), 3x the median step time of the last 2h and 1.5x the longest gap between two of its log lines in the last 24h."
+              description: "Run gsm8k/hung: the last step was read 20m 0s ago: more than 5m (15m before the run's first checkpoint save and 2h of history), 3x the median step time of the last 2h, 1.5x the longest gap between two of its log lines in the last 24h and 2.5x their median gap."
               runbook_url: "rendered/docs/alerts.md#verltrainingstalled"
   - name: a NaN policy loss pages; a NaN grad norm at one scrape is a skipped step
     interval: 1m
