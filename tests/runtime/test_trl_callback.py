@@ -9,14 +9,23 @@ import shutil
 from decimal import Decimal
 
 import pytest
-import torch
-from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
-from transformers.trainer_callback import CallbackHandler
 
-from dashgen.formats import trl_callback
-from dashgen.formats.trl_callback import DROPPED_LINES_KEY, StepLogCallback
 from dashgen.runtime.exporter import RunState
 from dashgen.runtime.log_follower import LogFollower
+
+
+@pytest.fixture(autouse=True, scope="module")
+def transformers_api():
+    """transformers, torch and the callback (which imports transformers), imported when this module's
+    tests run, not when pytest collects it: 2 s of processor in every pytest worker, of which one runs them."""
+    global torch, trl_callback, StepLogCallback, DROPPED_LINES_KEY
+    global TrainerCallback, TrainerControl, TrainerState, TrainingArguments, CallbackHandler
+    import torch
+    from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
+    from transformers.trainer_callback import CallbackHandler
+
+    from dashgen.formats import trl_callback
+    from dashgen.formats.trl_callback import DROPPED_LINES_KEY, StepLogCallback
 
 
 def _train(tmp_path, entries):
@@ -67,35 +76,37 @@ def test_each_log_becomes_a_verl_step_line_with_trls_keys_by_meaning_and_a_step_
 MAX_STEPS = 6
 
 
-class _Regression(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.linear = torch.nn.Linear(2, 1)
+def _regression():
+    class Regression(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(2, 1)
 
-    def forward(self, x, labels=None):
-        return {"loss": ((self.linear(x).squeeze(-1) - labels) ** 2).mean()}
+        def forward(self, x, labels=None):
+            return {"loss": ((self.linear(x).squeeze(-1) - labels) ** 2).mean()}
 
-
-class _AtSteps(TrainerCallback):
-    """Does `actions[step](logs)` on the log of each step it names, before the step log is written."""
-
-    def __init__(self, actions):
-        self.actions = actions
-
-    def on_log(self, args, state, control, logs=None, **kwargs):
-        if state.global_step in self.actions:
-            self.actions[state.global_step](logs)
+    return Regression()
 
 
-def _train_tiny(tmp_path, callback: StepLogCallback, *before):
-    from transformers import Trainer  # imported here: 2 s, which every pytest worker would pay collecting
+def _at_steps(actions):
+    """A callback that does `actions[step](logs)` on the log of each step it names, before the step log is written."""
+    class AtSteps(TrainerCallback):
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if state.global_step in actions:
+                actions[state.global_step](logs)
+
+    return AtSteps()
+
+
+def _train_tiny(tmp_path, callback, *before):
+    from transformers import Trainer
 
     torch.manual_seed(0)
     dataset = [{"x": torch.randn(2), "labels": torch.tensor(1.0)} for _ in range(4 * MAX_STEPS)]
     args = TrainingArguments(output_dir=str(tmp_path / "out"), max_steps=MAX_STEPS, logging_steps=1,
                              per_device_train_batch_size=4, report_to=[], use_cpu=True, save_strategy="no",
                              disable_tqdm=True)
-    trainer = Trainer(model=_Regression(), args=args, train_dataset=dataset, callbacks=[*before, callback])
+    trainer = Trainer(model=_regression(), args=args, train_dataset=dataset, callbacks=[*before, callback])
     trainer.train()
     assert trainer.state.global_step == MAX_STEPS  # trained to its end
     return trainer
@@ -122,7 +133,7 @@ def test_a_path_naming_a_folder_drops_every_line_counted_and_says_so_once(tmp_pa
 def test_a_log_folder_removed_mid_run_is_made_again(tmp_path, caplog):
     log = _log_path(tmp_path)
     callback = StepLogCallback(log)
-    _train_tiny(tmp_path, callback, _AtSteps({4: lambda logs: shutil.rmtree(log.parent)}))
+    _train_tiny(tmp_path, callback, _at_steps({4: lambda logs: shutil.rmtree(log.parent)}))
     assert [json.loads(line)["step"] for line in log.read_text().splitlines()] == [4, 5, 6]
     assert callback.dropped_lines == 0 and _warnings(caplog) == []
 
@@ -166,7 +177,7 @@ def test_a_disk_that_cannot_be_written_drops_lines_counted_then_writing_resumes(
         else:
             monkeypatch.delattr(trl_callback, "open", raising=False)
 
-    _train_tiny(tmp_path, callback, _AtSteps({2: lambda logs: disk(True), 4: lambda logs: disk(False)}))
+    _train_tiny(tmp_path, callback, _at_steps({2: lambda logs: disk(True), 4: lambda logs: disk(False)}))
     assert callback.dropped_lines == 2
     said = _warnings(caplog)
     assert len(said) == 2 and str(log) in said[0] and os.strerror(error or errno.ENOSPC) in said[0]
@@ -184,7 +195,7 @@ def test_values_json_and_floats_cannot_take_are_no_value_and_never_stop_training
     log = _log_path(tmp_path)
     callback = StepLogCallback(log)
     hostile = {"huge": 10 ** 400, "negative_huge": -(10 ** 400), 7: 1.0, "nan": float("nan"), "text": "x"}
-    _train_tiny(tmp_path, callback, _AtSteps({3: lambda logs: logs.update(hostile)}))
+    _train_tiny(tmp_path, callback, _at_steps({3: lambda logs: logs.update(hostile)}))
     lines = [json.loads(line) for line in log.read_text().splitlines()]
     assert [line["step"] for line in lines] == list(range(1, MAX_STEPS + 1))
     third = lines[2]["data"]
