@@ -37,11 +37,11 @@ from conftest import REPO
 
 START = 1_700_000_000.0
 RUNS = (
-    RunSpec("divergence", 700, 11, 60, faults=(Fault("divergence", 400, speed=3),)),
-    RunSpec("reward-cliff", 700, 18, 50, faults=(Fault("reward_cliff", 450, speed=2),)),
-    RunSpec("token-runaway", 800, 29, 50, faults=(Fault("token_runaway", 500, speed=20),)),
-    RunSpec("stall", 500, 23, 60, faults=(Fault("stall", 350),)),
-    RunSpec("crash", 500, 25, 60, faults=(Fault("crash", 300),)),
+    RunSpec("divergence", 400, 11, 60, faults=(Fault("divergence", 250, speed=3),)),
+    RunSpec("reward-cliff", 400, 18, 50, faults=(Fault("reward_cliff", 250, speed=2),)),
+    RunSpec("token-runaway", 400, 29, 50, faults=(Fault("token_runaway", 250, speed=20),)),
+    RunSpec("stall", 300, 23, 60, faults=(Fault("stall", 250),)),
+    RunSpec("crash", 300, 25, 60, faults=(Fault("crash", 250),)),
     RunSpec("length-collapse-every-10", 600, 46, 60, log_every=10,
             faults=(Fault("length_collapse", 300, speed=20),)),
 )
