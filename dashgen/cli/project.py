@@ -175,7 +175,7 @@ def test(root: Path, config_path: Path | None, keep_generated: Path | None, modu
     import shutil
     import tempfile
 
-    from dashgen.compiler.fixture_names import fixtures_for_source
+    from dashgen.compiler.fixture_names import fixtures_for_source, refuse_missing_rule_files
     from dashgen.compiler.fixture_statistics import fixtures_with_statistics
     from dashgen.compiler.project import compile_project
     from dashgen.compiler.rule_test_report import explain_failures, unreachable_branches
@@ -196,6 +196,7 @@ def test(root: Path, config_path: Path | None, keep_generated: Path | None, modu
         click.echo(f"source {config.source}: dashgen's own {len(left_out)} fixture(s) of tests/rules/ are in the "
                    f"exporter's names and not run; the alerts written with Alert.when are tested in the source's "
                    f"names", err=True)
+    refuse_missing_rule_files(fixtures)
     # An alert is tested if any fixture tests it, whichever module's tests run.
     tested = alerts_tested_by_fixtures(fixtures)
     alerts = project.alerts

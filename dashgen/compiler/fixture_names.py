@@ -11,6 +11,7 @@ in the exporter's names is refused, naming the file and series; one in the sourc
 
 from __future__ import annotations
 
+import glob
 from importlib import resources
 from pathlib import Path
 
@@ -59,12 +60,29 @@ def fixtures_for_source(fixtures: list[Path], source: MetricSource, catalog: Cat
     return run, left_out
 
 
-def _input_series_names(path: Path) -> list[str]:
-    """The metric names of a fixture's input series; none if it cannot be read (promtool says why)."""
+def refuse_missing_rule_files(fixtures: list[Path]) -> None:
+    """BuildError naming the first fixture whose rule_files entry matches no file. promtool would only
+    warn and then fail every case with `got: nil`; it happens to a project whose rendered/ is not
+    built yet (a fresh `dashgen init`)."""
+    for path in fixtures:
+        data = _fixture(path)
+        for pattern in (data.get("rule_files") if isinstance(data, dict) else None) or ():
+            if isinstance(pattern, str) and not glob.glob(str(path.parent / pattern)):
+                raise BuildError(f"{path}: its rule file {pattern} matches no file ({(path.parent / pattern).resolve()}). "
+                                 f"The fixtures test the rendered rules: run `dashgen build` first")
+
+
+def _fixture(path: Path):
+    """A fixture's YAML; None if it cannot be read (promtool says why)."""
     try:
-        data = parse_nested(yaml.safe_load, read_bounded(path, MAX_FIXTURE_BYTES).decode(errors="replace"))
+        return parse_nested(yaml.safe_load, read_bounded(path, MAX_FIXTURE_BYTES).decode(errors="replace"))
     except (OSError, TooLarge, Unparseable, yaml.YAMLError, ValueError):
-        return []
+        return None
+
+
+def _input_series_names(path: Path) -> list[str]:
+    """The metric names of a fixture's input series; none if it cannot be read."""
+    data = _fixture(path)
     names = []
     for test in (data.get("tests") if isinstance(data, dict) else None) or ():
         for item in (test.get("input_series") if isinstance(test, dict) else None) or ():

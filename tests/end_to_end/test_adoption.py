@@ -194,6 +194,14 @@ def test_a_keep_generated_folder_that_cannot_be_made_is_a_clear_error():
     assert "--keep-generated /dev/null/x: cannot create that folder" in result.output
 
 
+def test_dashgen_test_before_the_first_build_is_one_error_naming_the_fixture_and_the_build(team):
+    result = run("test", "--root", str(team))
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert result.output.count("Error:") == 1 and "got: nil" not in result.output
+    assert f"{team}/tests/rules/gpu-test.yaml: its rule file ../../rendered/rules/gpu.yaml matches no file" in result.output
+    assert "run `dashgen build` first" in result.output
+
+
 @pytest.mark.parametrize("command", ["build", "check", "list", "lint", "test"])
 def test_a_folder_without_definitions_is_a_clear_error(tmp_path, command):
     result = run(command, "--root", str(tmp_path))
