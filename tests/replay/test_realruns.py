@@ -57,6 +57,8 @@ OPEN_ON_TUNE: dict[str, str] = {
         "the reward is exactly 0 from step 15; only RewardNeverPays warns, at step 23",
     "custom-qwen25math-15b-grpo-offpolicy-e4-tb128-40-reward-collapse":
         "the reward is 0.012 at step 10 and exactly 0 from 12; only RewardNeverPays warns, at step 20",
+    "custom-qwen25math-15b-grpo-onpolicy-nostd-200-gradnorm-rise":
+        "entropy spikes of 1-4.3 (steps 62-93) warn at 66, the grad norm's lasting x75 rise at 103",
 }
 OPEN = OPEN_ON_HOLDOUT | OPEN_ON_TUNE
 
