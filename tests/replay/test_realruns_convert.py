@@ -37,3 +37,37 @@ def test_an_authors_csv_keeps_only_the_steps_run_yaml_selects():
         AUTHORS_CSV, {"step_column": "update", "columns": RENAMES, "first_kept_step": 2})
     assert sorted(rows) == [2, 3]
     assert rows[3]["actor/grad_norm"] == 0.4521
+
+
+def test_trl_ppo_keys_of_verl_meaning_map_and_the_others_keep_their_names():
+    # One PPOTrainer log row as trl 0.24.0 writes it (values made up).
+    entry = {"loss/policy_avg": 0.01, "loss/value_avg": 4.4, "policy/clipfrac_avg": 0.005,
+             "val/clipfrac_avg": 0.02, "objective/scores": 0.24, "lr": 9e-06,
+             "policy/approxkl_avg": 0.0006, "policy/entropy_avg": 1.3, "objective/kl": 0.8,
+             "objective/entropy": 41.0, "val/ratio": 0.995, "episode": 16, "step": 1}
+    assert convert.map_trl(entry) == {
+        "actor/pg_loss": 0.01, "critic/vf_loss": 4.4, "actor/pg_clipfrac": 0.005,
+        "critic/vf_clipfrac": 0.02, "critic/score/mean": 0.24, "actor/lr": 9e-06,
+        "policy/approxkl_avg": 0.0006, "policy/entropy_avg": 1.3, "objective/kl": 0.8,
+        "objective/entropy": 41.0, "val/ratio": 0.995, "episode": 16.0,
+    }
+
+
+PPO_CSV = (
+    "update,reward_mean,policy_loss,value_loss,total_loss,kl,clip_fraction,policy_entropy_mean,"
+    "zero_advantage_fraction\n"
+    "1,0.215625,0.0258,5.4048,0.5663,0.000409,0.00518,1.1067,0.0\n"
+    "2,0.071875,0.0222,4.0872,0.4309,0.000843,0.00557,1.0901,0.25\n"
+)
+PPO_RENAMES = {"reward_mean": "reward", "policy_loss": "loss/policy_avg", "value_loss": "loss/value_avg",
+               "clip_fraction": "policy/clipfrac_avg", "kl": "policy/approxkl_avg",
+               "policy_entropy_mean": "policy/entropy_avg"}
+
+
+def test_an_authors_ppo_csv_gives_the_value_loss_and_no_reference_kl():
+    rows = convert.parse_trl_metrics_csv(PPO_CSV, {"step_column": "update", "columns": PPO_RENAMES})
+    assert rows[2] == {
+        "critic/score/mean": 0.071875, "actor/pg_loss": 0.0222, "critic/vf_loss": 4.0872,
+        "total_loss": 0.4309, "policy/approxkl_avg": 0.000843, "actor/pg_clipfrac": 0.00557,
+        "policy/entropy_avg": 1.0901, "zero_advantage_fraction": 0.25,
+    }
