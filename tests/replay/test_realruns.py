@@ -57,8 +57,6 @@ OPEN_ON_TUNE: dict[str, str] = {
         "the reward is exactly 0 from step 15; only RewardNeverPays warns, at step 23",
     "custom-qwen25math-15b-grpo-offpolicy-e4-tb128-40-reward-collapse":
         "the reward is 0.012 at step 10 and exactly 0 from 12; only RewardNeverPays warns, at step 20",
-    "custom-qwen25math-15b-grpo-onpolicy-nostd-200-gradnorm-rise":
-        "entropy spikes of 1-4.3 (steps 62-93) warn at 66, the grad norm's lasting x75 rise at 103",
     "custom-qwen25math-15b-grpo-noclip-200-gradnorm-bursts":
         "pre-clip grad-norm bursts (x1e4-x1e8 on steps 67-70) page VerlTrainingDivergence at 68",
 }
@@ -77,9 +75,8 @@ def test_the_open_runs_are_in_their_split():
 
 
 def test_no_healthy_real_run_gets_a_critical_page(verdicts):
-    # A pinned run's pages are held (strictly) by the parametrized test below.
     paged = {name: [f"{f.alertname}@{f.start_step}" for f in judged.severe if f.severity == "critical"]
-             for name, judged in verdicts.items() if judged.run.verdict is Verdict.HEALTHY and name not in OPEN}
+             for name, judged in verdicts.items() if judged.run.verdict is Verdict.HEALTHY}
     assert not any(paged.values()), {name: pages for name, pages in paged.items() if pages}
 
 
