@@ -70,11 +70,12 @@ def _fired_text(fired: list[Fired], empty: str = "-") -> str:
     return ", ".join(f"{name}({severity[:1]})@{step}" for (name, severity), step in first.items()) or empty
 
 
-def format_score(judged: list[Judged]) -> str:
-    """Per run what fired and when, then the score per split and over all runs (bench/realruns.py)."""
+def format_score(judged: list[Judged], listed: Callable[[Judged], bool] = lambda judged: True) -> str:
+    """Per run that `listed` keeps what fired and when, then the score per split and over all runs
+    (bench/realruns.py)."""
     lines = [f"{'RUN':<48} {'SPLIT':<8} {'VERDICT':<9} {'ONSET':>5} {'STEPS':>6}  {'RESULT':<14} FIRED (warning and "
              f"critical: name(severity)@first start step)"]
-    for j in judged:
+    for j in filter(listed, judged):
         run = j.run
         lines.append(f"{run.name:<48} {run.split or '-':<8} {run.verdict.value if run.verdict else '-':<9} "
                      f"{'-' if run.onset_step is None else run.onset_step:>5} {len(j.logged_steps):>6}  "

@@ -4,7 +4,7 @@ from pathlib import Path
 
 from dashgen.review.comparison import Review, RunChange
 from dashgen.review.judging import Fired, Judged
-from dashgen.review.report import format_markdown, review_json
+from dashgen.review.report import format_markdown, format_score, review_json
 from dashgen.review.runs import LabelledRun, Verdict
 
 STEPS = list(range(1, 101))
@@ -64,3 +64,12 @@ def test_no_change_is_no_difference():
     review = Review("HEAD", "working tree", [change("calm", Verdict.HEALTHY, [DRIFT_AT_40], [DRIFT_AT_40])])
     assert format_markdown(review).splitlines()[2].startswith("**no difference: 1 run;")
     assert not review.regressions
+
+
+def test_the_score_lists_only_the_runs_asked_for_and_totals_every_run():
+    calm = Judged(LabelledRun("calm", Path("calm/steps.jsonl"), Verdict.HEALTHY, None, split="tune"), STEPS, [])
+    kept_apart = Judged(LabelledRun("kept-apart", Path("kept-apart/steps.jsonl"), Verdict.HEALTHY, None,
+                                    split="holdout"), STEPS, [DRIFT_AT_40])
+    text = format_score([calm, kept_apart], lambda one: one.run.split != "holdout")
+    assert "calm " in text and "kept-apart" not in text and "Drift" not in text
+    assert "holdout: healthy clean 0/1" in text and "all: healthy clean 1/2" in text
