@@ -24,8 +24,8 @@ SUDO   := $(shell [ "$$(id -u)" -ne 0 ] && command -v sudo >/dev/null && echo su
 .PHONY: build compile check lint test test-fast test-slow test-all rules-test prometheus alertmanager victoria-metrics bench clean
 
 $(BIN)/dashgen: pyproject.toml
+	@# The pip that venv installs (23 or later) installs all of this: upgrading it first cost a trip to the index.
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
 	@# The distribution was called dashgen before it became dashgen-rl (PyPI's dashgen is another project):
 	@# a virtualenv made before then drops the old name first, whose command would shadow the new one.
 	$(BIN)/pip uninstall --quiet --yes dashgen 2>/dev/null || true
