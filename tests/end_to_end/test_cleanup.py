@@ -14,6 +14,11 @@ from conftest import REPO, wait_until
 
 pytestmark = pytest.mark.live
 
+# Each chain below starts a command, kills it at a chosen moment and looks for what it left: 10-30 s
+# of waiting each. `make test` keeps the backtest's (the Prometheus most likely left behind), by
+# SIGTERM and by SIGKILL; the others are `make test-slow`'s.
+slow_chain = pytest.mark.slow
+
 
 def processes_mentioning(text: str, also: str = "") -> list[int]:
     """PIDs whose command line contains `text` (e.g. a test's own temporary folder) and `also`."""
@@ -60,6 +65,7 @@ def test_sigterm_during_backtest_stops_prometheus_and_removes_its_tsdb(tmp_path)
     assert list(tmpdir.iterdir()) == []
 
 
+@slow_chain
 def test_sigint_during_promtool_test_leaves_no_head_folders(tmp_path):
     tmpdir = tmp_path / "tmp"
     for attempt in range(3):
@@ -78,6 +84,7 @@ def test_sigint_during_promtool_test_leaves_no_head_folders(tmp_path):
         assert processes_mentioning(str(tmpdir)) == []
 
 
+@slow_chain
 def test_sigterm_during_backfill_removes_its_temporary_folder(tmp_path):
     run_file = write_run(tmp_path / "runs" / "synthetic" / "long.jsonl", "healthy", 3000)
     tmpdir = tmp_path / "tmp"
@@ -100,7 +107,7 @@ def alive(pid: int) -> bool:
         return False
 
 
-@pytest.mark.parametrize("command", ["backtest", "preview"])
+@pytest.mark.parametrize("command", ["backtest", pytest.param("preview", marks=slow_chain)])
 def test_sigkill_takes_prometheus_along_and_the_next_run_removes_the_temporary_folder(tmp_path, command):
     if command == "preview":
         pytest.importorskip("matplotlib")
@@ -128,6 +135,7 @@ def test_sigkill_takes_prometheus_along_and_the_next_run_removes_the_temporary_f
     assert list(tmpdir.iterdir()) == []  # ... the next run removes what it left
 
 
+@slow_chain
 def test_sigkill_during_drawing_leaves_a_partial_the_next_preview_removes(tmp_path):
     pytest.importorskip("matplotlib")
     run_file = write_run(tmp_path / "runs" / "synthetic" / "long.jsonl", "healthy", 100)
