@@ -19,10 +19,11 @@ class ValidationConfig(AreaConfig, area="validation"):
     """The tunables of alerts/validation.py: the config file's `validation:` section."""
 
     # VerlRewardHacking reads each validation score as its highest value over this many training
-    # steps: every validation point the window holds must have fallen, at least two of them as long
-    # as the run validates at least every 56 steps (the window compiles to 57-113 steps by the
-    # run's rhythm), so one bad validation is no fall; a run that validates less often is judged on
-    # its latest point alone.
+    # steps: every validation point the window holds must have fallen (the one held at its start
+    # among them), at least two of them as long as the run validates at least every 79 steps, so
+    # one bad validation is no fall; a run that validates less often is judged on its latest point
+    # alone. (In PromQL, where the exporter computes no step windows, the window is a band's 57-113
+    # steps, and two points need a validation every 56.)
     hacking_validation_steps: StepCount = 80
     # Its level before the fall: the highest median of the score over this many steps (two or more
     # validation points, so one lucky evaluation sets no level) ...
@@ -99,7 +100,7 @@ def rules(config: Config) -> RuleGroup:
                 "falls while the training reward climbs. Overfitting to a small training set looks alike, more "
                 "slowly. It is judged over the validation points the run has (verl logs them every "
                 "trainer.test_freq steps): every point of the last 80 steps must have fallen, at least two "
-                "of them for a run that validates every 56 steps or more often, so one bad validation is no "
+                "of them for a run that validates every 79 steps or more often, so one bad validation is no "
                 "fall; a run that validates less often is judged on its latest point alone. A sudden fall is "
                 "seen about 80 steps after it; a gradual one once the points of those steps are a quarter "
                 "below the level.",

@@ -244,8 +244,8 @@ def live_exposition(runs: list[RecordedRun], start: float) -> str:
     for index, run in enumerate(runs):
         labels = label_text(run.labels)
         lines += [f"{name}{labels} {value!r}" for name, value in run.values[-1].items() if math.isfinite(value)]
-        lines += [f"{STEP_STATISTIC_METRIC}{label_text({**run.labels, 'series': stat.series, 'statistic': stat.name})} "
-                  f"{value!r}" for stat, value in (run.statistics[-1] if run.statistics else {}).items()]
+        lines += [f"{STEP_STATISTIC_METRIC}{label_text({**run.labels, 'series': stat.series, 'statistic': stat.name, **dict(member)})} "
+                  f"{value!r}" for (stat, member), value in (run.statistics[-1] if run.statistics else {}).items()]
         lines.append(f"{STEP_WINDOWS_INFO_METRIC}{label_text({**run.labels, 'digest': run.step_windows_digest})} 1")
         lines += [f"verl_exporter_last_step_timestamp_seconds{labels} {now}",
                   f"verl_exporter_steps_total{labels} {len(run.steps)}",

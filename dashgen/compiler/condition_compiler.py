@@ -18,7 +18,7 @@ from dashgen.config import duration_seconds, format_duration
 from dashgen.errors import BuildError, get_close_matches
 from dashgen.model import ON_RUN, Recording, RuleGroup
 from dashgen.records import record
-from dashgen.sources.step_statistics import STEP_STATISTIC_LABELS, STEP_STATISTIC_METRIC, StepStatistic
+from dashgen.sources.step_statistics import FAMILIES, STEP_STATISTIC_LABELS, STEP_STATISTIC_METRIC, StepStatistic
 
 
 @record
@@ -139,10 +139,11 @@ class ConditionCompiler:
 
     def _logged(self, series: SignalSeries) -> bool:
         """Whether the source computes `series`' step windows from the step log (see
-        dashgen/sources/step_statistics.py): a series the exporter maps from a logged key."""
+        dashgen/sources/step_statistics.py): a series the exporter maps from a logged key, or a
+        labelled family of them (per member)."""
         metric = series.metric
         return (self.exporter_statistics and metric is not None and metric.origin in (Origin.VERL, Origin.PROJECT)
-                and bool(metric.verl_keys) and ":" not in metric.name)
+                and (bool(metric.verl_keys) or metric.name in FAMILIES) and ":" not in metric.name)
 
     def _statistic(self, statistic: StepStatistic) -> str:
         """The exporter's series of `statistic`, as the run's own series (its labels dropped)."""

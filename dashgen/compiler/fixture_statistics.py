@@ -19,21 +19,25 @@ import yaml
 from dashgen.compiler.promql import label_value
 from dashgen.config import duration_seconds
 from dashgen.errors import BuildError
-from dashgen.sources.step_statistics import STEP_STATISTIC_METRIC, ServedStatistics
+from dashgen.catalog import VALIDATION_LABELS
+from dashgen.sources.step_statistics import FAMILIES, STEP_STATISTIC_METRIC, ServedStatistics, member_labels
 
 GLOBAL_STEP = "verl_training_global_step"
 RUN_LABELS = ("job", "instance", "project", "experiment")
+MEMBER_LABELS = (*RUN_LABELS, *VALIDATION_LABELS)  # a family member's statistics carry its labels too
 MAX_FIXTURE_SAMPLES = 1_000_000
 
 
 def statistics_per_sample(values: list[float | None], step_of: list[int], served: ServedStatistics,
-                          series: str, seconds_per_sample: float) -> dict:
-    """Each of `served`'s statistics of `series`, at each sample: a run that logs every step, a
-    step logged between two samples having the value of the sample before it (as Prometheus reads
-    a series between samples) and the step a sample shows having that sample's value.
-    Returns statistic -> per-sample value (None: no sample)."""
+                          series: str, seconds_per_sample: float, member: tuple[str, ...] = ()) -> dict:
+    """Each of `served`'s statistics of `series` (of its family member of the labels `member`, as
+    dashgen.formats.verl_log.ValidationSeries less the family), at each sample: a run that logs
+    every step, a step logged between two samples having the value of the sample before it (as
+    Prometheus reads a series between samples) and the step a sample shows having that sample's
+    value. Returns statistic -> per-sample value (None: no sample)."""
     wanted = tuple(stat for stat in served.statistics if stat.series == series)
     computed = ServedStatistics(wanted, served.floor_seconds).tracker()
+    key = (series, *member) if series in FAMILIES else series
     out: dict = {stat: [] for stat in wanted}
     logged, advanced_at = 0, -1
     now = computed.values()  # they change only when a step is observed: a slow run's samples share them
@@ -42,16 +46,17 @@ def statistics_per_sample(values: list[float | None], step_of: list[int], served
             seconds = (index - advanced_at) * seconds_per_sample / (step - logged)
             for each in range(logged + 1, step + 1):
                 value = values[index] if each == step or index == 0 else values[index - 1]
-                computed.observe(each, {} if value is None else {series: value}, seconds)
+                computed.observe(each, {} if value is None else {key: value}, seconds)
             logged, advanced_at = step, index
             now = computed.values()
         for stat in wanted:
-            out[stat].append(now.get(stat))
+            out[stat].append(now.get((stat, member_labels(key))))
     return out
 
 
 def statistic_selector(stat, labels: str) -> str:
-    """The input series of a statistic, with the run's matchers `labels` (`job="verl", ...`)."""
+    """The input series of a statistic, with the run's (and a family member's) matchers `labels`
+    (`job="verl", ...`)."""
     return (f"{STEP_STATISTIC_METRIC}{{{labels}, series={label_value(stat.series)}, "
             f"statistic={label_value(stat.name)}}}")
 
@@ -92,8 +97,8 @@ def _series_labels(series: str) -> tuple[str, dict[str, str]]:
     return name.strip(), dict(re.findall(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"', rest))
 
 
-def _matchers(labels: dict[str, str]) -> str:
-    return ", ".join(f"{name}={label_value(labels[name])}" for name in RUN_LABELS if name in labels)
+def _matchers(labels: dict[str, str], names: tuple[str, ...] = RUN_LABELS) -> str:
+    return ", ".join(f"{name}={label_value(labels[name])}" for name in names if name in labels)
 
 
 def with_statistics(fixture: Path, served: ServedStatistics, interval: str) -> dict | None:
@@ -114,23 +119,25 @@ def with_statistics(fixture: Path, served: ServedStatistics, interval: str) -> d
         seconds = duration_seconds(str(group.get("interval") or content.get("evaluation_interval") or interval))
         inputs = [entry for entry in group.get("input_series") or [] if isinstance(entry, dict)]
         parsed = [(entry, *_series_labels(str(entry.get("series", "")))) for entry in inputs]
-        given = {(labels.get("series"), labels.get("statistic"), _matchers(labels))
+        given = {(labels.get("series"), labels.get("statistic"), _matchers(labels, MEMBER_LABELS))
                  for _, name, labels in parsed if name == STEP_STATISTIC_METRIC}
         steps = {_matchers(labels): expand_values(entry.get("values", ""), where)
                  for entry, name, labels in parsed if name == GLOBAL_STEP}
         for entry, name, labels in parsed:
             if name not in names:
                 continue
-            run = _matchers(labels)
+            run, selected = _matchers(labels), _matchers(labels, MEMBER_LABELS)
             values = expand_values(entry.get("values", ""), where)
             run_steps = steps.get(run)
             step_of = ([int(step) if step is not None else 0 for step in run_steps[:len(values)]]
                        if run_steps else list(range(1, len(values) + 1)))
             values = values[:len(step_of)]
-            for stat, per_sample in statistics_per_sample(values, step_of, served, name, seconds).items():
-                if (stat.series, stat.name, run) in given:
+            member = tuple(labels.get(label, "") for label in VALIDATION_LABELS) if name in FAMILIES else ()
+            for stat, per_sample in statistics_per_sample(values, step_of, served, name, seconds, member).items():
+                if (stat.series, stat.name, selected) in given:
                     continue
-                group["input_series"].append({"series": statistic_selector(stat, run), "values": _values_text(per_sample)})
+                group["input_series"].append({"series": statistic_selector(stat, selected),
+                                              "values": _values_text(per_sample)})
                 added = True
     if not added:
         return None

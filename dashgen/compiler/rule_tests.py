@@ -98,9 +98,11 @@ def _fault_level(comparison: Comparison, healthy: float, ratio: bool) -> float:
 
 
 def _seconds(window: Window, config: Config, rhythm: float | None) -> float:
-    """A window's time: a duration as written, steps as the compiler gives them at `rhythm` s/step."""
+    """A window's time: a duration as written; steps at `rhythm` s/step as the compiler gives them in
+    PromQL (a band's) or as the exporter counts them (exactly), whichever is longer."""
     if isinstance(window, Steps):
-        return step_window_seconds(window.count, band_of(rhythm or 60.0), duration_seconds(config.step_window_floor))
+        return max(step_window_seconds(window.count, band_of(rhythm or 60.0), duration_seconds(config.step_window_floor)),
+                   window.count * (rhythm or 60.0))
     return duration_seconds(window)
 
 

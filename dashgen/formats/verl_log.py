@@ -233,9 +233,9 @@ class StepMapper:
             return {**previous, **values}
         return values
 
-    def validation(self, data: dict) -> dict[ValidationSeries, float]:
+    def validation(self, data: dict, counting: bool = True) -> dict[ValidationSeries, float]:
         """The step's validation results (empty unless it is a test step), at most
-        MAX_VALIDATION_SERIES of them."""
+        MAX_VALIDATION_SERIES of them (`counting` those beyond as dropped keys)."""
         held: dict[ValidationSeries, float] = {}
         for key, raw in data.items():
             if not isinstance(key, str) or not key.startswith(_VALIDATION_PREFIXES):
@@ -244,7 +244,7 @@ class StepMapper:
             if series is None or isinstance(raw, bool) or not isinstance(raw, (int, float, type(None))):
                 continue
             if len(held) >= MAX_VALIDATION_SERIES:
-                self.counts.dropped_keys += 1
+                self.counts.dropped_keys += counting
                 continue
             held[series] = math.nan if raw is None else _as_float(raw)
         return held
@@ -252,6 +252,13 @@ class StepMapper:
     def step(self, line: str | bytes) -> Step:
         number, data = parse_line(line)
         return Step(number, self.map(data))
+
+
+def held_validation(held: dict[ValidationSeries, float], logged: dict[ValidationSeries, float],
+                    restarted: bool) -> dict[ValidationSeries, float]:
+    """The validation results served after a line: those it logged replace all held (a series that
+    test step lacks is gone); else those held, unless the run restarted (the old run's are not this one's)."""
+    return logged or ({} if restarted else held)
 
 
 _VALIDATION_PREFIXES = tuple(f"{section}/" for section in VALIDATION_FAMILIES)

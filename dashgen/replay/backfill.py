@@ -46,7 +46,8 @@ from dashgen.formats.trl import is_trainer_state
 from dashgen.sources.expected_keys import NeverLogged
 from dashgen.sources.series_arrival import SeriesArrival, logged_series
 from dashgen.sources.step_statistics import STEP_TIME_METRIC, ServedStatistics, StepStatistic
-from dashgen.formats.verl_log import LineError, StepMapper, ValidationSeries, is_training_line, parse_line
+from dashgen.formats.verl_log import (LineError, StepMapper, ValidationSeries, held_validation, is_training_line,
+                                     parse_line)
 
 # promtool's block lengths: 2h times a power of 3 (the TSDB's compaction ranges).
 SMALLEST_BLOCK_HOURS = 2
@@ -165,6 +166,7 @@ def read_run(path: Path, labels: dict[str, str], timing: Timing, export_unknown:
     steps_left_out: list[int] = []  # per line: steps the log left out before it (a log of every Nth step)
     lines = 0
     shown: dict[str, float] | None = None  # what the exporter shows after the line before
+    held: dict[ValidationSeries, float] = {}  # the validation results it shows
     try:
         with _run_lines(path) as lines_read:
             for line in lines_read:
@@ -180,15 +182,17 @@ def read_run(path: Path, labels: dict[str, str], timing: Timing, export_unknown:
                     run.parse_errors += 1
                     continue
                 shown = mapper.step_values(number, data, shown)
+                held_before = held
                 if is_training_line(data):
                     arrival.observe(shown)
                     never_logged.observe(data)
                     run.logged.update(shown)
                 run.unlogged.append(arrival.unlogged() or _NONE_UNLOGGED)
                 run.never_logged.append(never_logged.missing() or _NONE_UNLOGGED)
+                held = held_validation(held, mapper.validation(data), bool(run.steps) and number < run.steps[-1])
                 if step_stats.wanted:
                     logged = shown if is_training_line(data) else {}
-                    step_stats.observe(number, logged, logged.get(STEP_TIME_METRIC))
+                    step_stats.observe(number, {**logged, **held}, logged.get(STEP_TIME_METRIC))
                     run.statistics.append(step_stats.values())
                 values = dict(shown)
                 values[NONFINITE_STREAK_METRIC] = float(streak.observe(data))
@@ -201,13 +205,11 @@ def read_run(path: Path, labels: dict[str, str], timing: Timing, export_unknown:
                                      f"(a resumed run); its steps are placed after the earlier ones")
                 run.errors_seen.append(run.parse_errors)
                 run.dropped_seen.append((run.dropped_lines, mapper.counts.dropped_keys, mapper.counts.key_collisions))
-                validation = mapper.validation(data)
-                if keep is not None:
-                    validation = {series: value for series, value in validation.items() if series[0] in keep}
-                if validation or not run.validation:
-                    run.validation.append(validation)
-                else:  # held from the previous test step, unless the run restarted
-                    run.validation.append({} if number < run.steps[-1] else run.validation[-1])
+                if not run.validation or held is not held_before:
+                    run.validation.append(held if keep is None else
+                                          {series: value for series, value in held.items() if series[0] in keep})
+                else:  # held from the previous test step: one dict for all the steps it is held
+                    run.validation.append(run.validation[-1])
                 steps_left_out.append(_steps_advanced(run.steps[-1] if run.steps else None, number) - 1)
                 run.steps.append(number)
                 run.values.append(values if keep is None else

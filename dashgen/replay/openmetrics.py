@@ -172,18 +172,20 @@ def _write_validation(runs: list[RecordedRun], scrapes: list[_Scrapes], out: Tex
 
 
 def _write_statistics(runs: list[RecordedRun], scrapes: list[_Scrapes], out: TextIO) -> int:
-    wanted = sorted({stat for run in runs for step in run.statistics for stat in step},
-                    key=lambda stat: (stat.series, stat.name))
+    wanted = sorted({served for run in runs for step in run.statistics for served in step},
+                    key=lambda served: (served[0].series, served[0].name, served[1]))
     if not wanted:
         return 0
     written = 0
     out.write(f"# TYPE {STEP_STATISTIC_METRIC} gauge\n")
-    for stat in wanted:
+    for served in wanted:
+        stat, member = served
         for run, run_scrapes in zip(runs, scrapes):
             if not run.statistics:
                 continue
-            prefix = STEP_STATISTIC_METRIC + label_text({**run.labels, "series": stat.series, "statistic": stat.name})
-            written += _write_at_steps(prefix, [step.get(stat) for step in run.statistics], run_scrapes, out)
+            prefix = STEP_STATISTIC_METRIC + label_text({**run.labels, "series": stat.series, "statistic": stat.name,
+                                                         **dict(member)})
+            written += _write_at_steps(prefix, [step.get(served) for step in run.statistics], run_scrapes, out)
     return written
 
 

@@ -23,12 +23,13 @@ from dashgen.catalog import (CATALOG, DROPPED_KEYS_METRIC, DROPPED_LINES_METRIC,
                              STEP_WINDOWS_INFO_METRIC, STEPS_METRIC, VALIDATION_FAMILIES, VALIDATION_LABELS, Catalog,
                              counter_family, verl_metric_name)
 from dashgen.lifecycle import NonFiniteStreak, RunPhase
-from dashgen.runtime.log_tail import HistoryCounts, StatisticsInput, TailStart
+from dashgen.runtime.log_tail import VALIDATION_MARKERS, HistoryCounts, StatisticsInput, TailStart
 from dashgen.formats.rounding import line_rounding
 from dashgen.sources.expected_keys import NeverLogged
 from dashgen.sources.series_arrival import SeriesArrival, logged_series
-from dashgen.sources.step_statistics import STEP_STATISTIC_LABELS, ServedStatistics, step_seconds
-from dashgen.formats.verl_log import MAX_REMEMBERED_KEYS, StepMapper, ValidationSeries, is_training_line
+from dashgen.sources.step_statistics import FAMILIES, STEP_STATISTIC_LABELS, ServedStatistics, step_seconds
+from dashgen.formats.verl_log import (MAX_REMEMBERED_KEYS, StepMapper, ValidationSeries, held_validation,
+                                     is_training_line)
 
 LABELS = ("project", "experiment")
 
@@ -75,9 +76,9 @@ class RunState:
             values = self._mapper.step_values(step, data, self._values)
             self.version += 1
             self._values = values
-            self._observe(step, values if is_training_line(data) else {})
             self.last_step_time = time.time()
             self._count(step, data)
+            self._observe(step, values if is_training_line(data) else {})
 
     def take_values(self, step: int, data: dict) -> None:
         """Take a skipped line's values only: the newest training step before a line that has none."""
@@ -90,9 +91,9 @@ class RunState:
         with self._lock:
             self.version += 1
             self._mapper.count(data)  # its keys not exported count as if it had been served
+            self._count(step, data)
             if self._statistics.wanted:
                 self._observe(step, self._logged(data))
-            self._count(step, data)
 
     def resume(self, tail: TailStart) -> None:
         """Take what a whole read of the log so far would have left; its lines are counted by add_history."""
@@ -121,8 +122,16 @@ class RunState:
         """The last steps' records before a tail start, oldest first: the step statistics' history."""
         with self._lock:
             self.version += 1
-            for step, data in records:
+            held = self._validation
+            # The results held along them: those the records log (a tail start reads back no
+            # further than the statistics reach, so none from a test step before them).
+            self._validation = {}
+            for index, (step, data) in enumerate(records):
+                restarted = index > 0 and step < records[index - 1][0]
+                self._validation = held_validation(self._validation, self._mapper.validation(data, counting=False),
+                                                   restarted)
                 self._observe(step, self._logged(data))
+            self._validation = held
 
     def statistics_input(self) -> StatisticsInput:
         """What the step statistics read of a record: which of a step's lines a tail start decodes."""
@@ -133,7 +142,8 @@ class RunState:
         return self._mapper.map(data, counting=False) if is_training_line(data) else {}
 
     def _observe(self, step: int, logged: dict[str, float]) -> None:
-        self._statistics.observe(step, logged, step_seconds(logged))
+        """Feed the statistics a line's values and the validation results served after it."""
+        self._statistics.observe(step, {**logged, **self._validation}, step_seconds(logged))
 
     def add_history(self, counts: HistoryCounts) -> None:
         """Count the lines a tail start skipped, as a whole read would have."""
@@ -153,11 +163,8 @@ class RunState:
             self.phase = RunPhase.FINISHED
 
     def _count(self, step: int, data: dict) -> None:
-        validation = self._mapper.validation(data)
-        if validation:
-            self._validation = validation
-        elif self.last_step is not None and step < self.last_step:
-            self._validation = {}  # a restarted run: the old run's results are not this one's
+        self._validation = held_validation(self._validation, self._mapper.validation(data),
+                                           self.last_step is not None and step < self.last_step)
         self.last_step = step
         self.steps_total += 1
         self._streak.observe(data)
@@ -240,8 +247,9 @@ class RunState:
         if statistics:
             family = GaugeMetricFamily(STEP_STATISTIC_METRIC, self._help[STEP_STATISTIC_METRIC],
                                        labels=(*LABELS, *STEP_STATISTIC_LABELS))
-            for statistic, value in statistics.items():
-                family.add_metric((*self.labels, statistic.series, statistic.name), value)
+            for (statistic, member), value in statistics.items():
+                labels = dict(zip((*LABELS, *STEP_STATISTIC_LABELS), (*self.labels, statistic.series, statistic.name)))
+                family.add_sample(STEP_STATISTIC_METRIC, {**labels, **dict(member)}, value)
             yield family
         for name, lines_of in per_series:
             if lines_of:
@@ -301,15 +309,21 @@ class _StatisticsInput:
         self._key_series: dict[bytes, frozenset[str]] = {}
 
     def gives(self, data: dict) -> set[str]:
+        """The series a record gives a value; each family for one that logs any validation result,
+        which replaces all held."""
         with self._state._lock:
-            return self._state._statistics.given(self._state._logged(data))
+            given = self._state._statistics.given(self._state._logged(data))
+            if self._state._mapper.validation(data, counting=False):
+                given |= self.series & FAMILIES
+            return given
 
     def may_give(self, series: Collection[str]) -> Callable[[bytes], bool]:
         missing = frozenset(series)
+        markers = VALIDATION_MARKERS if not missing.isdisjoint(FAMILIES) else ()
 
         def test(line: bytes) -> bool:
-            return b"\\" in line or any(colon and not missing.isdisjoint(self._series_of(key))
-                                         for key, colon in _STRING.findall(line))
+            return b"\\" in line or any(marker in line for marker in markers) or any(
+                colon and not missing.isdisjoint(self._series_of(key)) for key, colon in _STRING.findall(line))
 
         return test
 

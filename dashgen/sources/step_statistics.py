@@ -15,6 +15,11 @@ min(N, MIN_WINDOW_VALUES) values, and at least one, it reads back to that many. 
 step window holding no value has no statistic. A run whose step goes back (restarted, or resumed
 from a checkpoint) starts its windows again: an exporter started at the log's tail reads back
 to that point only, and serves what a whole read would.
+
+A labelled family (a validation family: one series per data_source, variable and metric) has its
+statistics per member, each served with the member's labels. A member's value at a step is the one
+the exporter serves then: the latest test step's result, held until the next test step replaces
+the family's results (or a restart drops them), so a window weighs each result by the steps it held.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from typing import Iterable
 import yaml
 
 from dashgen.bounded_read import TooLarge, parse_nested, read_bounded
-from dashgen.catalog import STEP_STATISTIC_METRIC, verl_metric_name
+from dashgen.catalog import STEP_STATISTIC_METRIC, VALIDATION_FAMILIES, VALIDATION_LABELS, verl_metric_name
 from dashgen.conditions import MAX_STEPS, percentile_of
 from dashgen.errors import BuildError
 from dashgen.records import record
@@ -238,32 +243,38 @@ class StepStatistics:
         # exporter started at the log's tail and not for one that read it whole.
         self.floor = round(floor_seconds * CLOCK_TICKS_PER_SECOND)
         self.untimed_step_seconds = untimed_step_seconds
-        reach: dict[str, int] = {}
-        median_reach: dict[tuple[str, int], int] = {}
+        self._reach: dict[str, int] = {}
+        self._median_reach: dict[tuple[str, int], int] = {}
         for stat in self.wanted:
-            reach[stat.series] = max(reach.get(stat.series, 0), stat.reach + FLOOR_STEPS)
+            self._reach[stat.series] = max(self._reach.get(stat.series, 0), stat.reach + FLOOR_STEPS)
             if stat.of_median:
                 key = (stat.series, stat.of_median)
-                median_reach[key] = max(median_reach.get(key, 0), stat.steps + stat.ending + FLOOR_STEPS)
-        self.reach = max(reach.values(), default=0)  # how far back a tail start reads the log
-        self._values = {series: _History(steps) for series, steps in reach.items()}
-        self._medians = {key: _History(steps) for key, steps in median_reach.items()}
+                self._median_reach[key] = max(self._median_reach.get(key, 0), stat.steps + stat.ending + FLOOR_STEPS)
+        self.reach = max(self._reach.values(), default=0)  # how far back a tail start reads the log
+        # Keyed by series, or by a family's member (dashgen.formats.verl_log.ValidationSeries),
+        # whose histories are made as members appear and dropped once all they hold is past reach.
+        self._values: dict[Member, _History] = {series: _History(steps) for series, steps in self._reach.items()
+                                                if series not in FAMILIES}
+        self._medians: dict[tuple[Member, int], _History] = {
+            (series, count): _History(steps) for (series, count), steps in self._median_reach.items()
+            if series not in FAMILIES}
         self.newest: int | None = None
         self.clock = 0
 
     @property
     def series(self) -> frozenset[str]:
-        """The series it keeps history of."""
-        return frozenset(self._values)
+        """The series it keeps history of (a family by its name)."""
+        return frozenset(self._reach)
 
-    def given(self, logged: dict[str, float]) -> set[str]:
+    def given(self, logged: dict[Member, float]) -> set[str]:
         """The series a line's logged values give a value (observe: a NaN gives none)."""
-        return {series for series in self._values
-                if (value := logged.get(series)) is not None and not math.isnan(value)}
+        return {_family(key) for key, value in logged.items()
+                if _family(key) in self._reach and value is not None and not math.isnan(value)}
 
-    def observe(self, step: int, logged: dict[str, float], seconds_per_step: float | None = None) -> None:
+    def observe(self, step: int, logged: dict[Member, float], seconds_per_step: float | None = None) -> None:
         """A line of the log: its step, the values it logged itself (none for a line that logs no
-        training value: only the step moves), and its timing_s/step if it has one."""
+        training value: only the step moves) and the families' members the exporter serves after
+        it, and its timing_s/step if it has one."""
         restarted = self.newest is not None and step < self.newest
         if restarted:  # its steps are counted anew
             for history in (*self._values.values(), *self._medians.values()):
@@ -272,36 +283,76 @@ class StepStatistics:
         advanced = 1 if self.newest is None or restarted else max(step - self.newest, 0)
         self.clock += round((self.untimed_step_seconds if seconds is None else seconds) * CLOCK_TICKS_PER_SECOND) * advanced
         self.newest = step
-        for series, history in self._values.items():
-            value = logged.get(series)
+        self._add_members(logged)
+        for key, history in self._values.items():
+            value = logged.get(key)
             if value is not None and not math.isnan(value):
                 history.add(step, self.clock, value)
             history.prune(step)
-        for (series, count), history in self._medians.items():
-            values = self._values[series]
+        for (key, count), history in self._medians.items():
+            values = self._values[key]
             window = values.window(count, step, self.clock, self.floor)
             if window and _logged_since(values, count, step):
                 history.add(step, self.clock, _median(window))
             history.prune(step)
+        self._drop_members(step)
 
-    def values(self) -> dict[StepStatistic, float]:
-        """Each wanted statistic that has a value now."""
-        out: dict[StepStatistic, float] = {}
+    def _add_members(self, logged: dict[Member, float]) -> None:
+        for key in logged:
+            if isinstance(key, tuple) and key[0] in self._reach and key not in self._values:
+                self._values[key] = _History(self._reach[key[0]])
+                for (series, count), steps in self._median_reach.items():
+                    if series == key[0]:
+                        self._medians[(key, count)] = _History(steps)
+
+    def _drop_members(self, step: int) -> None:
+        gone = [key for key, history in self._values.items()
+                if isinstance(key, tuple) and (not history.steps or history.steps[-1] <= step - history.reach)]
+        for key in gone:
+            del self._values[key]
+            for count in [count for member, count in self._medians if member == key]:
+                del self._medians[(key, count)]
+
+    def values(self) -> dict[Served, float]:
+        """Each wanted statistic that has a value now, of each series or family member."""
+        out: dict[Served, float] = {}
         if self.newest is None:
             return out
         for stat in self.wanted:
-            history = self._medians[(stat.series, stat.of_median)] if stat.of_median else self._values[stat.series]
-            end_step = self.newest - stat.ending
-            end_clock = self.clock - (self.floor if stat.ending else 0)
-            window = history.window(stat.steps, end_step, end_clock, self.floor)
-            if stat.half_logged and not (_logged_since(self._values[stat.series], stat.steps, end_step)
-                                         and len(window) >= min(stat.steps, MIN_WINDOW_VALUES) // 2):
-                continue  # a young run's first steps, or half the window's steps but not half its values
-            if window:
-                value = _reduce(stat.reduction, window)
+            for key in ([key for key in self._values if isinstance(key, tuple) and key[0] == stat.series]
+                        if stat.series in FAMILIES else [stat.series]):
+                value = self._value(stat, key)
                 if value is not None:
-                    out[stat] = float(value)
+                    out[(stat, member_labels(key))] = value
         return out
+
+    def _value(self, stat: StepStatistic, key: Member) -> float | None:
+        history = self._medians[(key, stat.of_median)] if stat.of_median else self._values[key]
+        end_step = self.newest - stat.ending
+        end_clock = self.clock - (self.floor if stat.ending else 0)
+        window = history.window(stat.steps, end_step, end_clock, self.floor)
+        if stat.half_logged and not (_logged_since(self._values[key], stat.steps, end_step)
+                                     and len(window) >= min(stat.steps, MIN_WINDOW_VALUES) // 2):
+            return None  # a young run's first steps, or half the window's steps but not half its values
+        value = _reduce(stat.reduction, window) if window else None
+        return None if value is None else float(value)
+
+
+# The labelled families whose statistics are computed per member; a member is keyed by the tuple
+# (family, data_source, variable, metric), as dashgen.formats.verl_log.ValidationSeries.
+FAMILIES = frozenset(VALIDATION_FAMILIES.values())
+Member = str | tuple[str, ...]
+# A statistic as served: with the member's labels ((label, value) pairs; none for a series).
+Served = tuple[StepStatistic, tuple[tuple[str, str], ...]]
+
+
+def _family(key: Member) -> str:
+    return key[0] if isinstance(key, tuple) else key
+
+
+def member_labels(key: Member) -> tuple[tuple[str, str], ...]:
+    """The labels a family member's statistics are served with; none for a series."""
+    return tuple(zip(VALIDATION_LABELS, key[1:])) if isinstance(key, tuple) else ()
 
 
 _NAME = re.compile(r"(median|max|min|spread|p[1-9]\d?)_(\d+)steps(?:_ending(\d+))?(?:_of_median_(\d+)steps)?(_half_logged)?")

@@ -52,3 +52,18 @@ def test_a_fixture_that_gives_the_statistics_itself_is_left_alone(tmp_path: Path
     given = {"series": f'verl_step_statistic{{{RUN},series="{ENTROPY}",statistic="median_3steps"}}', "values": "5x3"}
     path = _fixture(tmp_path, [{"series": f"{ENTROPY}{{{RUN}}}", "values": "1 1 9 9"}, given])
     assert with_statistics(path, SERVED, "1m") is None
+
+
+def test_a_family_members_statistics_carry_its_labels(tmp_path: Path):
+    """Each validation series (a member of the family verl_val_core) gets its own statistics,
+    selected with its data_source, variable and metric, as the exporter serves them."""
+    peak = StepStatistic("verl_val_core", "max", 2)
+    members = {"openai/gsm8k": "0.5 0.1 0.1 0.1", "math": "0.2 0.2 0.4 0.4"}
+    path = _fixture(tmp_path, [{"series": f'verl_val_core{{{RUN},data_source="{source}",variable="reward",'
+                                          f'metric="mean@1"}}', "values": values}
+                               for source, values in members.items()])
+    added = with_statistics(path, ServedStatistics((peak,), 0.0), "1m")["tests"][0]["input_series"][2:]
+    assert added == [
+        {"series": f'verl_step_statistic{{{RUN.replace(",", ", ")}, data_source="{source}", variable="reward", '
+                   f'metric="mean@1", series="verl_val_core", statistic="max_2steps"}}', "values": values}
+        for source, values in (("openai/gsm8k", "0.5 0.5 0.1 0.1"), ("math", "0.2 0.2 0.4 0.4"))]

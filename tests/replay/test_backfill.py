@@ -267,3 +267,34 @@ def test_a_live_scrape_serves_what_the_backfill_of_the_same_log_writes_last(tmp_
     own = {name for name, _ in live if any(name.startswith(series.removesuffix("_total")) for series in EXPORTER_SERIES)}
     assert own >= {LAST_STEP_METRIC, "verl_exporter_steps_total", "verl_exporter_parse_errors_total", "verl_run_state",
                    "verl_nonfinite_streak_steps", "verl_exporter_step_windows_info", "verl_step_statistic"}
+
+
+def test_the_backfill_computes_each_validation_series_statistics_as_the_exporter_does(tmp_path: Path):
+    """verl_val_core's statistics, per data_source/variable/metric, from a log that validates every
+    10 steps: the backfill's at the last step are the exporter's, written with the member's labels."""
+    import io
+
+    from dashgen.replay.openmetrics import write_openmetrics
+
+    log = tmp_path / "gsm8k" / "ppo-7b.jsonl"
+    log.parent.mkdir()
+    with open(log, "w") as handle:
+        for step in range(1, 121):
+            validation = {"val-core/openai/gsm8k/reward/mean@1": 0.5 if step < 60 else 0.2} if step % 10 == 0 else {}
+            training = {key: value for key, value in step_data(step).items() if not key.startswith("val-")}
+            handle.write(json.dumps({"step": step, "data": training | validation}) + "\n")
+    served = rendered_statistics(REPO)
+    recorded = read_run(log, run_labels(log, "verl"), Timing(start=START, end="hung"), step_statistics=served)
+    state = RunState("gsm8k", "ppo-7b", step_statistics=served)
+    LogFollower(log, state).poll()
+    exporter = state._statistics.values()
+    assert recorded.statistics[-1] == exporter
+    member = (("data_source", "openai/gsm8k"), ("variable", "reward"), ("metric", "mean@1"))
+    peak = {stat.name: value for (stat, labels), value in exporter.items() if stat.series == "verl_val_core"}
+    assert peak == {"max_80steps": 0.5, "max_300steps_of_median_100steps": 0.5}  # 0.5 held at steps 41..59
+    assert {labels for (stat, labels) in exporter if stat.series == "verl_val_core"} == {member}
+    text = io.StringIO()
+    write_openmetrics([recorded], text, 15.0)
+    assert ('verl_step_statistic{job="verl",instance="backfill/gsm8k/ppo-7b",project="gsm8k",experiment="ppo-7b",'
+            'series="verl_val_core",statistic="max_80steps",data_source="openai/gsm8k",variable="reward",'
+            'metric="mean@1"} 0.5') in text.getvalue()

@@ -7,6 +7,8 @@ from statistics import median as statistics_median
 import pytest
 import yaml
 
+from prometheus_client import CollectorRegistry, generate_latest
+
 from dashgen.errors import BuildError
 from dashgen.runtime.exporter import RunState
 from dashgen.promtool import run_promtool
@@ -23,7 +25,7 @@ def fed(wanted: list[StepStatistic], lines: list[tuple[int, dict]]) -> dict[str,
     statistics = StepStatistics(wanted)
     for step, logged in lines:
         statistics.observe(step, logged)
-    return {stat.name: value for stat, value in statistics.values().items()}
+    return {stat.name: value for (stat, _), value in statistics.values().items()}
 
 
 def test_a_window_counts_steps_not_lines_and_a_missing_key_is_no_value():
@@ -87,15 +89,15 @@ def test_no_window_or_ending_is_shorter_than_the_floor_of_the_logs_own_clock():
     statistics = StepStatistics([peak, StepStatistic(KL, "median", 3)], floor_seconds=60.0)
     for step in range(1, 101):
         statistics.observe(step, {KL: 1.0 if step <= 70 else 50.0}, 2.0)
-    values = {stat.name: value for stat, value in statistics.values().items()}
+    values = {stat.name: value for (stat, _), value in statistics.values().items()}
     # Ending 30 steps back (60 s), the peak holds steps up to 70 only; the median reads the last 60 s.
     assert values == {"max_20steps_ending10": 1.0, "median_3steps": 50.0}
     statistics.observe(101, {KL: 50.0}, 2.0)  # step 71 is now 60 s old: the ending moves with the clock
-    assert statistics.values()[peak] == 50.0
+    assert statistics.values()[(peak, ())] == 50.0
     untimed = StepStatistics([peak], floor_seconds=60.0)  # 60 s a step without timing_s/step: steps rule
     for step in range(1, 101):
         untimed.observe(step, {KL: 1.0 if step <= 90 else 50.0})
-    assert untimed.values()[peak] == 1.0
+    assert untimed.values()[(peak, ())] == 1.0
 
 
 @pytest.mark.parametrize("huge", [1e303, 1e200, 2 * 86_400.0])
@@ -106,7 +108,7 @@ def test_an_implausible_step_time_is_no_reading_of_the_clock(huge):
     statistics = StepStatistics([median], floor_seconds=60.0, untimed_step_seconds=2.0)
     for step in range(1, 101):
         statistics.observe(step, {KL: 1.0 if step <= 90 else 50.0}, huge if step == 95 else 2.0)
-    assert statistics.values() == {median: 1.0}  # the last 60 s: steps 71..100, 20 of them at 1.0
+    assert statistics.values() == {(median, ()): 1.0}  # the last 60 s: steps 71..100, 20 of them at 1.0
 
 
 def test_a_restart_starts_the_windows_again_and_nan_is_no_value():
@@ -239,3 +241,36 @@ def test_the_exporters_quantile_is_prometheus_quantile_over_time(tmp_path: Path)
     fixture.write_text(yaml.safe_dump({"rule_files": [], "evaluation_interval": "1m", "tests": tests}))
     result = run_promtool(["test", "rules", str(fixture)])
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+GSM8K, MATH = "val-core/openai/gsm8k/reward/mean@1", "val-core/math/acc/mean@1"
+
+
+def test_a_family_members_statistics_weigh_each_validation_result_by_the_steps_it_held():
+    """The exporter holds a test step's results until the next: at steps 1..4 gsm8k reads 0.5 0.5
+    0.1 0.1 and math 0.2 0.2 0.4 0.4, whether or not a step logs them; a scrape serves each member's
+    statistics with its labels."""
+    peak, median = StepStatistic("verl_val_core", "max", 3), StepStatistic("verl_val_core", "median", 3)
+    state = RunState("p", "e", step_statistics=ServedStatistics((peak, median)))
+    state.record(1, {"actor/kl_loss": 0.1, GSM8K: 0.5, MATH: 0.2})
+    state.record(2, {"actor/kl_loss": 0.1})
+    state.record(3, {"actor/kl_loss": 0.1, GSM8K: 0.1, MATH: 0.4})
+    state.record(4, {"actor/kl_loss": 0.1})
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(state)
+    served = {line.split(" ")[0]: float(line.split(" ")[1]) for line in generate_latest(registry).decode().splitlines()
+              if line.startswith("verl_step_statistic{")}
+
+    def selector(source: str, variable: str, statistic: str) -> str:
+        labels = {"data_source": source, "experiment": "e", "metric": "mean@1", "project": "p",
+                  "series": "verl_val_core", "statistic": statistic, "variable": variable}
+        return "verl_step_statistic{" + ",".join(f'{name}="{value}"' for name, value in labels.items()) + "}"
+
+    assert served == {  # the window of steps 2..4
+        selector("openai/gsm8k", "reward", "max_3steps"): 0.5, selector("openai/gsm8k", "reward", "median_3steps"): 0.1,
+        selector("math", "acc", "max_3steps"): 0.4, selector("math", "acc", "median_3steps"): 0.4}
+    state.record(5, {"actor/kl_loss": 0.1, MATH: 0.0})  # a test step without gsm8k: its result is gone
+    state.record(6, {"actor/kl_loss": 0.1})
+    state.record(7, {"actor/kl_loss": 0.1})
+    values = {(stat.name, dict(member)["data_source"]): value for (stat, member), value in state._statistics.values().items()}
+    assert values == {("max_3steps", "math"): 0.0, ("median_3steps", "math"): 0.0}
