@@ -121,6 +121,7 @@ def rules(config: Config) -> RuleGroup:
     never_steps = steps(tunables.never_pays_steps)
     nearly_never = tunables.nearly_never_quantile
     equal_steps = steps(tunables.never_pays_equal_steps)
+    level_before = Baseline.quietest(never_steps, over=steps(tunables.never_pays_level_steps))
     never_pays = Alert.when(
         "VerlRewardNeverPays",
         any_of(all_of(reward.quantile_over(nearly_never, never_steps).after_half_window()
@@ -130,10 +131,14 @@ def rules(config: Config) -> RuleGroup:
                all_of(reward.median_over(never_steps).after_half_window().below(tunables.never_pays_below),
                       Signal("frac_reward_zero_std").median_over(never_steps).after_half_window()
                       .above(tunables.all_equal_share)),
-               # Collapsed: every rollout of the last steps alike, well below the run's level before.
-               all_of(reward.median_over(equal_steps).falls_by(
-                          tunables.never_pays_fall_fraction,
-                          of=Baseline.quietest(never_steps, over=steps(tunables.never_pays_level_steps)),
+               # Collapsed: every rollout of each of the last steps alike, each well below the run's
+               # level before (their highest: a reward pinned at its ceiling, whose rare zeros leave
+               # its step-to-step spread small, has a median of 5 at 0 on 3 zeros by chance), and
+               # beyond its noise.
+               all_of(reward.max_over(equal_steps).falls_by(
+                          tunables.never_pays_fall_fraction, of=level_before, at_least=tunables.never_pays_min_fall),
+                      reward.median_over(equal_steps).falls_by(
+                          tunables.never_pays_fall_fraction, of=level_before,
                           at_least=tunables.never_pays_min_fall, beyond_noise=tunables.never_pays_fall_noise_z),
                       score_std.max_over(equal_steps).below(tunables.all_equal_std))),
         severity=Severity.WARNING,
@@ -145,10 +150,11 @@ def rules(config: Config) -> RuleGroup:
                      f"{tunables.never_pays_below:g} and {tunables.all_equal_std:g}), or the median reward was below "
                      f"{tunables.never_pays_below:g} while the median share of groups with equal rewards was above "
                      f"{tunables.all_equal_share:.0%}; or every rollout scored alike (score std 0) on each of the "
-                     f"last {equal_steps}, their median reward {tunables.never_pays_fall_fraction:.0%} of its "
-                     f"magnitude, at least {tunables.never_pays_min_fall:g} and more than "
-                     f"{tunables.never_pays_fall_noise_z:g} standard errors of its own step-to-step noise below its "
-                     f"highest {never_steps.count}-step median of the last {tunables.never_pays_level_steps} steps."),
+                     f"last {equal_steps}, each of their rewards {tunables.never_pays_fall_fraction:.0%} of its "
+                     f"magnitude and at least {tunables.never_pays_min_fall:g} below its highest "
+                     f"{never_steps.count}-step median of the last {tunables.never_pays_level_steps} steps, their "
+                     f"median more than {tunables.never_pays_fall_noise_z:g} standard errors of its own step-to-step "
+                     f"noise below it."),
         meaning="GRPO's advantage is a reward's difference from its group's mean: a group whose completions "
                 "all get the same reward gives none, and a run where every group fails alike trains on nothing "
                 "whatever the GPUs spend. From the first steps this is a task too hard for the model or a "
@@ -168,10 +174,12 @@ def rules(config: Config) -> RuleGroup:
                       "nearly all fail alike pays on a step now and then, and at a logging cadence of every 5th or "
                       "10th step, 10 logged values span 50 or 100 steps and hold one. Its collapse branch: a "
                       f"small-batch run has {equal_steps.count} all-equal steps in a row now and then (0.6^5, 8% of "
-                      "windows, at 60%), but its reward jumps across its range from step to step: the fall must be "
-                      f"{tunables.never_pays_fall_fraction:.0%} of its best {never_steps.count}-step median, at least "
-                      f"{tunables.never_pays_min_fall:g}, and beyond {tunables.never_pays_fall_noise_z:g} standard "
-                      "errors of that step-to-step spread, more than the range of such a reward."),
+                      "windows, at 60%), but its reward jumps across its range from step to step: each of them must "
+                      f"have fallen {tunables.never_pays_fall_fraction:.0%} of its best {never_steps.count}-step "
+                      f"median and at least {tunables.never_pays_min_fall:g}, and their median beyond "
+                      f"{tunables.never_pays_fall_noise_z:g} standard errors of that step-to-step spread, more than "
+                      "the range of such a reward. Each, not their median: a reward pinned at its ceiling with a "
+                      "rare step at 0 has a small spread, and 3 such steps among 5 would be a median at 0."),
         next_steps=(
             "Read a few completions and their rewards: does the reward function parse the answer format?",
             "Make the data easier or harder, raise the number of generations per prompt or the temperature.",
