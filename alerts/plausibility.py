@@ -79,8 +79,14 @@ class PlausibilityConfig(AreaConfig, area="plausibility"):
     # The steps the highest level reaches back: VerlRewardCliff's 100, so a collapse after a long
     # stretch at a lower level is judged against the level it had within them.
     never_pays_level_steps: StepCount = 100
+    # The share of its magnitude each of those steps' rewards must fall from that level:
+    # VerlRewardCliff's reward_cliff_drop_fraction.
     never_pays_fall_fraction: Fraction = 0.5
+    # ... and at least this much in the reward's units, for a level near 0: VerlRewardCliff's
+    # reward_cliff_min_drop.
     never_pays_min_fall: NonNegative = 0.2
+    # ... and their median by more than this many standard errors of the reward's step-to-step
+    # noise over the steps before them: VerlRewardCliff's reward_cliff_noise_z.
     never_pays_fall_noise_z: NonNegative = 5.0
 
 
