@@ -8,7 +8,7 @@ to differ from. These bounds need none: each is far outside what any healthy run
 
 from dataclasses import dataclass
 
-from dashgen.conditions import RUN_NAME, VALUE, Signal, all_of, any_of, steps
+from dashgen.conditions import RUN_NAME, VALUE, Baseline, Signal, all_of, any_of, steps
 from dashgen.config import AreaConfig, Config, Fraction, NonNegative, StepCount
 from dashgen.model import Alert, RuleGroup, Severity
 
@@ -61,6 +61,33 @@ class PlausibilityConfig(AreaConfig, area="plausibility"):
     # steps: 9 of 10 happen by chance in 1% of windows at 50%, 4.6% at 60%, and its all-equal steps
     # that pay (every completion right) spare it.
     nearly_never_quantile: Fraction = 0.8
+    # VerlRewardNeverPays also warns, whatever the run's history, where the reward has just collapsed
+    # to one value for every rollout: a critic/score/std of 0 on each of the last never_pays_equal_steps
+    # logged steps, and their median reward never_pays_fall_fraction of its magnitude, never_pays_min_fall
+    # and never_pays_fall_noise_z standard errors of its own step-to-step noise below its highest
+    # never_pays_steps median of the last never_pays_level_steps: its level from before the change,
+    # which exists from the run's first steps (VerlRewardCliff's baseline ends 30 steps back and
+    # needs 50 of its 100 steps). A reward positive with a spread, then exactly 0 on every rollout of
+    # consecutive steps, fails alike in every group (issue 35/40). The fall is VerlRewardCliff's (half,
+    # at least 0.2, 5 standard errors), the guard against small-batch runs: with one or a few prompts a
+    # step, every completion scores alike on 30-60% of steps and 5 in a row come by chance (0.6^5, 8%
+    # of windows), but such a reward jumps across its range from step to step, and 5 standard errors
+    # of its fall (5 x 1.25 x sqrt(1/5 + 1/10) = 3.4 times its step-to-step spread) exceed that range.
+    # 5 steps: the margin grows as the median shortens (4.1 times the spread at 3), and half the
+    # 10 steps of the other branches.
+    never_pays_equal_steps: StepCount = 5
+    # The steps the highest level reaches back: VerlRewardCliff's 100, so a collapse after a long
+    # stretch at a lower level is judged against the level it had within them.
+    never_pays_level_steps: StepCount = 100
+    # The share of its magnitude each of those steps' rewards must fall from that level:
+    # VerlRewardCliff's reward_cliff_drop_fraction.
+    never_pays_fall_fraction: Fraction = 0.5
+    # ... and at least this much in the reward's units, for a level near 0: VerlRewardCliff's
+    # reward_cliff_min_drop.
+    never_pays_min_fall: NonNegative = 0.2
+    # ... and their median by more than this many standard errors of the reward's step-to-step
+    # noise over the steps before them: VerlRewardCliff's reward_cliff_noise_z.
+    never_pays_fall_noise_z: NonNegative = 5.0
 
 
 def rules(config: Config) -> RuleGroup:
@@ -99,6 +126,8 @@ def rules(config: Config) -> RuleGroup:
     score_std = Signal("critic/score/std")
     never_steps = steps(tunables.never_pays_steps)
     nearly_never = tunables.nearly_never_quantile
+    equal_steps = steps(tunables.never_pays_equal_steps)
+    level_before = Baseline.quietest(never_steps, over=steps(tunables.never_pays_level_steps))
     never_pays = Alert.when(
         "VerlRewardNeverPays",
         any_of(all_of(reward.quantile_over(nearly_never, never_steps).after_half_window()
@@ -107,7 +136,17 @@ def rules(config: Config) -> RuleGroup:
                       .below(tunables.all_equal_std)),
                all_of(reward.median_over(never_steps).after_half_window().below(tunables.never_pays_below),
                       Signal("frac_reward_zero_std").median_over(never_steps).after_half_window()
-                      .above(tunables.all_equal_share))),
+                      .above(tunables.all_equal_share)),
+               # Collapsed: every rollout of each of the last steps alike, each well below the run's
+               # level before (their highest: a reward pinned at its ceiling, whose rare zeros leave
+               # its step-to-step spread small, has a median of 5 at 0 on 3 zeros by chance), and
+               # beyond its noise.
+               all_of(reward.max_over(equal_steps).falls_by(
+                          tunables.never_pays_fall_fraction, of=level_before, at_least=tunables.never_pays_min_fall),
+                      reward.median_over(equal_steps).falls_by(
+                          tunables.never_pays_fall_fraction, of=level_before,
+                          at_least=tunables.never_pays_min_fall, beyond_noise=tunables.never_pays_fall_noise_z),
+                      score_std.max_over(equal_steps).below(tunables.all_equal_std))),
         severity=Severity.WARNING,
         keep_firing_for=config.warning_keep_firing_for,
         summary="The reward (nearly) never pays and the prompt groups' rewards are (nearly) all equal: GRPO has "
@@ -116,20 +155,37 @@ def rules(config: Config) -> RuleGroup:
                      f"group's rewards equal (the {nearly_never:g} quantiles of the reward and of the score std below "
                      f"{tunables.never_pays_below:g} and {tunables.all_equal_std:g}), or the median reward was below "
                      f"{tunables.never_pays_below:g} while the median share of groups with equal rewards was above "
-                     f"{tunables.all_equal_share:.0%}."),
+                     f"{tunables.all_equal_share:.0%}; or every rollout scored alike (score std 0) on each of the "
+                     f"last {equal_steps}, each of their rewards {tunables.never_pays_fall_fraction:.0%} of its "
+                     f"magnitude and at least {tunables.never_pays_min_fall:g} below its highest "
+                     f"{never_steps.count}-step median of the last {tunables.never_pays_level_steps} steps, their "
+                     f"median more than {tunables.never_pays_fall_noise_z:g} standard errors of its own step-to-step "
+                     f"noise below it."),
         meaning="GRPO's advantage is a reward's difference from its group's mean: a group whose completions "
                 "all get the same reward gives none, and a run where every group fails alike trains on nothing "
                 "whatever the GPUs spend. From the first steps this is a task too hard for the model or a "
                 "reward function that never pays (a parser that never matches the answer format); later, a "
                 "policy collapsed onto an answer that earns nothing. Read only where the log has the score's "
-                "spread within groups (TRL's reward_std, or its share of groups with equal rewards).",
+                "spread within groups (TRL's reward_std, or its share of groups with equal rewards). A run that "
+                f"paid and then collapses needs no {never_steps} of nothing: a reward that was positive with a "
+                f"spread and is then one value for every rollout (score std exactly 0) on {equal_steps} in a row, "
+                "well below the highest level the run had, warns whatever the run's age. VerlRewardCliff pages on "
+                "a fall from its level of 100 steps ending 30 back, which needs 50 of them logged: it judges no "
+                "run younger than 80 steps.",
         healthy_runs=("A healthy small-batch run has all-equal steps too (30-60%), but steps that pay among them: "
                       "it needs 9 of 10 logged steps without a reward above 0 and 9 of 10 all-equal (or TRL's share "
                       "of such groups above 90% and the median reward 0), judged once half the window is logged. 9 "
                       "all-equal steps of 10 happen by chance in 1% of a healthy run's windows at 50% all-equal "
                       "steps, 4.6% at 60%, and those of them that pay spare it. Not 'never' paid: a run whose groups "
                       "nearly all fail alike pays on a step now and then, and at a logging cadence of every 5th or "
-                      "10th step, 10 logged values span 50 or 100 steps and hold one."),
+                      "10th step, 10 logged values span 50 or 100 steps and hold one. Its collapse branch: a "
+                      f"small-batch run has {equal_steps.count} all-equal steps in a row now and then (0.6^5, 8% of "
+                      "windows, at 60%), but its reward jumps across its range from step to step: each of them must "
+                      f"have fallen {tunables.never_pays_fall_fraction:.0%} of its best {never_steps.count}-step "
+                      f"median and at least {tunables.never_pays_min_fall:g}, and their median beyond "
+                      f"{tunables.never_pays_fall_noise_z:g} standard errors of that step-to-step spread, more than "
+                      "the range of such a reward. Each, not their median: a reward pinned at its ceiling with a "
+                      "rare step at 0 has a small spread, and 3 such steps among 5 would be a median at 0."),
         next_steps=(
             "Read a few completions and their rewards: does the reward function parse the answer format?",
             "Make the data easier or harder, raise the number of generations per prompt or the temperature.",

@@ -149,6 +149,9 @@ SMALL_BATCH_FEW_PROMPTS = SmallBatch(rewards=(0.0, 1.0), zero_std_share=0.45, co
 # One prompt a step, logged as TRL logs it (frac_reward_zero_std, no step time, no train/rollout gap).
 SMALL_BATCH_TRL = SmallBatch(rewards=(0.0, 1.0), zero_std_share=0.45, grad_norm=0.3, entropy_range=(0.05, 1.0),
                              logs_zero_std_share=True)
+# A large batch drawn the same way: 256 rollouts, none of its steps with every one alike.
+SMALL_BATCH_LARGE = SmallBatch(rewards=(0.0, 1.0), zero_std_share=0.0, completions=256, grad_norm=0.3,
+                               entropy_range=(0.25, 0.3), response_tokens=300.0)
 ISSUE_35_SCENARIOS: tuple[tuple[str, tuple[RunSpec, ...]], ...] = (
     ("noisy small-batch GRPO (reward across its range, 30-60% zero-std steps, entropy 0.001-1.0)", (
         # A console log: every value to 3 decimals, so a healthy grad norm of 0.0004 reads 0.000.
@@ -252,6 +255,15 @@ ISSUE_35_SCENARIOS: tuple[tuple[str, tuple[RunSpec, ...]], ...] = (
                 timed=False, rollout_gap=False, faults=(Fault("reward_floor", 500, speed=50, measurable=550),)),
         RunSpec("reward-falls-to-floor-small-batch", 400, 95, 60, small_batch=SMALL_BATCH_DISCRETE,
                 faults=(Fault("reward_floor", 200, speed=20, measurable=220),)),
+    )),
+    ("a short run whose reward collapses to exactly 0 after 12 healthy steps (issues 35/40) and its small-batch "
+     "twins, whose completions all score 0 on many healthy steps", (
+        # 32 prompts x 8 rollouts a step, as the public CS336 runs: a smooth reward that logs its std.
+        RunSpec("reward-collapse-short", 41, 96, 60, small_batch=SMALL_BATCH_LARGE,
+                faults=(Fault("reward_collapse", 12, speed=3),)),
+        RunSpec("healthy-short-small-batch", 41, 97, 60, small_batch=SMALL_BATCH_DISCRETE),
+        RunSpec("healthy-short-few-prompts", 41, 98, 60, small_batch=SMALL_BATCH_FEW_PROMPTS),
+        RunSpec("healthy-short-trl", 41, 99, 25, small_batch=SMALL_BATCH_TRL, timed=False, rollout_gap=False),
     )),
 )
 ISSUE_35_RUNS = tuple(spec for _, specs in ISSUE_35_SCENARIOS for spec in specs)

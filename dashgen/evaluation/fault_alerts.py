@@ -89,6 +89,11 @@ FAULT_ALERTS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "reward_floor": (frozenset({"VerlNoLearningSignal"}),
                      frozenset({"VerlRewardNeverPays", "VerlRewardCliff", "VerlRewardStagnation",
                                 "VerlEntropyCollapse", "VerlEntropyExplosion", "VerlResponseLengthCollapse"})),
+    # Issues 35/40. A run that learned, then every rollout of every step scores the lowest reward
+    # (exactly 0, std 0, grad norm 0) from `at` + `speed` on: a policy collapsed onto answers that earn nothing.
+    "reward_collapse": (frozenset({"VerlRewardNeverPays"}),
+                        frozenset({"VerlNoLearningSignal", "VerlRewardCliff", "VerlRewardStagnation",
+                                   "VerlEntropyCollapse", "VerlEntropyExplosion", "VerlResponseLengthCollapse"})),
 }
 # Alerts FAULT_ALERTS expects that the rules do not define yet, with the severity they are to have.
 # None today: issue 35's VerlImplausibleValue and issue 40's VerlGradNormExplosion were planned here.

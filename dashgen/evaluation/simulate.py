@@ -191,6 +191,7 @@ LATE_EXPLOSION_ENTROPY, LATE_EXPLOSION_GRAD_NORM = 28.5, 13.0  # factors: 0.33 -
 LATE_EXPLOSION_CLIPFRAC, LATE_EXPLOSION_TOKENS = 0.7, 4.0
 # saturation and reward_floor: the share of steps whose completions all score the top (or the lowest)
 # reward once the fault has developed; TRL's frac_reward_zero_std near 1 in runs that learned their data.
+# reward_collapse: every step (a public CS336 run of 256 rollouts a step: every one 0 from step 15 on).
 ALL_ALIKE_SHARE = 0.95
 
 
@@ -451,11 +452,12 @@ def _apply(fault: Fault, step: int, data: dict, spec: RunSpec) -> None:
     elif kind == "reward_hacking_validation":
         if VALIDATION_KEY in data:
             data[VALIDATION_KEY] *= 1 - ramp
-    elif kind in ("saturation", "reward_floor"):
+    elif kind in ("saturation", "reward_floor", "reward_collapse"):
         if spec.small_batch is None:
             raise ValueError(f"run {spec.name}: a {kind} fault needs a small_batch run")
         rewards = spec.small_batch.rewards
-        _all_alike(spec, step, data, rewards[-1] if kind == "saturation" else rewards[0], ALL_ALIKE_SHARE * ramp)
+        share = ramp if kind == "reward_collapse" else ALL_ALIKE_SHARE * ramp
+        _all_alike(spec, step, data, rewards[-1] if kind == "saturation" else rewards[0], share)
 
 
 def _all_alike(spec: RunSpec, step: int, data: dict, reward: float, share: float) -> None:

@@ -170,6 +170,19 @@ def test_a_saturated_reward_and_its_twin_at_the_floor_have_the_same_zero_gradien
     assert zeros["saturation"] == zeros["reward_floor"]
 
 
+def test_a_reward_collapse_scores_every_rollout_0_on_every_step_after_a_large_batch_that_learned(tmp_path: Path):
+    shape = SmallBatch((0.0, 1.0), zero_std_share=0.0, completions=256, grad_norm=0.3)
+    log = _log(RunSpec("collapse", 41, 96, 60, small_batch=shape, faults=(Fault("reward_collapse", 12, speed=3),)),
+               tmp_path)
+    before = [data for step, data in log.items() if step < 12]
+    after = [data for step, data in log.items() if step >= 14]
+    # A large batch: its reward positive with a spread, and a gradient, on every step before.
+    assert all(data["critic/score/mean"] > 0.3 and data["critic/score/std"] > 0.3 and data["actor/grad_norm"] > 0
+               for data in before)
+    # Unlike reward_floor's 95%, every step from at + speed on.
+    assert all(data["critic/score/mean"] == data["critic/score/std"] == data["actor/grad_norm"] == 0 for data in after)
+
+
 def test_a_slow_entropy_explosion_doubles_every_12_steps_with_two_nan_steps_at_an_hour_a_step(tmp_path: Path):
     spec = RunSpec("doubling", 100, 78, 3600, step_time_sigma=0.2, entropy_level=0.76, entropy_decline=0.0,
                    reward_range=(0.5, 0.5), isolated_nan_steps=(83, 85),

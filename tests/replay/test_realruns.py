@@ -53,10 +53,6 @@ OPEN_ON_TUNE: dict[str, str] = {
         "the early KL rise to ~1 (steps 5-19) warns as a blow-up",
     "unsloth-gptoss-20b-2048-game-grpo-stopped-432":
         "one-prompt noise warns: the KL growing with the reward at 45, shorter strategies at 376",
-    "custom-qwen25math-15b-grpo-offpolicy-e2-tb128-40-reward-collapse":
-        "the reward is exactly 0 from step 15; only RewardNeverPays warns, at step 23",
-    "custom-qwen25math-15b-grpo-offpolicy-e4-tb128-40-reward-collapse":
-        "the reward is 0.012 at step 10 and exactly 0 from 12; only RewardNeverPays warns, at step 20",
     "custom-qwen25math-15b-grpo-noclip-200-gradnorm-bursts":
         "pre-clip grad-norm bursts (x1e4-x1e8 on steps 67-70) page VerlTrainingDivergence at 68",
 }
