@@ -57,8 +57,6 @@ OPEN_ON_TUNE: dict[str, str] = {
         "the reward is exactly 0 from step 15; only RewardNeverPays warns, at step 23",
     "custom-qwen25math-15b-grpo-offpolicy-e4-tb128-40-reward-collapse":
         "the reward is 0.012 at step 10 and exactly 0 from 12; only RewardNeverPays warns, at step 20",
-    "custom-qwen25math-15b-grpo-noclip-200-gradnorm-bursts":
-        "pre-clip grad-norm bursts (x1e4-x1e8 on steps 67-70) page VerlTrainingDivergence at 68",
 }
 OPEN = OPEN_ON_HOLDOUT | OPEN_ON_TUNE
 
