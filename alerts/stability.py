@@ -40,17 +40,16 @@ class StabilityConfig(AreaConfig, area="stability"):
     # Entropy must fall below this multiple of its baseline...
     divergence_entropy_factor: Factor = 0.5
     # ... and still be falling, together with KL and grad norm: its median of the last
-    # divergence_entropy_fall_steps below the median of the divergence_entropy_level_steps just
-    # before them, by this fraction and beyond divergence_noise_z standard errors of its step-to-step
-    # noise. A run converging halves its entropy within 60 steps too (0.5 to 0.07 over steps 35-64 of
+    # divergence_entropy_fall_steps below its level just before them (the median of the
+    # divergence_smoothing_steps before them: the shortest level one odd step does not set), by this
+    # fraction and beyond divergence_noise_z standard errors of its step-to-step noise. A run
+    # converging halves its entropy within 60 steps too (0.5 to 0.07 over steps 35-64 of
     # bench/realruns/custom-qwen25math-15b-grpo-noclip-200-gradnorm-bursts): below half its 60-step
     # high, but flat at that level when a later pre-clip grad norm burst comes, which is no divergence.
     # A divergence that takes 60 steps to develop still falls several percent a step.
     divergence_entropy_fall_fraction: Fraction = 0.1
-    # The steps of entropy's current median...
+    # The steps of entropy's current median.
     divergence_entropy_fall_steps: StepCount = 3
-    # ... and of its level just before them.
-    divergence_entropy_level_steps: StepCount = 10
     # Standard errors of their own step-to-step noise PPO KL's rise and entropy's fall must exceed:
     # PPO KL of a small-batch run swings from 0 to 0.05 between steps
     # (bench/realruns/custom-qwen25math-15b-grpo-offpolicy-e2-tb256-200-gradnorm-blowup), and a 3-step
@@ -203,7 +202,6 @@ def rules(config: Config) -> list[RuleGroup]:
     baseline = Baseline.quietest(smoothing, over=base)
     held = Baseline.held(of=Baseline(base, ending=recent))
     fall_steps = steps(tunables.divergence_entropy_fall_steps)
-    entropy_level = steps(tunables.divergence_entropy_level_steps)
     divergence = Alert(
         name="VerlTrainingDivergence",
         severity=Severity.CRITICAL,
@@ -214,7 +212,7 @@ def rules(config: Config) -> list[RuleGroup]:
             GRAD_NORM.max_over(recent).above(tunables.divergence_grad_norm_factor, times=baseline),
             ENTROPY.min_over(recent).below(tunables.divergence_entropy_factor, times=baseline),
             ENTROPY.median_over(fall_steps).falls_by(
-                tunables.divergence_entropy_fall_fraction, of=Baseline(entropy_level, ending=fall_steps),
+                tunables.divergence_entropy_fall_fraction, of=Baseline(smoothing, ending=fall_steps),
                 beyond_noise=tunables.divergence_noise_z)),
         for_=tunables.divergence_for,
         # Still diverged is judged on the recent median: after a recovery, one noisy step is no reason
@@ -229,7 +227,7 @@ def rules(config: Config) -> list[RuleGroup]:
                      f"{tunables.divergence_grad_norm_factor:g}x their lowest median over {smoothing} within the last {base}, "
                      f"while entropy fell below {tunables.divergence_entropy_factor:g}x its highest and is still "
                      f"falling: its median of the last {fall_steps} is {tunables.divergence_entropy_fall_fraction:.0%} "
-                     f"or more below its median of the {entropy_level} before them (KL's rise and entropy's fall "
+                     f"or more below its median of the {smoothing} before them (KL's rise and entropy's fall "
                      f"beyond {tunables.divergence_noise_z:g} standard errors of their step-to-step noise). It stays "
                      f"firing while any of them is still "
                      f"{tunables.divergence_sustain_kl_factor:g}x / {tunables.divergence_sustain_grad_norm_factor:g}x / "
@@ -249,7 +247,7 @@ def rules(config: Config) -> list[RuleGroup]:
                       "to rise by 0.01 too (early console logs print it to 3 decimals). A converging run's entropy "
                       "halves within 60 steps and then levels off while pre-clip grad norm bursts x1e4-x1e8 and KL's "
                       f"3-step median reads 4x its quiet level: it needs entropy's median of the last {fall_steps} "
-                      f"below its median of the {entropy_level} just before, by "
+                      f"below its median of the {smoothing} just before, by "
                       f"{tunables.divergence_entropy_fall_fraction:.0%}, and KL's rise and entropy's fall beyond "
                       f"{tunables.divergence_noise_z:g} standard errors of their step-to-step spread."),
         next_steps=(
