@@ -202,6 +202,7 @@ def rules(config: Config) -> list[RuleGroup]:
     baseline = Baseline.quietest(smoothing, over=base)
     held = Baseline.held(of=Baseline(base, ending=recent))
     fall_steps = steps(tunables.divergence_entropy_fall_steps)
+    entropy_before = Baseline(smoothing, ending=fall_steps)
     divergence = Alert(
         name="VerlTrainingDivergence",
         severity=Severity.CRITICAL,
@@ -212,7 +213,7 @@ def rules(config: Config) -> list[RuleGroup]:
             GRAD_NORM.max_over(recent).above(tunables.divergence_grad_norm_factor, times=baseline),
             ENTROPY.min_over(recent).below(tunables.divergence_entropy_factor, times=baseline),
             ENTROPY.median_over(fall_steps).falls_by(
-                tunables.divergence_entropy_fall_fraction, of=Baseline(smoothing, ending=fall_steps),
+                tunables.divergence_entropy_fall_fraction, of=entropy_before,
                 beyond_noise=tunables.divergence_noise_z)),
         for_=tunables.divergence_for,
         # Still diverged is judged on the recent median: after a recovery, one noisy step is no reason
@@ -220,7 +221,11 @@ def rules(config: Config) -> list[RuleGroup]:
         keep_firing_while=any_of(
             KL.median_over(recent).above(tunables.divergence_sustain_kl_factor, times=held),
             GRAD_NORM.median_over(recent).above(tunables.divergence_sustain_grad_norm_factor, times=held),
-            ENTROPY.median_over(recent).below(tunables.divergence_sustain_entropy_factor, times=held)),
+            # Entropy against its best level just before its fall (the onset's), which exists from a
+            # run's first steps: the onset holds only while entropy is still falling, and a
+            # divergence in a run's first 40 steps has no held level of 60 steps yet.
+            ENTROPY.median_over(recent).below(tunables.divergence_sustain_entropy_factor,
+                                              times=Baseline.held(of=entropy_before))),
         summary="KL, grad norm and entropy broke away from their baselines together: the policy is diverging.",
         description=(f"Run {RUN_NAME}: PPO KL's median of its last {tunables.divergence_kl_median_steps} steps rose above "
                      f"{tunables.divergence_kl_factor:g}x and grad norm within the last {recent} above "
