@@ -37,8 +37,24 @@ class StabilityConfig(AreaConfig, area="stability"):
     divergence_kl_min_rise: NonNegative = 0.01
     # Grad norm must rise above this multiple of its baseline.
     divergence_grad_norm_factor: Factor = 4.0
-    # Entropy must fall below this multiple of its baseline.
+    # Entropy must fall below this multiple of its baseline...
     divergence_entropy_factor: Factor = 0.5
+    # ... and still be falling, together with KL and grad norm: its median of the last
+    # divergence_entropy_fall_steps below its level just before them (the median of the
+    # divergence_smoothing_steps before them: the shortest level one odd step does not set), by this
+    # fraction and beyond divergence_noise_z standard errors of its step-to-step noise. A run
+    # converging halves its entropy within 60 steps too (0.5 to 0.07 over steps 35-64 of
+    # bench/realruns/custom-qwen25math-15b-grpo-noclip-200-gradnorm-bursts): below half its 60-step
+    # high, but flat at that level when a later pre-clip grad norm burst comes, which is no divergence.
+    # A divergence that takes 60 steps to develop still falls several percent a step.
+    divergence_entropy_fall_fraction: Fraction = 0.1
+    # The steps of entropy's current median.
+    divergence_entropy_fall_steps: StepCount = 3
+    # Standard errors of their own step-to-step noise PPO KL's rise and entropy's fall must exceed:
+    # PPO KL of a small-batch run swings from 0 to 0.05 between steps
+    # (bench/realruns/custom-qwen25math-15b-grpo-offpolicy-e2-tb256-200-gradnorm-blowup), and a 3-step
+    # median of it rises 4x above its quietest 5-step median by chance.
+    divergence_noise_z: NonNegative = 3.0
     # How long all three must hold before it pages: from the first evaluation that sees them, since
     # each reads steps already (KL's median of 3 is 2 high steps). A wait in wall time would be 40
     # steps at 1.5 s a step, longer than the baseline of divergence_baseline_steps takes to absorb a
@@ -185,38 +201,60 @@ def rules(config: Config) -> list[RuleGroup]:
     # norm would lift a median of the young run's history above a divergence's own level.
     baseline = Baseline.quietest(smoothing, over=base)
     held = Baseline.held(of=Baseline(base, ending=recent))
+    fall_steps = steps(tunables.divergence_entropy_fall_steps)
+    entropy_before = Baseline(smoothing, ending=fall_steps)
     divergence = Alert(
         name="VerlTrainingDivergence",
         severity=Severity.CRITICAL,
         condition=all_of(
             KL.median_over(steps(tunables.divergence_kl_median_steps)).rises_by(
-                tunables.divergence_kl_factor - 1, of=baseline, at_least=tunables.divergence_kl_min_rise),
+                tunables.divergence_kl_factor - 1, of=baseline, at_least=tunables.divergence_kl_min_rise,
+                beyond_noise=tunables.divergence_noise_z),
             GRAD_NORM.max_over(recent).above(tunables.divergence_grad_norm_factor, times=baseline),
-            ENTROPY.min_over(recent).below(tunables.divergence_entropy_factor, times=baseline)),
+            ENTROPY.min_over(recent).below(tunables.divergence_entropy_factor, times=baseline),
+            ENTROPY.median_over(fall_steps).falls_by(
+                tunables.divergence_entropy_fall_fraction, of=entropy_before,
+                beyond_noise=tunables.divergence_noise_z)),
         for_=tunables.divergence_for,
         # Still diverged is judged on the recent median: after a recovery, one noisy step is no reason
         # to keep paging.
         keep_firing_while=any_of(
             KL.median_over(recent).above(tunables.divergence_sustain_kl_factor, times=held),
             GRAD_NORM.median_over(recent).above(tunables.divergence_sustain_grad_norm_factor, times=held),
-            ENTROPY.median_over(recent).below(tunables.divergence_sustain_entropy_factor, times=held)),
+            # Entropy against its best level just before its fall (the onset's), which exists from a
+            # run's first steps: the onset holds only while entropy is still falling, and a
+            # divergence in a run's first 40 steps has no held level of 60 steps yet.
+            ENTROPY.median_over(recent).below(tunables.divergence_sustain_entropy_factor,
+                                              times=Baseline.held(of=entropy_before))),
         summary="KL, grad norm and entropy broke away from their baselines together: the policy is diverging.",
         description=(f"Run {RUN_NAME}: PPO KL's median of its last {tunables.divergence_kl_median_steps} steps rose above "
                      f"{tunables.divergence_kl_factor:g}x and grad norm within the last {recent} above "
                      f"{tunables.divergence_grad_norm_factor:g}x their lowest median over {smoothing} within the last {base}, "
-                     f"while entropy fell below "
-                     f"{tunables.divergence_entropy_factor:g}x its highest. It stays firing while any of them is still "
+                     f"while entropy fell below {tunables.divergence_entropy_factor:g}x its highest and is still "
+                     f"falling: its median of the last {fall_steps} is {tunables.divergence_entropy_fall_fraction:.0%} "
+                     f"or more below its median of the {smoothing} before them (KL's rise and entropy's fall "
+                     f"beyond {tunables.divergence_noise_z:g} standard errors of their step-to-step noise). It stays "
+                     f"firing while any of them is still "
                      f"{tunables.divergence_sustain_kl_factor:g}x / {tunables.divergence_sustain_grad_norm_factor:g}x / "
                      f"{tunables.divergence_sustain_entropy_factor:g}x away from its level before the fault."),
         meaning="The three classic symptoms of a policy update that has left the trust region, seen at once: "
                 "the new policy moves far from the old one (KL), gradients blow up (grad norm), and the policy "
-                "collapses onto a few tokens (entropy). One of them alone is routine noise; all three together "
-                "usually precede a reward collapse and rarely recover on their own.",
+                "collapses onto a few tokens (entropy). One of them alone is routine noise; all three breaking "
+                "away together usually precede a reward collapse and rarely recover on their own. Together means "
+                "entropy is still falling, against its level of the steps just before, when KL and grad norm "
+                "break: a run converging halves its entropy over tens of steps, and a pre-clip grad norm burst "
+                "after entropy has levelled off is no divergence. A lone gradient explosion warns "
+                "(VerlGradNormExplosion), and so does entropy exploding (VerlEntropyExplosion): a real run "
+                "recovered from entropy x40 with KL and grad norm up within 7 steps.",
         healthy_runs=("One of the three alone is routine: a lone KL spike (a 3-step median reads it, so one step of "
                       "KL 7 in a healthy off-policy run is none), a grad norm spike, an entropy dip. It needs all "
                       f"three beyond their factors against the run's quietest level of its last {base}, and PPO KL "
-                      "to rise by 0.01 too (early console logs print it to 3 decimals): no healthy run of the corpus "
-                      "does."),
+                      "to rise by 0.01 too (early console logs print it to 3 decimals). A converging run's entropy "
+                      "halves within 60 steps and then levels off while pre-clip grad norm bursts x1e4-x1e8 and KL's "
+                      f"3-step median reads 4x its quiet level: it needs entropy's median of the last {fall_steps} "
+                      f"below its median of the {smoothing} just before, by "
+                      f"{tunables.divergence_entropy_fall_fraction:.0%}, and KL's rise and entropy's fall beyond "
+                      f"{tunables.divergence_noise_z:g} standard errors of their step-to-step spread."),
         next_steps=(
             "Open the dashboard's Training stability row for this experiment and find the step where the "
             "three curves turned; compare with the PPO clip fraction at that step.",

@@ -53,8 +53,6 @@ OPEN_ON_TUNE: dict[str, str] = {
         "the early KL rise to ~1 (steps 5-19) warns as a blow-up",
     "unsloth-gptoss-20b-2048-game-grpo-stopped-432":
         "one-prompt noise warns: the KL growing with the reward at 45, shorter strategies at 376",
-    "custom-qwen25math-15b-grpo-noclip-200-gradnorm-bursts":
-        "pre-clip grad-norm bursts (x1e4-x1e8 on steps 67-70) page VerlTrainingDivergence at 68",
 }
 OPEN = OPEN_ON_HOLDOUT | OPEN_ON_TUNE
 
