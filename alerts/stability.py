@@ -58,7 +58,8 @@ class StabilityConfig(AreaConfig, area="stability"):
     # How long all three must hold before it pages: from the first evaluation that sees them, since
     # each reads steps already (KL's median of 3 is 2 high steps). A wait in wall time would be 40
     # steps at 1.5 s a step, longer than the baseline of divergence_baseline_steps takes to absorb a
-    # lasting fault; the keep-firing condition holds it from then on.
+    # lasting fault; the keep-firing condition holds it from then on. Entropy "still falling" holds
+    # only while it falls (about divergence_entropy_fall_steps steps), so a wait longer than that never pages.
     divergence_for: Duration = "0s"
     # Once firing, it stays firing while any one signal is still far from its held baseline (see
     # baseline_hold_window): a weaker condition than the onset's, so the alert neither resolves

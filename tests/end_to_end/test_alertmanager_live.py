@@ -51,7 +51,12 @@ def chain_config(ports: dict, token_file) -> dict:
             "divergence_baseline_steps": 32,
             "divergence_recent_steps": 6,
             "divergence_smoothing_steps": 5,
-            "divergence_for": "1s",
+            # Entropy must still be falling when the others break, which holds for a few steps: here over 16
+            # steps against the 5 before them, 10 of the trainer's steps (2.5 s), longer than an evaluation
+            # (its log says a minute a step, so the exporter's windows are its steps, and it writes four a
+            # second). From the first evaluation that sees it, as by default.
+            "divergence_entropy_fall_steps": 16,
+            "divergence_for": "0s",
             # The symptoms fire one evaluation after the divergence, as with the default windows.
             "kl_spike_steps": 30,
             "entropy_collapse_fraction": 0.5,  # the synthetic divergence takes entropy to ~0.17
