@@ -192,6 +192,12 @@ def firing_intervals(server: VictoriaMetricsServer, alertname: str, interval: fl
 @pytest.mark.live
 @pytest.mark.slow  # two replay passes of ~20 chained rules, RULES_DELAY after each: two minutes of waiting
 @needs_victoria_metrics
+@pytest.mark.xfail(strict=True, reason=(
+    "open: since the divergence's onset holds only while entropy is still falling (a few steps), its "
+    "firing after that rests on its own ALERTS series (its keep-firing branch), and vmalert's replay "
+    "evaluates a rule over the whole range at once: each pass extends the firing by one evaluation "
+    "(2 passes: it resolves 5 min after the start, 3 passes: 6 min; Prometheus' backtest: 39 min). "
+    "vmalert evaluating live, in time order, is not expected to differ; not proven here."))
 def test_the_divergence_fires_once_on_victoria_metrics_where_prometheus_fires_it(tmp_path: Path):
     """The divergence reads chained recordings (its quietest baselines from recorded medians, its
     hysteresis from a held baseline recorded in the main group from the hold group's recording).
