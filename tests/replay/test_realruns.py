@@ -1,7 +1,7 @@
 """The alerts on real public runs (bench/realruns/, judged by dashgen/review as `bench/realruns.py`
 and `dashgen review` do): every healthy run stays free of warnings and criticals, every degrading
 run free of criticals, every failure is caught within its catch window. A rule change that breaks
-a real run fails here, with the run and what fired on it."""
+a tune run fails here, with the run and what fired on it; the holdout split is judged in totals."""
 
 import pytest
 
@@ -32,45 +32,55 @@ def test_the_corpus_holds_what_the_issue_asks_for():
         assert "source:" in meta and "licence:" in meta, run.name
 
 
-# The holdout split is never tuned on (bench/realruns/README.md): what the alerts still get wrong
-# there is pinned, run by run, as an expected failure that must keep failing (strict), so a change
-# that fixes one, or breaks another, shows here. Issue 35 is open until this is empty.
-OPEN_ON_HOLDOUT = {
-    "trl-qwen25-7b-gsm8k-grpo-rho030-entropy-blowup": "the entropy explosion is seen 4 logged steps late",
-    "trl-qwen25-7b-gsm8k-grpo-rho100-seed43-entropy-blowup": "the entropy explosion is seen 3 logged steps late",
-    "trl-qwen25-7b-gsm8k-grpo-rho200-seed43": "a zero gradient on 20 logged steps (100 training steps) warns",
-    "trl-qwen25-7b-gsm8k-grpo-rho300-seed44": "a zero gradient on 20 logged steps (100 training steps) warns",
-    # Issue 40: truncation judged as a rise from the run's own level (5-step medians) warns on them.
-    "trl-qwen25-7b-gsm8k-grpo-rho100-seed44-cap-excursion": "a rise of the truncation share warns from step 95",
-    "unsloth-gemma3-1b-quantqa-grpo-answer-never-pays":
-        "the answer reward is -1.0 from step 1; only RewardNeverPays warns, at step 55",
-}
+# The holdout split is never tuned on (bench/realruns/README.md), so it is judged here as
+# bench/realruns.py prints it: in totals, never run by run (a list of what fires on each holdout run
+# is what tuning on it starts from). The totals are pinned: a change that moves one, either way,
+# fails here, and the pin moves with the change's note. Issue 35 is open until they are perfect.
+HOLDOUT_TOTALS = {"healthy runs clean": (8, 11), "failures caught": (9, 12),
+                  "degrading runs without a critical": (0, 0), "healthy runs paged critical": (0, 11)}
 
 # Tune runs added to show a class of failure or false alarm the alerts do not yet handle (issue 40,
-# item 5): pinned the same way until a rule change (tuned on them) fixes them.
+# item 5): pinned as expected failures that must keep failing (strict) until a rule change (tuned on
+# them) fixes them, so a change that fixes one, or breaks another, shows here.
 OPEN_ON_TUNE: dict[str, str] = {
     "unsloth-ministral3-3b-sudoku-grpo-kl-spike":
         "the early KL rise to ~1 (steps 5-19) warns as a blow-up",
     "unsloth-gptoss-20b-2048-game-grpo-stopped-432":
         "one-prompt noise warns: the KL growing with the reward at 45, shorter strategies at 376",
 }
-OPEN = OPEN_ON_HOLDOUT | OPEN_ON_TUNE
 
 
 def _names(verdict: Verdict) -> list:
-    return [pytest.param(run.name, marks=pytest.mark.xfail(strict=True, reason=OPEN[run.name]))
-            if run.name in OPEN else run.name for run in RUNS if run.verdict is verdict]
+    return [pytest.param(run.name, marks=pytest.mark.xfail(strict=True, reason=OPEN_ON_TUNE[run.name]))
+            if run.name in OPEN_ON_TUNE else run.name
+            for run in RUNS if run.verdict is verdict and run.split == "tune"]
 
 
-def test_the_open_runs_are_in_their_split():
+def test_the_open_runs_are_tune_runs():
     by_name = {run.name: run for run in RUNS}
-    assert all(by_name[name].split == "holdout" for name in OPEN_ON_HOLDOUT)
     assert all(by_name[name].split == "tune" for name in OPEN_ON_TUNE)
 
 
-def test_no_healthy_real_run_gets_a_critical_page(verdicts):
+def _holdout_totals(verdicts) -> dict[str, tuple[int, int]]:
+    holdout = [judged for judged in verdicts.values() if judged.run.split == "holdout"]
+    healthy = [judged for judged in holdout if judged.run.verdict is Verdict.HEALTHY]
+    degrading = [judged for judged in holdout if judged.run.verdict is Verdict.DEGRADING]
+    failures = [judged for judged in holdout if judged.run.verdict is Verdict.FAILURE]
+    return {"healthy runs clean": (sum(judged.clean for judged in healthy), len(healthy)),
+            "failures caught": (sum(judged.caught_by is not None for judged in failures), len(failures)),
+            "degrading runs without a critical": (sum(judged.clean for judged in degrading), len(degrading)),
+            "healthy runs paged critical": (sum(any(f.severity == "critical" for f in judged.severe)
+                                                for judged in healthy), len(healthy))}
+
+
+def test_the_holdout_split_scores_its_pinned_totals(verdicts):
+    assert _holdout_totals(verdicts) == HOLDOUT_TOTALS
+
+
+def test_no_healthy_tune_run_gets_a_critical_page(verdicts):
     paged = {name: [f"{f.alertname}@{f.start_step}" for f in judged.severe if f.severity == "critical"]
-             for name, judged in verdicts.items() if judged.run.verdict is Verdict.HEALTHY}
+             for name, judged in verdicts.items()
+             if judged.run.verdict is Verdict.HEALTHY and judged.run.split == "tune"}
     assert not any(paged.values()), {name: pages for name, pages in paged.items() if pages}
 
 
