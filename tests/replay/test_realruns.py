@@ -47,6 +47,8 @@ OPEN_ON_TUNE: dict[str, str] = {
         "the early KL rise to ~1 (steps 5-19) warns as a blow-up",
     "unsloth-gptoss-20b-2048-game-grpo-stopped-432":
         "one-prompt noise warns: the KL growing with the reward at 45, shorter strategies at 376",
+    "custom-qwen25math-15b-grpo-masked-normalize-200":
+        "the fall to 35-65-token responses on steps 4-13, with reward and validation rising, warns as a length collapse",
 }
 
 
