@@ -182,6 +182,9 @@ class StabilityConfig(AreaConfig, area="stability"):
     reference_kl_steps: StepCount = 10
     # The steps its quietest median is taken from.
     reference_kl_over_steps: StepCount = 200
+    # Standard errors of its step-to-step noise the rise must exceed, as grad norm's: a one-prompt
+    # run's KL to the reference swings over an order of magnitude from one step to the next.
+    reference_kl_noise_z: NonNegative = 5.0
     # How long the rise must hold before VerlReferenceKLBlowUp fires.
     reference_kl_for: Duration = "1m"
     # Non-finite steps that verl skipped: more than this many within the last nonfinite_steps logged
@@ -416,23 +419,24 @@ def rules(config: Config) -> list[RuleGroup]:
         "VerlReferenceKLBlowUp",
         KL_REF.median_over(kl_ref_steps).rises_by(
             tunables.reference_kl_rise_factor, of=Baseline.quietest(kl_ref_steps, over=kl_ref_over),
-            at_least=tunables.reference_kl_min_rise),
+            at_least=tunables.reference_kl_min_rise, beyond_noise=tunables.reference_kl_noise_z),
         for_=tunables.reference_kl_for,
         keep_firing_for=config.warning_keep_firing_for,
         severity=Severity.WARNING,
         summary="KL to the reference policy has blown up: the policy is leaving what it was trained from.",
         description=(f"Run {RUN_NAME}: the median of actor/kl_loss (KL to the reference) over its last "
                      f"{kl_ref_steps} is {VALUE}: more than {tunables.reference_kl_rise_factor:g}x above its quietest "
-                     f"such median within the last {kl_ref_over}, and at least {tunables.reference_kl_min_rise:g} "
-                     f"above it."),
+                     f"such median within the last {kl_ref_over}, at least {tunables.reference_kl_min_rise:g} "
+                     f"above it, and beyond {tunables.reference_kl_noise_z:g} standard errors of its step-to-step noise."),
         meaning="KL to the reference (not to the old policy, which is actor/ppo_kl and VerlKLSpike's) grows "
                 "smoothly under a KL penalty by design and spikes for single steps in healthy runs; a sustained "
                 "rise by an order of magnitude means the KL term no longer holds the policy: a KL coefficient too "
                 "small for the learning rate, reward hacking, or an update that has gone unstable (grad norm "
                 "spikes usually come with it).",
         healthy_runs=("KL to the reference grows smoothly under a KL penalty by design (0 to 0.2 over 200 steps) "
-                      "and spikes for single steps: it needs the 10-step median 10x its quietest 10-step median of "
-                      "the last 200 steps, and 0.3 above it."),
+                      "and spikes for single steps, and a one-prompt run's swings over an order of magnitude between "
+                      "steps: it needs the 10-step median 10x its quietest 10-step median of the last 200 steps, 0.3 "
+                      "above it, and beyond 5 standard errors of its step-to-step spread."),
         next_steps=(
             "Compare with the grad norm and the reward: a KL rise without a reward gain is drift, not learning.",
             "Raise the KL coefficient (kl_loss_coef; TRL's beta) or lower the learning rate; resume from the "
