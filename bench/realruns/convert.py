@@ -509,6 +509,32 @@ def parse_trl_metrics_csv(text: str, conv: dict) -> dict:
     return select_steps(rows, conv)
 
 
+def parse_wandb_history_rows(text: str, conv: dict) -> dict:
+    """A W&B run history exported as a JSON list of rows, every row holding every key (null where
+    that row did not log it). A row whose `eval_step_key` is set is an evaluation, logged at that
+    training step; any other row is a training step, numbered by `train_step_key` (W&B's own _step
+    counts the evaluation rows too, so it is not the training step). `keys` renames the run's keys
+    to verl's; keys listed in `drop` (W&B bookkeeping, counters) are left out; every other numeric
+    value keeps its own key. Nulls are dropped."""
+    renames = conv.get("keys") or {}
+    drop = set(conv.get("drop") or [])
+    eval_key, train_key = conv["eval_step_key"], conv["train_step_key"]
+    rows: dict = {}
+    for record in json.loads(text):
+        step = record.get(eval_key)
+        if step is None:
+            step = record[train_key]
+        data = {}
+        for key, raw in record.items():
+            if key in drop or key in (eval_key, train_key):
+                continue
+            value = number(raw) if raw is not None else None
+            if value is not None:
+                data[renames.get(key, key)] = value
+        merge(rows, int(step), data)
+    return select_steps(rows, conv)
+
+
 PARSERS = {
     "verl_console": parse_verl_console,
     "trl_trainer_state": parse_trl_trainer_state,
@@ -520,6 +546,7 @@ PARSERS = {
     "ipynb_scratch_grpo": parse_ipynb_scratch_grpo,
     "cs336_metrics": parse_cs336_metrics,
     "trl_metrics_csv": parse_trl_metrics_csv,
+    "wandb_history_rows": parse_wandb_history_rows,
 }
 
 

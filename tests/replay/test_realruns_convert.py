@@ -71,3 +71,37 @@ def test_an_authors_ppo_csv_gives_the_value_loss_and_no_reference_kl():
         "total_loss": 0.4309, "policy/approxkl_avg": 0.000843, "actor/pg_clipfrac": 0.00557,
         "policy/entropy_avg": 1.0901, "zero_advantage_fraction": 0.25,
     }
+
+
+# A W&B history export: every row holds every key, null where the row did not log it; W&B's _step
+# counts the evaluation rows too, so training rows are numbered by idx and an evaluation by the
+# training step it followed.
+WANDB_ROWS = """[
+  {"_step": 1, "_runtime": 1398.6, "idx": 1, "eval/train_step": null, "train/episode": 0,
+   "train/kl": 0.0067, "rollout/reward": 0.355, "train/reward": 0.334, "eval/outcome_correct": null},
+  {"_step": 2, "_runtime": 2721.9, "idx": 2, "eval/train_step": null, "train/episode": 0,
+   "train/kl": 16.37, "rollout/reward": 0.230, "train/reward": 0.266, "eval/outcome_correct": null},
+  {"_step": 3, "_runtime": 3452.1, "idx": 1, "eval/train_step": 2, "train/episode": null,
+   "train/kl": null, "rollout/reward": null, "train/reward": null, "eval/outcome_correct": 0.395},
+  {"_step": 4, "_runtime": 4125.9, "idx": 3, "eval/train_step": null, "train/episode": 0,
+   "train/kl": "NaN", "rollout/reward": 0.363, "train/reward": 0.235, "eval/outcome_correct": null}
+]"""
+WANDB_CONV = {"train_step_key": "idx", "eval_step_key": "eval/train_step",
+              "keys": {"train/kl": "actor/kl_loss", "rollout/reward": "critic/score/mean",
+                       "eval/outcome_correct": "val-core/math/acc"},
+              "drop": ["_step", "_runtime", "train/episode"]}
+
+
+def test_a_wandb_history_export_is_read_by_training_step_with_evaluations_at_the_step_they_followed():
+    rows = convert.parse_wandb_history_rows(WANDB_ROWS, WANDB_CONV)
+    assert sorted(rows) == [1, 2, 3]  # not W&B's _step 1-4
+    assert rows[2] == {"actor/kl_loss": 16.37, "critic/score/mean": 0.230, "train/reward": 0.266,
+                       "val-core/math/acc": 0.395}
+    assert rows[1] == {"actor/kl_loss": 0.0067, "critic/score/mean": 0.355, "train/reward": 0.334}
+    assert rows[3]["actor/kl_loss"] != rows[3]["actor/kl_loss"]  # W&B's "NaN" stays nan until render
+    assert '"actor/kl_loss": null' in convert.render(rows).splitlines()[2]
+
+
+def test_a_wandb_history_export_keeps_only_the_steps_run_yaml_selects():
+    rows = convert.parse_wandb_history_rows(WANDB_ROWS, {**WANDB_CONV, "last_kept_step": 2})
+    assert sorted(rows) == [1, 2]
