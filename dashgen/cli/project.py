@@ -182,7 +182,7 @@ def test(root: Path, config_path: Path | None, keep_generated: Path | None, modu
     from dashgen.compiler.rule_test_files import alerts_tested_by_fixtures, write_generated_tests
     from dashgen.compiler.rule_tests import known_gaps
     from dashgen.compiler.targets.alertmanager import run_route_fixtures
-    from dashgen.promtool import run_rule_tests
+    from dashgen.promtool import find_binary, run_rule_tests
 
     config = load_config(config_path, root)
     if keep_generated is not None:
@@ -210,6 +210,8 @@ def test(root: Path, config_path: Path | None, keep_generated: Path | None, modu
             click.echo(f"{module}: alert {name!r} (PromQL written by hand) is tested by fixtures in the exporter's "
                        f"names only", err=True)
         untested = []
+    if fixtures or any(alert.definition.condition is not None for alert in alerts):
+        find_binary("promtool")  # a missing promtool named before the seconds that writing the tests takes
     failed = False
     folder = Path(tempfile.mkdtemp(prefix="dashgen-generated-tests-"))
     try:
