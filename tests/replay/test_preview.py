@@ -1,5 +1,6 @@
 """dashgen preview: every dashboard drawn from a backfilled run, verl panels with data, byte-stable PNGs."""
 
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -7,12 +8,13 @@ import pytest
 from conftest import REPO, run, with_preview
 from dashgen.replay.preview.units import format_value
 
-pytestmark = pytest.mark.heavy
+# Whether matplotlib is installed, asked without importing it: pytest collects this module in every
+# worker, also when the heavy tests are left out.
+pytestmark = [pytest.mark.heavy, pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None,
+                                                    reason="matplotlib is not installed")]
 
 SAMPLE = REPO / "examples" / "runs" / "gsm8k" / "ppo-qwen-7b.jsonl"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-
-pytest.importorskip("matplotlib")
 
 
 def test_preview_draws_every_dashboard_the_same_twice(project: Path, tmp_path: Path):
