@@ -85,6 +85,16 @@ def substitute_variables(expr: str, values: Mapping[str, str], missing: str | No
     return _VARIABLE.sub(replace, expr)
 
 
+_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+_ALERTNAMES = re.compile(r'alertname=~?"([^"]*)"')
+
+
+def names_read(expr: str) -> set[str]:
+    """The series names and alert names (through ALERTS) an expression reads, and any other word
+    of it: a superset, to find the rules it reads by what they produce."""
+    return {*_NAME.findall(expr), *(alert for names in _ALERTNAMES.findall(expr) for alert in names.split("|"))}
+
+
 def metrics_in(expr: str) -> set[str]:
     """Names of the series an expression selects (no checks)."""
     return set(_selected_metrics(expr))

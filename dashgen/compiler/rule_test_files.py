@@ -13,7 +13,7 @@ import yaml
 
 from dashgen.catalog import Catalog
 from dashgen.compiler.compiled import CompiledAlert, CompiledRules, RecordingRule, RuleFile
-from dashgen.compiler.promql import label_value
+from dashgen.compiler.promql import label_value, names_read
 from dashgen.compiler.rule_tests import UntestableAlert, alert_cases
 from dashgen.compiler.rules import SOURCE_RULES_PREFIX
 from dashgen.compiler.selectors import expand_selectors, rule_selectors
@@ -165,10 +165,6 @@ def alerts_tested_by_fixtures(fixture_files: list[Path]) -> set[str]:
     return names
 
 
-_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
-_ALERTNAMES = re.compile(r'alertname=~?"([^"]*)"')
-
-
 def files_read_by(rule_file: str, rule_files: dict[str, RuleFile]) -> list[str]:
     """`rule_file` and the files of `rule_files` (file name -> the compiled file) that record a series
     it reads or hold an alert whose ALERTS it reads, directly or through them: all promtool must load
@@ -183,8 +179,7 @@ def files_read_by(rule_file: str, rule_files: dict[str, RuleFile]) -> list[str]:
                     defined_in[rule.name], expr = name, rule.rule.expr
                 else:
                     defined_in[rule.record], expr = name, rule.expr
-                reads[name].update(_NAME.findall(expr))
-                reads[name].update(alert for names in _ALERTNAMES.findall(expr) for alert in names.split("|"))
+                reads[name].update(names_read(expr))
     needed, pending = set(), [rule_file]
     while pending:
         name = pending.pop()
@@ -201,11 +196,6 @@ def _produced(rule: RecordingRule | CompiledAlert) -> str:
 
 def _expr(rule: RecordingRule | CompiledAlert) -> str:
     return rule.rule.expr if isinstance(rule, CompiledAlert) else rule.expr
-
-
-def _reads(expr: str) -> set[str]:
-    """The series names and alert names (through ALERTS) an expression reads."""
-    return {*_NAME.findall(expr), *(alert for names in _ALERTNAMES.findall(expr) for alert in names.split("|"))}
 
 
 def rules_read_by(alert: str, rule_files: dict[str, RuleFile]) -> dict[str, RuleFile]:
@@ -225,7 +215,7 @@ def rules_read_by(alert: str, rule_files: dict[str, RuleFile]) -> dict[str, Rule
     needed = {id(rule) for rule in pending}
     while pending:
         rule = pending.pop()
-        for name in _reads(_expr(rule)):
+        for name in names_read(_expr(rule)):
             for producer in producers.get(name, ()):
                 if id(producer) not in needed:
                     needed.add(id(producer))
