@@ -16,6 +16,7 @@ from pathlib import Path
 
 import yaml
 
+from dashgen.compiler.fixture_rules import with_rules_cut, yaml_mapping
 from dashgen.compiler.promql import label_value
 from dashgen.config import duration_seconds
 from dashgen.errors import BuildError
@@ -148,11 +149,15 @@ def with_statistics(fixture: Path, served: ServedStatistics, interval: str) -> d
 def fixtures_with_statistics(fixtures: list[Path], statistics: ServedStatistics, rule_interval: str,
                              folder: Path) -> list[Path]:
     """The fixtures, each that reads a logged series' step windows without giving the exporter's
-    statistics of it replaced by a copy in `folder` that has them; `statistics`: those the
-    project's rules read."""
+    statistics of it, or whose rule files hold rules its cases do not read, replaced by a copy in
+    `folder` that has them and loads only the rules read (fixture_rules.with_rules_cut);
+    `statistics`: those the project's rules read."""
     out = []
     for fixture in fixtures:
         content = with_statistics(fixture, statistics, rule_interval)
+        whole = content or yaml_mapping(fixture)
+        cut = with_rules_cut(whole, fixture, folder / f"{fixture.stem}-rules") if whole is not None else None
+        content = cut or content
         if content is None:
             out.append(fixture)
             continue

@@ -1,0 +1,92 @@
+"""`dashgen test` runs a hand-written fixture over copies of its rule files that hold only the rules
+its cases read, as it runs a generated test (rules_read_by)."""
+
+from pathlib import Path
+
+import yaml
+
+from conftest import REPO
+from dashgen.compiler.fixture_rules import with_rules_cut
+from dashgen.compiler.project import compile_project
+from dashgen.compiler.rule_test_files import rules_read_by
+from dashgen.config import Config
+
+RULES = """\
+groups:
+  - name: base
+    interval: 1m
+    rules:
+      - {record: "team:loss:baseline", expr: "avg_over_time(verl_loss[1h])"}
+      - {record: "team:loss:unread", expr: "max(verl_loss)"}
+      - {record: "team:loss:held", expr: "max_over_time(team:loss:baseline[1d])"}
+  - name: alerts
+    rules:
+      - {alert: TeamLossHigh, expr: "verl_loss > 2 * team:loss:held", for: 5m, labels: {severity: warning}}
+      - {alert: TeamOther, expr: "team:loss:unread > 1"}
+      - {alert: TeamAfter, expr: 'ALERTS{alertname="TeamOther"} and up'}
+"""
+
+
+def fixture(tmp_path: Path, alertname: str, expr: str | None = None) -> tuple[dict, Path]:
+    (tmp_path / "rules.yaml").write_text(RULES)
+    path = tmp_path / "tests" / "team-test.yaml"
+    path.parent.mkdir(exist_ok=True)
+    group = {"interval": "1m", "input_series": [{"series": "verl_loss", "values": "1x10"}],
+             "alert_rule_test": [{"eval_time": "5m", "alertname": alertname, "exp_alerts": []}]}
+    if expr is not None:
+        group["promql_expr_test"] = [{"expr": expr, "eval_time": "5m", "exp_samples": []}]
+    return {"rule_files": ["../rules.yaml"], "evaluation_interval": "1m", "tests": [group]}, path
+
+
+def kept(content: dict) -> list[tuple[str, list[str]]]:
+    [cut] = content["rule_files"]
+    return [(group["name"], [rule.get("record") or rule["alert"] for rule in group["rules"]])
+            for group in yaml.safe_load(Path(cut).read_text())["groups"]]
+
+
+def test_a_fixture_loads_the_alerts_it_checks_and_what_they_read_in_their_groups_and_order(tmp_path):
+    content, path = fixture(tmp_path, "TeamLossHigh")
+    cut = with_rules_cut(content, path, tmp_path / "cut")
+    assert kept(cut) == [("base", ["team:loss:baseline", "team:loss:held"]), ("alerts", ["TeamLossHigh"])]
+    [loaded] = cut["rule_files"]
+    group = yaml.safe_load(Path(loaded).read_text())["groups"][0]
+    assert group["interval"] == "1m"
+    assert cut["tests"] == content["tests"] and content["rule_files"] == ["../rules.yaml"]  # the fixture's own: as it was
+    # An alert read through ALERTS, and a recording an expression test reads.
+    content, path = fixture(tmp_path, "TeamAfter", expr="team:loss:baseline")
+    assert kept(with_rules_cut(content, path, tmp_path / "cut2")) == [
+        ("base", ["team:loss:baseline", "team:loss:unread"]), ("alerts", ["TeamOther", "TeamAfter"])]
+
+
+def test_a_fixture_that_reads_by_a_pattern_or_orders_groups_keeps_its_rule_files_whole(tmp_path):
+    for expr in ('ALERTS{alertstate="firing"}', 'ALERTS{alertname=~"Team.*"}', '{__name__=~"team:.*"}',
+                 'count(ALERTS)', 'ALERTS{alertname!="TeamOther"}'):
+        content, path = fixture(tmp_path, "TeamLossHigh", expr=expr)
+        assert with_rules_cut(content, path, tmp_path / "cut") is None, expr
+    content, path = fixture(tmp_path, "TeamLossHigh")
+    assert with_rules_cut({**content, "group_eval_order": ["alerts", "base"]}, path, tmp_path / "cut") is None
+    assert with_rules_cut({**content, "rule_files": ["../*.yaml"]}, path, tmp_path / "cut") is None
+    # Every rule read: nothing to leave out.
+    content["tests"][0]["alert_rule_test"] += [{"eval_time": "5m", "alertname": name, "exp_alerts": []}
+                                               for name in ("TeamOther", "TeamAfter")]
+    assert with_rules_cut(content, path, tmp_path / "cut") is None
+
+
+def test_the_hourly_stability_fixture_loads_what_its_alerts_generated_tests_load(tmp_path):
+    """tests/rules/stability-test-hourly-steps.yaml checks VerlNonFiniteSteps only (1,200
+    evaluations): its cut holds the rules that alert's generated tests load, no more."""
+    path = REPO / "tests" / "rules" / "stability-test-hourly-steps.yaml"
+    content = yaml.safe_load(path.read_text())
+    assert {case["alertname"] for group in content["tests"] for case in group["alert_rule_test"]} == \
+        {"VerlNonFiniteSteps"}
+    cut = with_rules_cut(content, path, tmp_path)
+    loaded = {Path(name).name.split("-", 1)[1]: [(group["name"], [rule.get("record") or rule["alert"]
+                                                                  for rule in group["rules"]])
+                                                 for group in yaml.safe_load(Path(name).read_text())["groups"]]
+              for name in cut["rule_files"]}
+    files = {Path(rule_file.path).name: rule_file for rule_file in compile_project(REPO, Config()).rules.files}
+    generated = {name: [(group.name, [getattr(rule, "record", None) or rule.name for rule in group.rules])
+                        for group in rule_file.groups]
+                 for name, rule_file in rules_read_by("VerlNonFiniteSteps", files).items()}
+    assert {name: groups for name, groups in loaded.items() if groups} == generated
+    assert "VerlNonFiniteSteps" in str(generated) and "VerlTrainingDivergence" not in str(loaded)
