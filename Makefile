@@ -14,9 +14,7 @@ CORES  := $(shell nproc)
 # tests wait on none, and each worker collects the whole suite: one worker a core there.
 PYTEST_WORKERS ?= $(shell echo $$(( $(CORES) * 2 )))
 TEST_FAST_WORKERS ?= $(CORES)
-# loadgroup: the tests of one xdist_group run in one worker (test_trl_callback.py's: one worker imports
-# transformers and torch, 2 s of processor each), the others spread one at a time as by default.
-PYTEST  = $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup
+PYTEST  = $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS)
 # The installed packages dashgen, its tests and benchmarks import (their modules are byte-compiled at set-up).
 IMPORTED_MODULES = yaml, jinja2, click, grafanalib, jsonschema, promql_parser, prometheus_client, numpy, \
 	matplotlib.pyplot, PIL, pytest, xdist, uvicorn, rl_insight, ray, torch, transformers, transformers.trainer
@@ -99,7 +97,7 @@ test: compile $(VENV)/.tests-rewritten prometheus alertmanager victoria-metrics
 	$(PYTEST) -m "not slow"
 
 test-fast: compile $(VENV)/.tests-rewritten prometheus alertmanager victoria-metrics
-	$(BIN)/python -m pytest -q -n $(TEST_FAST_WORKERS) --dist loadgroup -m "not live and not heavy and not slow"
+	$(BIN)/python -m pytest -q -n $(TEST_FAST_WORKERS) -m "not live and not heavy and not slow"
 
 test-slow: compile $(VENV)/.tests-rewritten prometheus alertmanager victoria-metrics
 	$(PYTEST) -m slow

@@ -14,8 +14,8 @@ from dashgen.runtime.exporter import RunState
 from dashgen.runtime.log_follower import LogFollower
 
 # Heavy: every test imports torch and transformers (2 s of processor in each worker that runs one)
-# and most train a model with transformers' Trainer. In one group, so that one worker imports them.
-pytestmark = [pytest.mark.heavy, pytest.mark.xdist_group("transformers")]
+# and most train a model with transformers' Trainer.
+pytestmark = pytest.mark.heavy
 
 
 @pytest.fixture(autouse=True, scope="module")
