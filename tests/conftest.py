@@ -19,6 +19,29 @@ REPO = Path(__file__).resolve().parent.parent
 GO_GARBAGE_COLLECTION_PERCENT = "400"
 os.environ.setdefault("GOGC", GO_GARBAGE_COLLECTION_PERCENT)
 
+# The test modules with a module-scoped fixture (a backtest of sample runs, transformers' import):
+# xdist's default distribution spreads a module's tests over the workers, and each worker that
+# draws one of them makes the fixture again (up to four times in `make test`).
+SHARED_FIXTURE_MODULES = frozenset(path.relative_to(REPO).as_posix() for path in (REPO / "tests").rglob("test_*.py")
+                                   if 'scope="module"' in path.read_text())
+
+
+@pytest.hookimpl(optionalhook=True)  # xdist's hook: pytest -p no:xdist does not know it
+def pytest_xdist_make_scheduler(config, log):
+    """Under xdist's default distribution, each module of SHARED_FIXTURE_MODULES goes to one worker
+    whole and every other test on its own (xdist's loadgroup would do it by marker, but xdist 3.8
+    cannot name a group under pytest 9)."""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedFixtureScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return module if module in SHARED_FIXTURE_MODULES else nodeid
+
+    return SharedFixtureScheduling(config, log)
+
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
