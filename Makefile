@@ -45,17 +45,6 @@ compile: $(BIN)/dashgen
 	$(BIN)/python -m compileall -q dashgen panels alerts
 	$(BIN)/python -c 'from dashgen.compiler.rendering import compile_templates; compile_templates()'
 
-# pytest rewrites each test module's asserts before importing it, in every worker, and caches the
-# rewritten module only where bytecode may be written: with PYTHONDONTWRITEBYTECODE set, every worker
-# of every run rewrote the whole suite again (1.4 s of its 3 s collection). One collection with
-# bytecode writing on leaves the rewritten modules in tests/**/__pycache__, which every worker reads
-# (pytest checks each against its source); again only when a test module changed. A module that
-# does not collect is left to the suite's run to report.
-TEST_MODULES := $(shell find tests -name '*.py')
-$(VENV)/.tests-rewritten: $(BIN)/dashgen $(TEST_MODULES)
-	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q --collect-only -p no:xdist -p no:cacheprovider >/dev/null || true
-	touch $@
-
 build: compile
 	$(BIN)/dashgen build
 
@@ -93,14 +82,14 @@ lint: compile prometheus alertmanager victoria-metrics
 rules-test: compile prometheus alertmanager victoria-metrics
 	$(BIN)/dashgen test
 
-test: compile $(VENV)/.tests-rewritten prometheus alertmanager victoria-metrics
+test: compile prometheus alertmanager victoria-metrics
 	$(BIN)/dashgen check
 	$(PYTEST) -m "not slow"
 
-test-fast: compile $(VENV)/.tests-rewritten prometheus alertmanager victoria-metrics
+test-fast: compile prometheus alertmanager victoria-metrics
 	$(BIN)/python -m pytest -q -n $(TEST_FAST_WORKERS) -m "not live and not heavy and not slow"
 
-test-slow: compile $(VENV)/.tests-rewritten prometheus alertmanager victoria-metrics
+test-slow: compile prometheus alertmanager victoria-metrics
 	$(PYTEST) -m slow
 
 test-all: test test-slow
