@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from dashgen.compiler.promql import names_read
+from dashgen.compiler.promql import names_read, rules_reaching
 
 # Reads that name no rule: the rules such an expression reads cannot be told from its text.
 _UNNAMED_READ = re.compile(r'__name__|ALERTS(?:_FOR_STATE)?\b(?!\s*\{[^}]*alertname=~?"[\w|]+")'
@@ -51,18 +51,7 @@ def _rules_needed(names: set[str], documents: list[dict]) -> set[int] | None:
         for group in document["groups"]:
             for rule in group["rules"]:
                 producers.setdefault(str(rule.get("alert") or rule.get("record")), []).append(rule)
-    pending = [rule for name in names for rule in producers.get(name, ())]
-    needed = {id(rule) for rule in pending}
-    while pending:
-        expr = str(pending.pop().get("expr", ""))
-        if _UNNAMED_READ.search(expr):
-            return None
-        for name in names_read(expr):
-            for producer in producers.get(name, ()):
-                if id(producer) not in needed:
-                    needed.add(id(producer))
-                    pending.append(producer)
-    return needed
+    return rules_reaching(names, producers, lambda rule: str(rule.get("expr", "")), unknowable=_UNNAMED_READ)
 
 
 def yaml_mapping(path: Path) -> dict | None:

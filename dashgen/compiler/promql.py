@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import Mapping
+from typing import Callable, Iterable, Mapping, Sequence, TypeVar
 
 import promql_parser as pp
 
@@ -18,6 +18,8 @@ from dashgen.catalog import Catalog, Metric, MetricType
 from dashgen.config import MAX_DURATION_SECONDS
 from dashgen.errors import get_close_matches
 from dashgen.records import record
+
+Rule = TypeVar("Rule")  # a rule as a caller holds it: compiled, or a rule file's YAML mapping
 
 # Grafana's built-in interval variables, replaced by a representative duration.
 _GRAFANA_DURATIONS = {"__rate_interval": "1m", "__interval": "1m", "__range": "1h", "__interval_ms": "60000",
@@ -93,6 +95,26 @@ def names_read(expr: str) -> set[str]:
     """The series names and alert names (through ALERTS) an expression reads, and any other word
     of it: a superset, to find the rules it reads by what they produce."""
     return {*_NAME.findall(expr), *(alert for names in _ALERTNAMES.findall(expr) for alert in names.split("|"))}
+
+
+def rules_reaching(names: Iterable[str], producers: Mapping[str, Sequence[Rule]], expr_of: Callable[[Rule], str],
+                   unknowable: re.Pattern | None = None) -> set[int] | None:
+    """ids of the rules that produce `names` and of the rules those read, directly or through
+    others (`producers`: the rules that produce each name; `expr_of`: a rule's expression): what
+    promtool must load to evaluate them as Prometheus does. None if `unknowable` matches an
+    expression on the way (a read whose rules its text does not name)."""
+    pending = [rule for name in names for rule in producers.get(name, ())]
+    needed = {id(rule) for rule in pending}
+    while pending:
+        expr = expr_of(pending.pop())
+        if unknowable is not None and unknowable.search(expr):
+            return None
+        for name in names_read(expr):
+            for producer in producers.get(name, ()):
+                if id(producer) not in needed:
+                    needed.add(id(producer))
+                    pending.append(producer)
+    return needed
 
 
 def metrics_in(expr: str) -> set[str]:

@@ -13,7 +13,7 @@ import yaml
 
 from dashgen.catalog import Catalog
 from dashgen.compiler.compiled import CompiledAlert, CompiledRules, RecordingRule, RuleFile
-from dashgen.compiler.promql import label_value, names_read
+from dashgen.compiler.promql import label_value, names_read, rules_reaching
 from dashgen.compiler.rule_tests import UntestableAlert, alert_cases
 from dashgen.compiler.rules import SOURCE_RULES_PREFIX
 from dashgen.compiler.selectors import expand_selectors, rule_selectors
@@ -211,15 +211,7 @@ def rules_read_by(alert: str, rule_files: dict[str, RuleFile]) -> dict[str, Rule
         for group in compiled.groups:
             for rule in group.rules:
                 producers.setdefault(_produced(rule), []).append(rule)
-    pending = list(producers.get(alert, ()))
-    needed = {id(rule) for rule in pending}
-    while pending:
-        rule = pending.pop()
-        for name in names_read(_expr(rule)):
-            for producer in producers.get(name, ()):
-                if id(producer) not in needed:
-                    needed.add(id(producer))
-                    pending.append(producer)
+    needed = rules_reaching([alert], producers, _expr)
     cut = {}
     for name, compiled in sorted(rule_files.items()):
         groups = tuple(replace(group, rules=kept) for group in compiled.groups
