@@ -50,10 +50,8 @@ def check_step_statistics_listed(expr: str, listed: ServedStatistics, where: str
     """Each step statistic a rule reads is one the build lists, and so one `dashgen export` computes:
     a statistic written by hand that no condition's step window asks for would fire in a backtest
     (which computes what the rules read) and never live."""
-    names = {(stat.series, stat.name) for stat in listed.statistics}
     for labels in equal_matchers_of(expr, STEP_STATISTIC_METRIC):
-        wanted = (labels.get("series"), labels.get("statistic"))
-        if wanted not in names:
+        if (labels.get("series"), labels.get("statistic")) not in listed.by_label:
             shown = ", ".join(f"{label}={label_value(labels[label])}" for label in STEP_STATISTIC_LABELS
                               if label in labels)
             raise BuildError(f"{where}: reads {STEP_STATISTIC_METRIC}{{{shown}}}, which no condition's step window "
@@ -67,8 +65,7 @@ def statistics_read(expr: str, listed: ServedStatistics) -> list[StepStatistic]:
     what else it may read: nothing)."""
     if STEP_STATISTIC_METRIC not in expr:
         return []
-    by_name = {(stat.series, stat.name): stat for stat in listed.statistics}
-    read = (by_name.get((labels.get("series"), labels.get("statistic")))
+    read = (listed.by_label.get((labels.get("series"), labels.get("statistic")))
             for labels in equal_matchers_of(expr, STEP_STATISTIC_METRIC))
     return [stat for stat in read if stat is not None]
 

@@ -29,6 +29,7 @@ import hashlib
 import math
 import re
 import statistics
+from functools import cached_property
 from pathlib import Path
 from typing import Iterable
 
@@ -78,7 +79,7 @@ class StepStatistic:
             raise ValueError(f"step statistic of {self.series}: steps must be from 1 to {MAX_STEPS:,}, ending and "
                              f"of_median from 0 to {MAX_STEPS:,}")
 
-    @property
+    @cached_property  # read for every value a tracker observes
     def name(self) -> str:
         """The `statistic` label: what it is, e.g. median_30steps_ending10 or min_60steps_of_median_5steps."""
         name = f"{self.reduction}_{self.steps}steps"
@@ -387,6 +388,11 @@ class ServedStatistics:
 
     def tracker(self, untimed_step_seconds: float = UNTIMED_STEP_SECONDS) -> StepStatistics:
         return StepStatistics(self.statistics, self.floor_seconds, untimed_step_seconds)
+
+    @cached_property  # looked up for every rule the build compiles
+    def by_label(self) -> dict[tuple[str, str], StepStatistic]:
+        """Each statistic by its `series` and `statistic` labels."""
+        return {(stat.series, stat.name): stat for stat in self.statistics}
 
     @property
     def digest(self) -> str:

@@ -282,3 +282,13 @@ def test_a_derived_window_is_written_as_a_duration_prometheus_reads(text):
     """Sub-second windows (a live test's config) keep their milliseconds, not `0.5s`."""
     assert duration_seconds(format_duration(duration_seconds(text))) == duration_seconds(text)
     assert format_duration(1.5) == "1s500ms" and format_duration(4200) == "1h10m"
+
+
+def test_config_field_types_are_read_as_typing_reads_them():
+    """checking.type_hints compiles each annotation's text once per process instead of once per class;
+    for Config (annotations as text) and every shipped section it gives what typing.get_type_hints gives."""
+    from dashgen.config.checking import type_hints
+
+    assert all(isinstance(value, str) for value in Config.__annotations__.values())
+    for cls in (Config, *shipped_sections()):
+        assert type_hints(cls) == typing.get_type_hints(cls, include_extras=True), cls.__qualname__
