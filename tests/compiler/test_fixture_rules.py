@@ -2,15 +2,19 @@
 its cases read, as it runs a generated test (rules_read_by): a file per set of its test groups that
 read the same rules."""
 
+import shutil
+import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 
-from conftest import REPO
+from conftest import REPO, run
 from dashgen.compiler.fixture_rules import parts_with_rules_cut
 from dashgen.compiler.project import compile_project
 from dashgen.compiler.rule_test_files import rules_read_by
 from dashgen.config import Config
+from dashgen.promtool import find_binary
 
 RULES = """\
 groups:
@@ -127,3 +131,20 @@ def test_a_fixture_whose_groups_read_different_rules_is_split_each_part_loading_
                                     for name in ("TeamLossHigh", "TeamOther", "TeamAfter")]
     assert parts_with_rules_cut(content, path, tmp_path / "cut") is None
 
+
+@pytest.mark.heavy
+def test_a_kept_folder_of_tests_reruns_with_promtool_after_dashgen_test_ends(tmp_path):
+    """`dashgen test --keep-generated DIR`: the fixtures' copies in DIR load their cut rule files by
+    paths relative to themselves, so each reruns there once the temporary folder is gone."""
+    kept_folder = tmp_path / "kept"
+    result = run("test", "--root", str(REPO), "--keep-generated", str(kept_folder), "rollout")
+    assert result.exit_code == 0, result.output
+    parts = sorted((kept_folder / "fixtures").rglob("*.yaml"))
+    copies = [part for part in parts if not part.parent.name.endswith("-rules")]
+    assert [copy.relative_to(kept_folder / "fixtures").as_posix() for copy in copies] == \
+        ["rollout-test/groups-1.yaml", "rollout-test/groups-2.yaml", "rollout-test/groups-3.yaml"]
+    moved = shutil.move(kept_folder, tmp_path / "moved")  # and wherever the folder goes
+    for copy in copies:
+        rerun = subprocess.run([find_binary("promtool"), "test", "rules",
+                                str(Path(moved) / copy.relative_to(kept_folder))], capture_output=True, text=True)
+        assert rerun.returncode == 0 and "SUCCESS" in rerun.stdout, rerun.stdout + rerun.stderr
