@@ -9,6 +9,10 @@ cut is made from the rule files as they are on disk (what the fixture names), ke
 rule's group, its fields and its place among the group's kept rules. A fixture whose cases could
 read a rule by a pattern (a `__name__` matcher, ALERTS without one alert's name) or that orders
 the groups itself keeps its rule files whole.
+
+The cut is per test group: promtool takes one list of rule files a test file, so a fixture whose
+groups read different rules is written as several files, one per set of rules read
+(tests/rules/stability-test.yaml: 16 groups, 8 files, a third of its promtool time).
 """
 
 from __future__ import annotations
@@ -43,15 +47,23 @@ def names_checked(content: dict) -> set[str] | None:
     return names
 
 
-def _rules_needed(names: set[str], documents: list[dict]) -> set[int] | None:
-    """ids of the rule entries that produce `names` or what they read, directly or through
-    others; None if one of them reads by a pattern."""
+def _cuts_of_groups(groups: list, documents: list[dict]) -> list[frozenset[int]] | None:
+    """Per test group, the ids of the rule entries its cases read, directly or through others;
+    None if one of them reads by a pattern."""
     producers: dict[str, list[dict]] = {}
     for document in documents:
         for group in document["groups"]:
             for rule in group["rules"]:
                 producers.setdefault(str(rule.get("alert") or rule.get("record")), []).append(rule)
-    return rules_reaching(names, producers, lambda rule: str(rule.get("expr", "")), unknowable=_UNNAMED_READ)
+    cuts = []
+    for group in groups:
+        names = names_checked({"tests": [group]}) if isinstance(group, dict) else None
+        needed = None if names is None else rules_reaching(names, producers, lambda rule: str(rule.get("expr", "")),
+                                                           unknowable=_UNNAMED_READ)
+        if needed is None:
+            return None
+        cuts.append(frozenset(needed))
+    return cuts
 
 
 def yaml_mapping(path: Path) -> dict | None:
@@ -74,29 +86,56 @@ def _rule_document(path: Path) -> dict | None:
     return document
 
 
-def with_rules_cut(content: dict, fixture: Path, folder: Path) -> dict | None:
-    """The fixture's `content` loading copies of its rule files in `folder` that hold only the
-    rules its cases read; None when it keeps them whole (nothing to leave out, or a read by a
-    pattern, a glob, a rule file that is not a list of rule groups, group_eval_order)."""
-    rule_files = content.get("rule_files")
-    if "group_eval_order" in content or not isinstance(rule_files, list) or \
+def parts_with_rules_cut(content: dict, fixture: Path, folder: Path) -> dict[Path, dict] | None:
+    """The fixture's `content` as the files to write in `folder` (path: content): its test groups
+    that read the same rules in one part, in their order, loading copies of its rule files, written
+    beside the part, that hold only those rules. One part is written as `folder`/the fixture's name,
+    several as `folder`/its stem/groups-1,3-5.yaml (the fixture's test groups each holds, counted
+    from 1). None when it keeps its rule files whole (nothing to leave out, or a read by a pattern,
+    a glob, a rule file that is not a list of rule groups, group_eval_order)."""
+    rule_files, tests = content.get("rule_files"), content.get("tests")
+    if "group_eval_order" in content or not isinstance(rule_files, list) or not isinstance(tests, list) or \
             not all(isinstance(name, str) and not re.search(r"[*?\[]", name) for name in rule_files):
         return None
-    paths = [(fixture.parent / name).resolve() for name in rule_files]
-    documents = [_rule_document(path) for path in paths]
-    names = names_checked(content)
-    if names is None or any(document is None for document in documents):
+    documents = [_rule_document((fixture.parent / name).resolve()) for name in rule_files]
+    cuts = _cuts_of_groups(tests, documents) if all(document is not None for document in documents) else None
+    if cuts is None or all(len(cut) == sum(len(group["rules"]) for document in documents
+                                           for group in document["groups"]) for cut in cuts):
         return None
-    needed = _rules_needed(names, documents)
-    if needed is None or len(needed) == sum(len(group["rules"]) for document in documents
-                                            for group in document["groups"]):
-        return None
+    groups_of_cut: dict[frozenset[int], list[int]] = {}
+    for index, cut in enumerate(cuts):
+        groups_of_cut.setdefault(cut, []).append(index)
+    parts = {}
+    for cut, indices in groups_of_cut.items():
+        part = folder / fixture.name if len(groups_of_cut) == 1 else \
+            folder / fixture.stem / f"groups-{_numbers_text([index + 1 for index in indices])}.yaml"
+        parts[part] = {**content, "rule_files": _write_cut(documents, rule_files, cut, part),
+                       "tests": [tests[index] for index in indices]}
+    return parts
+
+
+def _write_cut(documents: list[dict], rule_files: list[str], cut: frozenset[int], part: Path) -> list[str]:
+    """Writes the rule files `documents` (named `rule_files`) less the rules not in `cut`, in a
+    folder beside `part`; their paths relative to it, as promtool reads a test's rule_files, so a
+    kept folder of tests (dashgen test --keep-generated) reruns where it is."""
+    folder = part.parent / f"{part.stem}-rules"
     folder.mkdir(parents=True, exist_ok=True)
-    cut_files = []
-    for index, (path, document) in enumerate(zip(paths, documents)):
+    loaded = []
+    for index, (name, document) in enumerate(zip(rule_files, documents)):
         groups = [{**group, "rules": kept} for group in document["groups"]
-                  if (kept := [rule for rule in group["rules"] if id(rule) in needed])]
-        cut = folder / f"{index}-{path.name}"
-        cut.write_text(yaml.safe_dump({**document, "groups": groups}, sort_keys=False, width=1000))
-        cut_files.append(str(cut))
-    return {**content, "rule_files": cut_files}
+                  if (kept := [rule for rule in group["rules"] if id(rule) in cut])]
+        cut_file = folder / f"{index}-{Path(name).name}"
+        cut_file.write_text(yaml.safe_dump({**document, "groups": groups}, sort_keys=False, width=1000))
+        loaded.append(f"{folder.name}/{cut_file.name}")
+    return loaded
+
+
+def _numbers_text(numbers: list[int]) -> str:
+    """Ascending numbers as runs: [1, 3, 4, 5] -> "1,3-5"."""
+    runs: list[list[int]] = []
+    for number in numbers:
+        if runs and number == runs[-1][-1] + 1:
+            runs[-1].append(number)
+        else:
+            runs.append([number])
+    return ",".join(str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}" for run in runs)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from dashgen.compiler.fixture_rules import with_rules_cut, yaml_mapping
+from dashgen.compiler.fixture_rules import parts_with_rules_cut, yaml_mapping
 from dashgen.compiler.promql import label_value
 from dashgen.config import duration_seconds
 from dashgen.errors import BuildError
@@ -149,20 +149,22 @@ def with_statistics(fixture: Path, served: ServedStatistics, interval: str) -> d
 def fixtures_with_statistics(fixtures: list[Path], statistics: ServedStatistics, rule_interval: str,
                              folder: Path) -> list[Path]:
     """The fixtures, each that reads a logged series' step windows without giving the exporter's
-    statistics of it, or whose rule files hold rules its cases do not read, replaced by a copy in
-    `folder` that has them and loads only the rules read (fixture_rules.with_rules_cut);
-    `statistics`: those the project's rules read."""
+    statistics of it, or whose rule files hold rules its cases do not read, replaced by copies in
+    `folder` that have them and load only the rules read: one copy, or one for each set of its
+    test groups that read the same rules (fixture_rules.parts_with_rules_cut); `statistics`: those
+    the project's rules read."""
     out = []
     for fixture in fixtures:
         content = with_statistics(fixture, statistics, rule_interval)
         whole = content or yaml_mapping(fixture)
-        cut = with_rules_cut(whole, fixture, folder / f"{fixture.stem}-rules") if whole is not None else None
-        content = cut or content
-        if content is None:
+        parts = parts_with_rules_cut(whole, fixture, folder) if whole is not None else None
+        if parts is None and content is not None:
+            parts = {folder / fixture.name: content}
+        if parts is None:
             out.append(fixture)
             continue
-        folder.mkdir(exist_ok=True)
-        copy = folder / fixture.name
-        copy.write_text(yaml.dump(content, Dumper=yaml.CSafeDumper, sort_keys=False, width=1000))
-        out.append(copy)
+        for path, part in parts.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(yaml.dump(part, Dumper=yaml.CSafeDumper, sort_keys=False, width=1000))
+            out.append(path)
     return out

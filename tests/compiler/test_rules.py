@@ -107,23 +107,27 @@ def test_the_fixtures_and_each_alerts_cases_at_the_rule_interval_pass(tmp_path):
     assert 0 < len(every_rule_interval) < len(generated)
     stdout, stderr, failed = run_rule_tests([*fixtures, *every_rule_interval])
     assert not failed, stdout + stderr
-    assert stdout.count("SUCCESS") == len(fixtures) + len(every_rule_interval)
+    assert stdout.count("SUCCESS") == len(fixtures) + len(every_rule_interval)  # a file each, a fixture maybe several
+    assert len(fixtures) > len(FIXTURES) and {path.parent.name for path in fixtures} >= {"stability-test"}
     named = {re.search(r"-(Verl\w+?)-generated-test\.yaml$", path.name).group(1) for path in every_rule_interval}
     assert named == _tested_alerts(alert.definition for alert in project.alerts)
 
 
 @pytest.mark.heavy
 @pytest.mark.slow  # the every-5m cases: a minute of promtool (above)
-def test_promtool_fixtures_pass():
+def test_promtool_fixtures_pass(tmp_path):
     result = run("test", "--root", str(REPO))
     assert result.exit_code == 0, result.output
-    # The fixtures, the generated tests of each alert written with the vocabulary, and the routing fixtures.
+    # The fixtures' files (a fixture whose test groups read different rules is several), the generated
+    # tests of each alert written with the vocabulary, and the routing fixtures.
+    config = Config()
+    project = compile_project(REPO, config)
+    fixture_files = fixtures_with_statistics(FIXTURES, project.step_statistics, config.rule_interval, tmp_path)
     generated = re.findall(r"/[a-z_]+-(\w+?)(-every-5m)?-generated-test\.yaml\n  SUCCESS", result.output)
-    compiled = [alert.definition for alert in compile_project(REPO, Config()).alerts]
-    assert {name for name, _ in generated} == _tested_alerts(compiled)
+    assert {name for name, _ in generated} == _tested_alerts(alert.definition for alert in project.alerts)
     # The cases at 3,600 s a step of an alert that reads only step windows are evaluated every 5m, apart.
     assert ("VerlTrainingDivergence", "-every-5m") in generated
-    assert result.output.count("SUCCESS") == len(FIXTURES) + len(generated) + 1
+    assert result.output.count("SUCCESS") == len(fixture_files) + len(generated) + 1
 
 
 @pytest.mark.heavy
