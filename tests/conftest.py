@@ -25,6 +25,9 @@ os.environ.setdefault("GOGC", GO_GARBAGE_COLLECTION_PERCENT)
 # draws one of them makes the fixture again (up to four times in `make test`).
 SHARED_FIXTURE_MODULES = frozenset(path.relative_to(REPO).as_posix() for path in (REPO / "tests").rglob("test_*.py")
                                    if 'scope="module"' in path.read_text())
+# The modules whose tests draw PNGs: each worker that draws imports matplotlib and loads its fonts
+# first (half a second of processor).
+DRAWING_MODULES = frozenset({"tests/replay/test_preview.py", "tests/replay/test_backtest_plot.py"})
 
 
 @pytest.hookimpl(wrapper=True)
@@ -43,8 +46,8 @@ def pytest_collection(session):
 
 @pytest.hookimpl(optionalhook=True)  # xdist's hook: pytest -p no:xdist does not know it
 def pytest_xdist_make_scheduler(config, log):
-    """Under xdist's default distribution, each module of SHARED_FIXTURE_MODULES goes to one worker
-    whole and every other test on its own (xdist's loadgroup would do it by marker, but xdist 3.8
+    """Under xdist's default distribution, each module of SHARED_FIXTURE_MODULES and DRAWING_MODULES
+    goes to one worker whole and every other test on its own (xdist's loadgroup would do it by marker, but xdist 3.8
     cannot name a group under pytest 9)."""
     if config.getvalue("dist") != "load":
         return None
@@ -53,7 +56,7 @@ def pytest_xdist_make_scheduler(config, log):
     class SharedFixtureScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::", 1)[0]
-            return module if module in SHARED_FIXTURE_MODULES else nodeid
+            return module if module in SHARED_FIXTURE_MODULES or module in DRAWING_MODULES else nodeid
 
     return SharedFixtureScheduling(config, log)
 
