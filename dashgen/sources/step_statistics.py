@@ -389,9 +389,8 @@ class ServedStatistics:
     def tracker(self, untimed_step_seconds: float = UNTIMED_STEP_SECONDS) -> StepStatistics:
         return StepStatistics(self.statistics, self.floor_seconds, untimed_step_seconds)
 
-    @cached_property  # looked up for every rule the build compiles
+    @cached_property  # each statistic by its `series` and `statistic` labels, read for every rule compiled
     def by_label(self) -> dict[tuple[str, str], StepStatistic]:
-        """Each statistic by its `series` and `statistic` labels."""
         return {(stat.series, stat.name): stat for stat in self.statistics}
 
     @property
@@ -400,8 +399,7 @@ class ServedStatistics:
         rules that read no step windows are served by any exporter)."""
         if not self.statistics:
             return "none"
-        names = sorted(f"{stat.series}/{stat.name}" for stat in self.statistics)
-        text = "\n".join([f"floor {self.floor_seconds:g}", *names])
+        text = "\n".join([f"floor {self.floor_seconds:g}", *sorted(f"{s.series}/{s.name}" for s in self.statistics)])
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
