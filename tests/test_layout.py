@@ -152,3 +152,20 @@ def test_the_top_level_holds_the_authoring_api_and_at_most_15_modules():
     assert len(modules) <= 15, modules
     assert {"model.py", "conditions.py", "catalog.py"} <= set(modules)
     assert (REPO / "dashgen" / "config" / "__init__.py").is_file()
+
+
+# Sizes a reader takes in at once (issue 37): a module, and a compiler function, which each turn one
+# kind of definition into one kind of output.
+MAX_MODULE_LINES, MAX_COMPILER_FUNCTION_LINES = 500, 60
+
+
+def test_no_module_is_over_500_lines_and_no_compiler_function_over_60():
+    long_modules = {path.relative_to(REPO).as_posix(): lines for path in (REPO / "dashgen").rglob("*.py")
+                    if (lines := len(path.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert long_modules == {}
+    long_functions = {f"{path.relative_to(REPO).as_posix()}:{node.name}": node.end_lineno - node.lineno + 1
+                      for path in (REPO / "dashgen" / "compiler").rglob("*.py")
+                      for node in ast.walk(ast.parse(path.read_text()))
+                      if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                      and node.end_lineno - node.lineno + 1 > MAX_COMPILER_FUNCTION_LINES}
+    assert long_functions == {}
