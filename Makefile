@@ -1,6 +1,6 @@
 # make build:     set up a virtualenv, install dashgen, compile its modules, render rendered/.
 # make test:      the same set-up plus Prometheus', Alertmanager's and VictoriaMetrics' tools, then
-#                 `dashgen check` and the suite, two workers a core, less the exhaustive `slow` tests (~3.5 min on 2 cores).
+#                 `dashgen check` and the suite, two workers a core, less the exhaustive `slow` tests (~2.75 min on 2 cores).
 # make test-fast: the edit loop: no live servers or processes, no heavy tool runs (~30 s on 2 cores).
 # make test-slow: only the `slow` tests: the exhaustive ones (every rule replayed on VictoriaMetrics, many killed
 #                 builds) and the chains of minutes (fresh installs, the public corpus, promtool on mutated rules).
