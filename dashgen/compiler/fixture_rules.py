@@ -125,7 +125,7 @@ def _write_cut(documents: list[dict], rule_files: list[str], cut: frozenset[int]
         groups = [{**group, "rules": kept} for group in document["groups"]
                   if (kept := [rule for rule in group["rules"] if id(rule) in cut])]
         cut_file = folder / f"{index}-{Path(name).name}"
-        cut_file.write_text(yaml.safe_dump({**document, "groups": groups}, sort_keys=False, width=1000))
+        cut_file.write_text(yaml.dump({**document, "groups": groups}, Dumper=yaml.CSafeDumper, sort_keys=False, width=1000))
         loaded.append(f"{folder.name}/{cut_file.name}")
     return loaded
 
