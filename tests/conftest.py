@@ -47,8 +47,8 @@ def pytest_collection(session):
 @pytest.hookimpl(optionalhook=True)  # xdist's hook: pytest -p no:xdist does not know it
 def pytest_xdist_make_scheduler(config, log):
     """Under xdist's default distribution, each module of SHARED_FIXTURE_MODULES and DRAWING_MODULES
-    goes to one worker whole and every other test on its own (xdist's loadgroup would do it by marker, but xdist 3.8
-    cannot name a group under pytest 9)."""
+    goes to one worker whole and every other test on its own (xdist's loadgroup would do it by
+    marker, but xdist 3.8 cannot name a group under pytest 9)."""
     if config.getvalue("dist") != "load":
         return None
     from xdist.scheduler import LoadScopeScheduling
