@@ -40,10 +40,10 @@ $(BIN)/dashgen: pyproject.toml
 # package as dashgen_panels and dashgen_alerts), and a Python run with PYTHONDONTWRITEBYTECODE
 # never writes their .pyc: every command compiled them again (about an eighth of `dashgen build`'s CPU).
 # compileall writes them (only what changed since it last did); compile_templates does the same
-# for the Jinja templates (dashgen/compiler/rendering.py).
+# for the Jinja templates (dashgen/compiler/output/rendering.py).
 compile: $(BIN)/dashgen
 	$(BIN)/python -m compileall -q dashgen panels alerts
-	$(BIN)/python -c 'from dashgen.compiler.rendering import compile_templates; compile_templates()'
+	$(BIN)/python -c 'from dashgen.compiler.output.rendering import compile_templates; compile_templates()'
 
 build: compile
 	$(BIN)/dashgen build

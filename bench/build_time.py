@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from dashgen.compiler.rendering import compile_templates
+from dashgen.compiler.output.rendering import compile_templates
 
 REPO = Path(__file__).resolve().parent.parent
 ROUNDS = 11

@@ -9,8 +9,8 @@ average, and the largest panel as it is written in the file.
 import json
 from pathlib import Path
 
-from dashgen.compiler.dashboards import iter_panels
-from dashgen.compiler.targets.grafana import dashboard_to_text
+from dashgen.compiler.dashboards.dashboard_json import iter_panels
+from dashgen.compiler.output.targets.grafana import dashboard_to_text
 
 REPO = Path(__file__).resolve().parent.parent
 

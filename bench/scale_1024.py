@@ -57,8 +57,8 @@ from typing import Iterator, TextIO
 
 import yaml
 
-from dashgen.compiler.dashboards import iter_panels
-from dashgen.compiler.promql import metrics_in, substitute_grafana_variables
+from dashgen.compiler.dashboards.dashboard_json import iter_panels
+from dashgen.compiler.queries.promql import metrics_in, substitute_grafana_variables
 from dashgen.replay.backfill import RecordedRun, Timing, create_blocks, read_run, run_labels
 from dashgen.replay.openmetrics import label_text, write_openmetrics
 from dashgen.replay.backtest import SERVER_ARGS, load_rules, recorded_openmetrics, recording_levels, serve_tsdb

@@ -69,7 +69,7 @@ STEP_STATISTIC_METRIC = "verl_step_statistic"
 SERIES_UNLOGGED_METRIC = "verl_exporter_series_unlogged_steps"
 # dashgen/sources/expected_keys.py: a series the run's framework logs on every step and the run never logged.
 SERIES_NEVER_LOGGED_METRIC = "verl_exporter_series_never_logged_steps"
-# dashgen/compiler/signal_needs.py: each logged series with the alerts blind without it, recorded by the build.
+# dashgen/compiler/rules/signal_needs.py: each logged series with the alerts blind without it, recorded by the build.
 SERIES_READERS_METRIC = "dashgen:series_readers"
 STEP_WINDOWS_INFO_METRIC = "verl_exporter_step_windows_info"
 STEPS_METRIC = "verl_exporter_steps_total"

@@ -7,10 +7,10 @@ An author writes what should fire, not the plumbing:
                keep_firing_while=Signal("critic/score/mean").median_over("5m").below(0.8, times=Baseline.held()),
                severity=Severity.WARNING, for_="10m", summary="The reward fell to half its level of the hour before.")
 
-and the compiler (dashgen/compiler/condition_compiler.py, called by dashgen/compiler/rules.py) writes the rest: the baseline's
+and the compiler (dashgen/compiler/rules/condition_compiler.py, called by dashgen/compiler/rules/rule_files.py) writes the rest: the baseline's
 recording, the held baseline and the group that steps it, the hysteresis branch on the alert's
 own ALERTS series, the description with the thresholds filled in, and promtool tests
-(dashgen/compiler/rule_tests.py).
+(dashgen/compiler/rule_tests/generated_cases.py).
 
 A signal names a verl step-log key (`critic/score/mean`) or a catalog or recorded series
 (`verl_critic_score_mean`, `verl:perf_total_num_tokens:baseline_median`); an unknown one fails the build
@@ -52,7 +52,7 @@ MAX_COMPARISONS = 64
 class Steps:
     """A window counted in the run's training steps, not in time: `steps(20)` is the last 20 steps
     whatever a step lasts (1.5 s or 20 minutes). The compiler turns it into the time the run's own
-    rhythm gives (dashgen/compiler/step_windows.py)."""
+    rhythm gives (dashgen/compiler/rules/step_windows.py)."""
 
     count: int
 

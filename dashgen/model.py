@@ -1,7 +1,7 @@
 """The small typed definitions dashboard authors write (see panels/).
 
 Authors state what differs between panels: title, queries, unit, size. The compiler
-(dashgen/compiler/dashboards.py) owns layout, ids, refIds, datasource references and selector
+(dashgen/compiler/dashboards/dashboard_json.py) owns layout, ids, refIds, datasource references and selector
 substitution.
 
 In expressions, a `$name` inside a selector's braces stands for a set of matchers the
@@ -318,7 +318,7 @@ ACT_PATH = "/alerts"
 class ActSection(Section, section="act"):
     """The config file's `act:` section: where `dashgen act` listens and what it does with an alert.
 
-    The compiler routes alerts to `dashgen act` by it (dashgen/compiler/routing.py, the Kubernetes
+    The compiler routes alerts to `dashgen act` by it (dashgen/compiler/alerting/routing.py, the Kubernetes
     target) and dashgen/runtime/act.py acts by it; it stands here, beside ACT_PATH, because
     neither of the two imports the other."""
 

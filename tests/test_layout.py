@@ -169,3 +169,16 @@ def test_no_module_is_over_500_lines_and_no_compiler_function_over_60():
                       if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
                       and node.end_lineno - node.lineno + 1 > MAX_COMPILER_FUNCTION_LINES}
     assert long_functions == {}
+
+
+# A folder a reader takes in at once (issue 54): the compiler was 34 modules in one folder.
+MAX_FOLDER_MODULES = 15
+
+
+def test_no_folder_in_dashgen_holds_more_than_15_modules():
+    crowded = {}
+    for folder in [REPO / "dashgen", *(path for path in (REPO / "dashgen").rglob("*") if path.is_dir())]:
+        modules = [path.name for path in folder.glob("*.py") if path.name != "__init__.py"]
+        if len(modules) > MAX_FOLDER_MODULES:
+            crowded[folder.relative_to(REPO).as_posix()] = len(modules)
+    assert crowded == {}

@@ -59,8 +59,8 @@ def collector_paused(command):
 
 def rendered_dir(root: Path) -> Path:
     """root/rendered, after finishing or discarding an interrupted build (call under the project lock)."""
-    from dashgen.compiler.build import RENDERED
-    from dashgen.compiler.tree_writer import recover
+    from dashgen.compiler.output.build import RENDERED
+    from dashgen.compiler.output.tree_writer import recover
 
     note = recover(root / RENDERED)
     if note:

@@ -23,8 +23,8 @@ from dashgen.sources.exporter import EXPORTER
 @collector_paused
 def build(root: Path, config_path: Path | None, reload_url: str | None) -> None:
     """Render panels/ and alerts/ into rendered/ (untouched if anything fails)."""
-    from dashgen.compiler.build import check_for_vmalert, render_project, write_rendered
-    from dashgen.compiler.tree_writer import project_lock
+    from dashgen.compiler.output.build import check_for_vmalert, render_project, write_rendered
+    from dashgen.compiler.output.tree_writer import project_lock
 
     if reload_url is not None:  # urllib.request, only then
         from dashgen.replay.prometheus_server import check_reload_url, reload_prometheus
@@ -50,9 +50,9 @@ def build(root: Path, config_path: Path | None, reload_url: str | None) -> None:
 @collector_paused
 def check(root: Path, config_path: Path | None) -> None:
     """Fail if rendered/ is stale against the sources or any check fails."""
-    from dashgen.compiler.build import PREVIEW, check_for_vmalert, differences, render_project, validate_rendered
-    from dashgen.compiler.targets.grafana import dashboard_path
-    from dashgen.compiler.tree_writer import project_lock
+    from dashgen.compiler.output.build import PREVIEW, check_for_vmalert, differences, render_project, validate_rendered
+    from dashgen.compiler.output.targets.grafana import dashboard_path
+    from dashgen.compiler.output.tree_writer import project_lock
     from dashgen.replay.preview.stamp import stale_previews
 
     rendered = render_project(root, load_config(config_path, root))
@@ -77,7 +77,7 @@ def check(root: Path, config_path: Path | None) -> None:
                    "gives for leaving it out (Dashboard.left_out).")
 def list_(root: Path, config_path: Path | None, unused: bool) -> None:
     """Show dashboards, their panels and the metrics each panel queries; then the alerts."""
-    from dashgen.compiler.dashboards import metrics_used
+    from dashgen.compiler.dashboards.dashboard_json import metrics_used
     from dashgen.compiler.project import compile_project
 
     config = load_config(config_path, root)
@@ -102,7 +102,7 @@ def list_(root: Path, config_path: Path | None, unused: bool) -> None:
 
 
 def _list_unused(project) -> None:
-    from dashgen.compiler.coverage import unused_signals
+    from dashgen.compiler.dashboards.coverage import unused_signals
 
     signals = unused_signals(project.dashboards, project.config, project.metrics)
     for unused in signals:
@@ -117,8 +117,8 @@ def lint(root: Path) -> None:
     """Run `promtool check rules` on rendered/rules/*.yaml and `amtool check-config` on Alertmanager's file;
     also `vmalert -dryRun` on rendered/victoriametrics/rules/*.yaml, as they are, when VictoriaMetrics is
     a target (config `victoriametrics: true`) and vmalert is installed."""
-    from dashgen.compiler.targets.alertmanager import ALERTMANAGER_FILE
-    from dashgen.compiler.tree_writer import project_lock
+    from dashgen.compiler.output.targets.alertmanager import ALERTMANAGER_FILE
+    from dashgen.compiler.output.tree_writer import project_lock
     from dashgen.promtool import run_tool
 
     with project_lock(root):
@@ -140,7 +140,7 @@ def lint(root: Path) -> None:
 def _vmalert_dry_run(rendered: Path) -> int:
     """`vmalert -dryRun` on the rule files rendered for VictoriaMetrics, if there are any and vmalert
     is installed; says which it checked, or why it did not."""
-    from dashgen.compiler.targets.victoriametrics import VMALERT_RULES_DIR, dry_run, vmalert_installed
+    from dashgen.compiler.output.targets.victoriametrics import VMALERT_RULES_DIR, dry_run, vmalert_installed
 
     files = sorted((rendered / VMALERT_RULES_DIR).glob("*.yaml"))
     if not files:
@@ -175,13 +175,13 @@ def test(root: Path, config_path: Path | None, keep_generated: Path | None, modu
     import shutil
     import tempfile
 
-    from dashgen.compiler.fixture_names import fixtures_for_source, refuse_missing_rule_files
-    from dashgen.compiler.fixture_statistics import fixtures_with_statistics
+    from dashgen.compiler.rule_tests.fixture_names import fixtures_for_source, refuse_missing_rule_files
+    from dashgen.compiler.rule_tests.fixture_statistics import fixtures_with_statistics
     from dashgen.compiler.project import compile_project
-    from dashgen.compiler.rule_test_report import explain_failures, unreachable_branches
-    from dashgen.compiler.rule_test_files import alerts_tested_by_fixtures, write_generated_tests
-    from dashgen.compiler.rule_tests import known_gaps
-    from dashgen.compiler.targets.alertmanager import run_route_fixtures
+    from dashgen.compiler.rule_tests.failure_report import explain_failures, unreachable_branches
+    from dashgen.compiler.rule_tests.promtool_files import alerts_tested_by_fixtures, write_generated_tests
+    from dashgen.compiler.rule_tests.generated_cases import known_gaps
+    from dashgen.compiler.output.targets.alertmanager import run_route_fixtures
     from dashgen.promtool import find_binary, run_rule_tests
 
     config = load_config(config_path, root)
@@ -299,7 +299,7 @@ def config_(root: Path, config_path: Path | None, describe: bool) -> None:
     from dashgen.config import areas_of, config_yaml, describe_config, read_overrides
 
     if (root / "alerts").is_dir():
-        from dashgen.compiler.rules import load_rule_modules
+        from dashgen.compiler.rules.rule_files import load_rule_modules
 
         areas = [*deploy_sections(), *areas_of(definition.module for definition in load_rule_modules(root))]
     else:

@@ -250,9 +250,9 @@ def preview(run_path: Path | None, out_dir: Path | None, allow_empty: bool, star
     temporary Prometheus as backtest does; every panel's queries are evaluated over it with the
     dashboard's variables set to the run. Fails when a panel reading verl's series has no data.
     """
-    from dashgen.compiler.build import PREVIEW, RENDERED
+    from dashgen.compiler.output.build import PREVIEW, RENDERED
     from dashgen.compiler.project import compile_project
-    from dashgen.compiler.targets.grafana import dashboard_to_text
+    from dashgen.compiler.output.targets.grafana import dashboard_to_text
     from dashgen.config import duration_seconds
     from dashgen.replay.backfill import Timing
     from dashgen.replay.backtest import RuleSet
@@ -305,6 +305,6 @@ def preview(run_path: Path | None, out_dir: Path | None, allow_empty: bool, star
 
 
 def _all_panels(model: dict):
-    from dashgen.compiler.dashboards import iter_panels
+    from dashgen.compiler.dashboards.dashboard_json import iter_panels
 
     return iter_panels(model)

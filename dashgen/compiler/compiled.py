@@ -3,7 +3,7 @@ definitions, once, and every renderer and command reads.
 
 A definition module states alerts, recordings, groups, dashboards and inhibitions; compiling checks
 them, turns the alert vocabulary into PromQL in the metric source's names, and lists the step
-statistics the rules read. What comes out is typed: each renderer (dashgen/compiler/targets/)
+statistics the rules read. What comes out is typed: each renderer (dashgen/compiler/output/targets/)
 turns it into files, and `list`, `test`, `preview`, `backtest` and `review` read it, never the
 rendered text. `RecordingRule` and `AlertRule` are the rules as Prometheus evaluates them, which a
 backtest also reads from rule files it did not compile.

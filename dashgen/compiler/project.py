@@ -4,7 +4,7 @@
 The path: the alert modules (alerts/*.py) compile first, into rule files and the catalog plus
 their recorded series; the dashboards (panels/*.py) are checked against that catalog, their
 thresholds and alert names against the alerts; the inhibitions and the config's routing
-against the alerts' labels. Everything is checked here; rendering (dashgen/compiler/targets/)
+against the alerts' labels. Everything is checked here; rendering (dashgen/compiler/output/targets/)
 only writes what was checked.
 """
 
@@ -15,14 +15,14 @@ from pathlib import Path
 from typing import Iterator, Mapping
 
 from dashgen.compiler.compiled import CompiledDashboard, CompiledProject, CompiledRules
-from dashgen.compiler.dashboards import compile_dashboard
+from dashgen.compiler.dashboards.dashboard_json import compile_dashboard
 from dashgen.compiler.loader import call_definition, load_modules
-from dashgen.compiler.references import check_dashboard_links, resolve_dashboard_references
-from dashgen.compiler.routing import alertmanager_config, check_routing_config, collect_inhibitions
-from dashgen.compiler.rules import compile_rules, load_rule_modules
+from dashgen.compiler.queries.references import check_dashboard_links, resolve_dashboard_references
+from dashgen.compiler.alerting.routing import alertmanager_config, check_routing_config, collect_inhibitions
+from dashgen.compiler.rules.rule_files import compile_rules, load_rule_modules
 from dashgen.compiler.sections import deploy_sections
-from dashgen.compiler.source_queries import SourceQueries
-from dashgen.compiler.validate import validate_dashboard
+from dashgen.compiler.queries.source_queries import SourceQueries
+from dashgen.compiler.dashboards.schema_validation import validate_dashboard
 from dashgen.config import Config, areas_of
 from dashgen.errors import BuildError
 from dashgen.model import Alert, Dashboard, RuleGroup

@@ -13,7 +13,7 @@ import tempfile
 from importlib import resources
 from pathlib import Path
 
-from dashgen.compiler.rendering import templates
+from dashgen.compiler.output.rendering import templates
 from dashgen.errors import BuildError
 from dashgen.sources.chosen import SOURCES
 from dashgen.sources.exporter import EXPORTER

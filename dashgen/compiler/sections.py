@@ -17,8 +17,8 @@ from dashgen.config import AreaConfig, Config, Section, areas_of
 
 def deploy_sections() -> list[type[Section]]:
     """The sections of the deploy targets: alertmanager:, act:, kubernetes:."""
-    from dashgen.compiler.routing import AlertmanagerSection
-    from dashgen.compiler.targets.kubernetes import KubernetesSection
+    from dashgen.compiler.alerting.routing import AlertmanagerSection
+    from dashgen.compiler.output.targets.kubernetes import KubernetesSection
     from dashgen.model import ActSection
 
     return [AlertmanagerSection, ActSection, KubernetesSection]

@@ -2,7 +2,7 @@
 
 Such an alert is quiet on the run whatever the run did, which a backtest must not report as "did not
 fire": a run without actor/entropy is not judged by the entropy alerts at all. The ways of firing come
-from the compiled rules (dashgen/compiler/signal_needs.py), the logged series from the run's log.
+from the compiled rules (dashgen/compiler/rules/signal_needs.py), the logged series from the run's log.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Iterable, Mapping
 
 from dashgen.catalog import Catalog
 from dashgen.compiler.compiled import AlertRule, RecordingRule
-from dashgen.compiler.signal_needs import Needs, alert_needs
+from dashgen.compiler.rules.signal_needs import Needs, alert_needs
 from dashgen.records import record
 
 

@@ -28,7 +28,7 @@ from dashgen.sources.step_statistics import ServedStatistics, StepStatistic
 def compiled_json(root: Path) -> str:
     """The project's recording and alerting rules as the backtest evaluates them, and the statistics
     over steps they read, for the exporter as a recorded run is replayed."""
-    from dashgen.compiler.rules import compile_rules
+    from dashgen.compiler.rules.rule_files import compile_rules
 
     config = load_config(None, root).with_source(REPLAYED_SOURCE.name)
     compiled = compile_rules(root, config, project_catalog(root))

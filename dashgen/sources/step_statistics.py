@@ -2,7 +2,7 @@
 
 A window counted in steps (`steps(20)`) has no exact PromQL form: a range is a duration, and a
 run's steps last from 1.5 s to 20 minutes. Compiled in PromQL, it is one branch per band of
-rhythms (dashgen/compiler/step_windows.py), each evaluated for every run at every cycle. The
+rhythms (dashgen/compiler/rules/step_windows.py), each evaluated for every run at every cycle. The
 exporter reads every step's values as they are logged, so it computes the statistic exactly, by
 step number, and serves it as one gauge: `verl_step_statistic{series, statistic}`. The build
 lists the statistics its rules read in rendered/exporter/step-statistics.yaml; `dashgen export`
@@ -489,7 +489,7 @@ def load_statistics(path: Path) -> ServedStatistics:
 
 
 def statistics_path(root: Path) -> Path:
-    """Where a project's build lists its step windows (dashgen/compiler/build.py's rendered/)."""
+    """Where a project's build lists its step windows (dashgen/compiler/output/build.py's rendered/)."""
     return root / "rendered" / STEP_STATISTICS_FILE
 
 

@@ -10,8 +10,8 @@ import yaml
 
 from conftest import REPO, run, tree_digest
 from dashgen.compiler.project import compile_project
-from dashgen.compiler.rule_test_files import write_generated_tests
-from dashgen.compiler.selectors import expand_selectors, rule_selectors
+from dashgen.compiler.rule_tests.promtool_files import write_generated_tests
+from dashgen.compiler.queries.selectors import expand_selectors, rule_selectors
 from dashgen.config import config_from
 from dashgen.promtool import run_tool
 

@@ -5,7 +5,7 @@ import json
 import pytest
 import yaml
 
-from dashgen.compiler.block_yaml import pyyaml_rule_yaml, rule_yaml
+from dashgen.compiler.output.block_yaml import pyyaml_rule_yaml, rule_yaml
 from dashgen.config import Config, ConfigError, PrometheusDuration, config_from
 
 

@@ -11,8 +11,8 @@ import yaml
 
 from conftest import run
 from dashgen.compiler.project import compile_project
-from dashgen.compiler.rule_test_report import explain_failures
-from dashgen.compiler.rule_test_files import write_generated_tests
+from dashgen.compiler.rule_tests.failure_report import explain_failures
+from dashgen.compiler.rule_tests.promtool_files import write_generated_tests
 from dashgen.config import config_from
 from dashgen.promtool import run_tool
 

@@ -76,7 +76,7 @@ def test_summaries_cannot_break_the_runbook_markdown(project):
 def test_check_validates_what_it_renders():
     import pytest
 
-    from dashgen.compiler.build import render_project, validate_rendered
+    from dashgen.compiler.output.build import render_project, validate_rendered
     from dashgen.config import Config
     from dashgen.errors import BuildError
 

@@ -4,8 +4,8 @@ quantile_over_time over a duration and to the exporter's statistic over logged s
 import pytest
 
 from dashgen.catalog import CATALOG
-from dashgen.compiler.condition_compiler import ConditionCompiler
-from dashgen.compiler.rules import baseline_defaults
+from dashgen.compiler.rules.condition_compiler import ConditionCompiler
+from dashgen.compiler.rules.rule_files import baseline_defaults
 from dashgen.conditions import Signal, condition_problem, steps
 from dashgen.config import Config
 

@@ -5,7 +5,7 @@ from pathlib import Path
 from conftest import REPO, run
 from dashgen.catalog import CATALOG
 from dashgen.compiler.project import compile_project
-from dashgen.compiler.coverage import unused_signals, verl_signals
+from dashgen.compiler.dashboards.coverage import unused_signals, verl_signals
 from dashgen.config import Config
 
 # The pinned list: a key added to the catalog needs a panel or a LeftOut with its reason.

@@ -11,9 +11,9 @@ import time
 import pytest
 import yaml
 
-from dashgen.compiler import tree_writer
-from dashgen.compiler.build import render_project
-from dashgen.compiler.tree_writer import STAGING, recover, replace_tree
+from dashgen.compiler.output import tree_writer
+from dashgen.compiler.output.build import render_project
+from dashgen.compiler.output.tree_writer import STAGING, recover, replace_tree
 from dashgen.config import Config, config_from
 from conftest import run, tree_digest
 

@@ -108,7 +108,7 @@ def test_what_only_promtool_knows_is_refused_before_rendered_changes(project):
 
 
 def test_templates_the_rules_use_pass_the_in_process_check():
-    from dashgen.compiler.rule_format import template_problem
+    from dashgen.compiler.rules.prometheus_limits import template_problem
 
     good = ['{{ $labels.project }}/{{ $labels.experiment }}', '{{ printf "%.4g" $value }}',
             '{{ if gt $value 1.0 }}high{{ else }}low{{ end }}', '{{- range $i, $x := . -}}{{ $x }}{{ end }}',
@@ -431,7 +431,7 @@ def test_merge_keys_and_aliases_in_the_project_metrics_are_refused(project):
 
 
 def test_amtool_guards_the_alertmanager_config_a_build_would_write():
-    from dashgen.compiler.staged_checks import ALERTMANAGER_FILE, check_with_tools
+    from dashgen.compiler.output.staged_checks import ALERTMANAGER_FILE, check_with_tools
     from dashgen.errors import BuildError
 
     files = {ALERTMANAGER_FILE: "route: {receiver: nowhere}\nreceivers: [{name: somewhere}]\n"}
@@ -447,7 +447,7 @@ def test_amtool_guards_the_alertmanager_config_a_build_would_write():
 def test_a_label_value_spliced_into_promql_stays_one_value(value):
     import promql_parser
 
-    from dashgen.compiler.promql import label_value
+    from dashgen.compiler.queries.promql import label_value
 
     (matcher,) = promql_parser.parse(f"up{{job={label_value(value)}}}").matchers.matchers
     assert (matcher.name, matcher.value) == ("job", value)

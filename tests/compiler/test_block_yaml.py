@@ -1,4 +1,4 @@
-"""dashgen.compiler.block_yaml writes rule files byte for byte as PyYAML does, or lets PyYAML write them."""
+"""dashgen.compiler.output.block_yaml writes rule files byte for byte as PyYAML does, or lets PyYAML write them."""
 
 import random
 from pathlib import Path
@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dashgen.compiler import block_yaml
-from dashgen.compiler.block_yaml import indented_yaml, pyyaml_indented_yaml, pyyaml_rule_yaml, rule_yaml, value_is_supported
+from dashgen.compiler.output import block_yaml
+from dashgen.compiler.output.block_yaml import indented_yaml, pyyaml_indented_yaml, pyyaml_rule_yaml, rule_yaml, value_is_supported
 
 REPO = Path(__file__).resolve().parents[2]
 # The characters YAML gives a meaning to, besides letters and a space; a tab and a non-ASCII one.

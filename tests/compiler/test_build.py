@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, run, tree_digest, with_preview
-from dashgen.compiler.build import render_project
-from dashgen.compiler.dashboards import iter_panels
-from dashgen.compiler.targets.grafana import LINE_WIDTH, dashboard_to_text
-from dashgen.compiler.validate import schema_errors
+from dashgen.compiler.output.build import render_project
+from dashgen.compiler.dashboards.dashboard_json import iter_panels
+from dashgen.compiler.output.targets.grafana import LINE_WIDTH, dashboard_to_text
+from dashgen.compiler.dashboards.schema_validation import schema_errors
 from dashgen.config import Config
 
 DASHBOARD = "rendered/dashboards/verl-training.json"
@@ -50,16 +50,16 @@ def test_two_builds_are_byte_identical(project):
 
 
 def test_build_and_check_pause_the_cycle_collector_only_while_they_run(project, monkeypatch):
-    import dashgen.compiler.build
+    import dashgen.compiler.output.build
 
     seen = []
-    real_render = dashgen.compiler.build.render_project
+    real_render = dashgen.compiler.output.build.render_project
 
     def render_noting_the_collector(*args, **kwargs):
         seen.append(gc.isenabled())
         return real_render(*args, **kwargs)
 
-    monkeypatch.setattr(dashgen.compiler.build, "render_project", render_noting_the_collector)
+    monkeypatch.setattr(dashgen.compiler.output.build, "render_project", render_noting_the_collector)
     assert gc.isenabled()
     assert run("build", "--root", str(project)).exit_code == 0
     assert run("check", "--root", str(project)).exit_code == 0
@@ -130,7 +130,7 @@ RAW_PER_GPU = ("ray_node_gpus_utilization", "ray_node_gram_used")
 
 
 def test_raw_per_gpu_series_are_read_only_for_one_node_and_without_arithmetic(project):
-    from dashgen.compiler.promql import metrics_in
+    from dashgen.compiler.queries.promql import metrics_in
 
     exprs = [t["expr"] for p in iter_panels(load(project)) if p["type"] != "row" for t in p["targets"]]
     raw = [e for e in exprs if metrics_in(e) & set(RAW_PER_GPU)]

@@ -1,11 +1,11 @@
-"""Compiled Jinja templates (dashgen/compiler/rendering.py) are kept like .pyc: used when current, never stale."""
+"""Compiled Jinja templates (dashgen/compiler/output/rendering.py) are kept like .pyc: used when current, never stale."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-from dashgen.compiler import rendering
+from dashgen.compiler.output import rendering
 
 
 def _render(monkeypatch, cache: Path, writes: bool) -> str:

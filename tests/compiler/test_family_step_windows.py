@@ -7,8 +7,8 @@ import pytest
 import yaml
 
 from conftest import REPO
-from dashgen.compiler.rules import compile_rules
-from dashgen.compiler.targets.prometheus import rule_file_texts
+from dashgen.compiler.rules.rule_files import compile_rules
+from dashgen.compiler.output.targets.prometheus import rule_file_texts
 from dashgen.config import Config
 from dashgen.project_metrics import project_catalog
 

@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from conftest import REPO, run
-from dashgen.compiler.fixture_rules import parts_with_rules_cut
+from dashgen.compiler.rule_tests.fixture_rules import parts_with_rules_cut
 from dashgen.compiler.project import compile_project
-from dashgen.compiler.rule_test_files import rules_read_by
+from dashgen.compiler.rule_tests.promtool_files import rules_read_by
 from dashgen.config import Config
 from dashgen.promtool import find_binary
 

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dashgen.compiler.fixture_statistics import expand_values, statistics_per_sample, with_statistics
+from dashgen.compiler.rule_tests.fixture_statistics import expand_values, statistics_per_sample, with_statistics
 from dashgen.errors import BuildError
 from dashgen.sources.step_statistics import ServedStatistics, StepStatistic
 

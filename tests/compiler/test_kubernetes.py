@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dashgen.compiler.build import render_project
-from dashgen.compiler.targets.kubernetes import KubernetesSection
-from dashgen.compiler.targets.kubernetes_schemas import LAST_APPLIED_ANNOTATION_MAX, check_object, object_name, schema_problems
+from dashgen.compiler.output.build import render_project
+from dashgen.compiler.output.targets.kubernetes import KubernetesSection
+from dashgen.compiler.output.targets.kubernetes_schemas import LAST_APPLIED_ANNOTATION_MAX, check_object, object_name, schema_problems
 from dashgen.config import ConfigError, config_from
 from dashgen.errors import BuildError
 

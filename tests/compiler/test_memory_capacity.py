@@ -3,7 +3,7 @@
 import pytest
 import yaml
 
-from dashgen.compiler.build import render_project
+from dashgen.compiler.output.build import render_project
 from dashgen.config import Config
 from dashgen.promtool import run_promtool
 

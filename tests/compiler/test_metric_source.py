@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from dashgen.catalog import CATALOG, Origin
-from dashgen.compiler.build import render_project
-from dashgen.compiler.promql import metrics_in
+from dashgen.compiler.output.build import render_project
+from dashgen.compiler.queries.promql import metrics_in
 from dashgen.config import config_from
 from dashgen.sources.metric_source import map_identifiers
 from dashgen.sources.rl_insight import series_name

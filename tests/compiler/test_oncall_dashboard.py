@@ -7,10 +7,10 @@ import pytest
 import yaml
 
 from conftest import REPO, run
-from dashgen.compiler.build import render_project
-from dashgen.compiler.dashboards import iter_panels
-from dashgen.compiler.targets.grafana import dashboard_to_text
-from dashgen.compiler.validate import schema_errors
+from dashgen.compiler.output.build import render_project
+from dashgen.compiler.dashboards.dashboard_json import iter_panels
+from dashgen.compiler.output.targets.grafana import dashboard_to_text
+from dashgen.compiler.dashboards.schema_validation import schema_errors
 from dashgen.config import Config, config_from
 from dashgen.promtool import run_promtool
 

@@ -1,8 +1,8 @@
 import pytest
 
 from dashgen.catalog import CATALOG
-from dashgen.compiler.promql import QueryError, check_expression, substitute_grafana_variables
-from dashgen.compiler.selectors import expand_selectors
+from dashgen.compiler.queries.promql import QueryError, check_expression, substitute_grafana_variables
+from dashgen.compiler.queries.selectors import expand_selectors
 
 OK = [
     'verl_actor_ppo_kl{job=~"$job", project=~"$project"}',
@@ -74,7 +74,7 @@ def test_a_named_selector_is_written_with_a_dollar_and_no_f_string_takes_it_for_
 def test_the_selectors_read_are_those_the_parsers_own_walk_finds_in_every_kind_of_node():
     import promql_parser as pp
 
-    from dashgen.compiler.promql import equal_matchers_of, metrics_in
+    from dashgen.compiler.queries.promql import equal_matchers_of, metrics_in
 
     expressions = [
         'a{job="x"} + on(job) group_left b',                                 # binary, vector selectors

@@ -5,7 +5,7 @@ import pytest
 import yaml
 
 from conftest import run, tree_digest
-from dashgen.compiler.receivers import BLOCKS, BOOL, COUNT, DURATION, HEADER, INTEGRATIONS, LIST, TEXT_LIST, TEXT_MAP, URL
+from dashgen.compiler.alerting.receivers import BLOCKS, BOOL, COUNT, DURATION, HEADER, INTEGRATIONS, LIST, TEXT_LIST, TEXT_MAP, URL
 from dashgen.promtool import run_tool
 
 ALERTMANAGER_YML = "rendered/alertmanager/alertmanager.yml"

@@ -4,7 +4,7 @@ PromQL, a template variable or a link states it."""
 import pytest
 
 from dashgen.compiler.compiled import CompiledDashboard
-from dashgen.compiler.references import check_alertname_matchers, check_dashboard_links, resolve_dashboard_references
+from dashgen.compiler.queries.references import check_alertname_matchers, check_dashboard_links, resolve_dashboard_references
 from dashgen.errors import BuildError
 from dashgen.model import Dashboard, DashboardLink, Variable
 

@@ -9,7 +9,7 @@ import yaml
 import pytest
 
 from conftest import run
-from dashgen.compiler.build import render_project
+from dashgen.compiler.output.build import render_project
 from dashgen.config import Config
 from dashgen.replay.prometheus_server import PrometheusServer
 

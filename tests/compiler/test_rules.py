@@ -8,9 +8,9 @@ import yaml
 
 from conftest import REPO, run, tree_digest
 from dashgen.compiler.compiled import AlertRule, CompiledAlert, CompiledGroup, RecordingRule, RuleFile
-from dashgen.compiler.fixture_statistics import fixtures_with_statistics
+from dashgen.compiler.rule_tests.fixture_statistics import fixtures_with_statistics
 from dashgen.compiler.project import compile_project
-from dashgen.compiler.rule_test_files import files_read_by, rules_read_by, write_generated_tests
+from dashgen.compiler.rule_tests.promtool_files import files_read_by, rules_read_by, write_generated_tests
 from dashgen.config import Config, duration_seconds
 from dashgen.model import Alert
 from dashgen.promtool import run_rule_tests

@@ -1,4 +1,4 @@
-"""The quick schema check (dashgen/compiler/schema_check.py) says valid exactly when jsonschema does.
+"""The quick schema check (dashgen/compiler/output/schema_check.py) says valid exactly when jsonschema does.
 
 Every schema dashgen validates against is checked on what dashgen renders (valid) and on
 mutations of it (a value of another type, a key removed or added, a string changed), and the
@@ -16,10 +16,10 @@ import jsonschema
 import pytest
 import yaml
 
-from dashgen.compiler.build import render_project
-from dashgen.compiler.dashboards import iter_panels
-from dashgen.compiler.schema_check import Schema, Unsupported, compile_schema
-from dashgen.compiler.validate import _core_annotations
+from dashgen.compiler.output.build import render_project
+from dashgen.compiler.dashboards.dashboard_json import iter_panels
+from dashgen.compiler.output.schema_check import Schema, Unsupported, compile_schema
+from dashgen.compiler.dashboards.schema_validation import _core_annotations
 from dashgen.config import config_from
 
 from conftest import REPO
@@ -46,7 +46,7 @@ def _instances() -> list[tuple[str, object]]:
     for path, text in sorted(files.items()):
         if path.startswith("dashboards/"):
             model = json.loads(text)
-            out.append(("grafana-dashboard", _core_annotations(model)))  # as dashgen/compiler/validate.py checks it
+            out.append(("grafana-dashboard", _core_annotations(model)))  # as dashgen/compiler/dashboards/schema_validation.py checks it
             for panel in iter_panels(model):
                 if panel.get("type") in PANEL_SCHEMAS:
                     options, custom = PANEL_SCHEMAS[panel["type"]]

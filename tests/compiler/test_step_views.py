@@ -3,8 +3,8 @@
 import json
 
 from conftest import REPO, run
-from dashgen.compiler.dashboards import iter_panels
-from dashgen.compiler.validate import schema_errors
+from dashgen.compiler.dashboards.dashboard_json import iter_panels
+from dashgen.compiler.dashboards.schema_validation import schema_errors
 from dashgen_panels.verl_training import STAGE_COLOURS
 
 RENDERED = REPO / "rendered" / "dashboards"

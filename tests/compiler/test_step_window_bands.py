@@ -1,4 +1,4 @@
-"""Step windows of slow runs read near-band copies (dashgen/compiler/step_windows.py): a run whose
+"""Step windows of slow runs read near-band copies (dashgen/compiler/rules/step_windows.py): a run whose
 rhythm moves to the next band keeps its window's history, in the real promtool."""
 
 from pathlib import Path
@@ -7,10 +7,10 @@ import pytest
 import yaml
 
 from conftest import REPO
-from dashgen.compiler.rule_test_files import rules_read_by
-from dashgen.compiler.rules import compile_rules
-from dashgen.compiler.targets.prometheus import rule_file_texts
-from dashgen.compiler.step_windows import band_of
+from dashgen.compiler.rule_tests.promtool_files import rules_read_by
+from dashgen.compiler.rules.rule_files import compile_rules
+from dashgen.compiler.output.targets.prometheus import rule_file_texts
+from dashgen.compiler.rules.step_windows import band_of
 from dashgen.config import Config
 from dashgen.project_metrics import project_catalog
 from dashgen.promtool import run_promtool

@@ -13,7 +13,7 @@ from prometheus_client import generate_latest
 from prometheus_client.registry import CollectorRegistry
 
 from conftest import REPO, run, tree_digest
-from dashgen.compiler.tree_writer import STAGING
+from dashgen.compiler.output.tree_writer import STAGING
 from dashgen.config import CONFIG_FILE_NAME, Config
 from dashgen.runtime.exporter import RunState
 from dashgen.runtime.log_follower import LogFollower

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from conftest import run
-from dashgen.compiler.dashboards import iter_panels
+from dashgen.compiler.dashboards.dashboard_json import iter_panels
 from dashgen.replay.prometheus_server import PrometheusServer, free_port
 from dashgen.evaluation.synthetic_runs import step_line
 from support import firing, wait_until

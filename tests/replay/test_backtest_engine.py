@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from dashgen.compiler.promql import metrics_in
+from dashgen.compiler.queries.promql import metrics_in
 from dashgen.compiler.compiled import RecordingRule
-from dashgen.compiler.rules import compile_rules
+from dashgen.compiler.rules.rule_files import compile_rules
 from dashgen.config import Config
 from dashgen.errors import BuildError
 from dashgen.project_metrics import project_catalog

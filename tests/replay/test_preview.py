@@ -142,7 +142,7 @@ def test_the_preview_shows_the_alerts_the_backtest_reports():
     ALERTS series its rules wrote, which begin where the backtest's firing intervals begin."""
     import json
 
-    from dashgen.compiler.build import render_files
+    from dashgen.compiler.output.build import render_files
     from dashgen.compiler.project import compile_project
     from dashgen.config import duration_seconds, load_config
     from dashgen.project_metrics import project_catalog
@@ -199,7 +199,7 @@ def _validating_run(path: Path, core: bool) -> Path:
 def test_validation_panels_read_val_aux_when_a_run_logs_no_val_core(tmp_path: Path, core: bool):
     import json
 
-    from dashgen.compiler.build import render_project
+    from dashgen.compiler.output.build import render_project
     from dashgen.config import load_config
     from dashgen.project_metrics import project_catalog
     from dashgen.replay.backfill import Timing

@@ -4,8 +4,8 @@ import pytest
 
 from conftest import REPO
 from dashgen.catalog import CATALOG
-from dashgen.compiler.rules import compile_rules
-from dashgen.compiler.signal_needs import NOTHING, alert_needs, blind_without
+from dashgen.compiler.rules.rule_files import compile_rules
+from dashgen.compiler.rules.signal_needs import NOTHING, alert_needs, blind_without
 from dashgen.config import Config
 from dashgen.replay.unjudged import needs_of_rules, unjudged
 from dashgen.sources.series_arrival import logged_series

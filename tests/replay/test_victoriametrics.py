@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-import dashgen.compiler.targets.victoriametrics as victoriametrics
-from dashgen.compiler.build import render_project
-from dashgen.compiler.targets.victoriametrics import VMALERT_RULES_DIR, dry_run, fired_recording, vmalert_installed
+import dashgen.compiler.output.targets.victoriametrics as victoriametrics
+from dashgen.compiler.output.build import render_project
+from dashgen.compiler.output.targets.victoriametrics import VMALERT_RULES_DIR, dry_run, fired_recording, vmalert_installed
 from dashgen.config import Config, config_from
 from dashgen.replay.backfill import Timing, read_run, run_labels
 from dashgen.replay.backtest.engine import backtest

@@ -5,7 +5,7 @@ area's recordings, or in every rule's interval."""
 import pytest
 
 from conftest import REPO
-from dashgen.compiler.rules import compile_rules
+from dashgen.compiler.rules.rule_files import compile_rules
 from dashgen.config import config_from
 from dashgen.project_metrics import project_catalog
 from dashgen.replay.backfill import Timing

@@ -24,7 +24,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
-from dashgen.compiler.promql import metrics_in
+from dashgen.compiler.queries.promql import metrics_in
 from dashgen.catalog import Catalog
 from dashgen.compiler.compiled import AlertRule, RecordingRule
 from dashgen.config import Config
@@ -51,7 +51,7 @@ def backtest(paths: list[Path], root: Path, config: Config, timing: Timing,
 
     `timings` gives some runs their own timing (e.g. how each ended) instead of `timing`.
     `rule_files`: backtest these Prometheus rule files instead of the project's alerts."""
-    from dashgen.compiler.rules import compile_rules
+    from dashgen.compiler.rules.rule_files import compile_rules
     from dashgen.project_metrics import project_catalog
 
     find_binary("promtool")

@@ -24,7 +24,7 @@ from typing import Callable
 
 import promql_parser as pp
 
-from dashgen.compiler.promql import metrics_in
+from dashgen.compiler.queries.promql import metrics_in
 from dashgen.compiler.compiled import RecordingRule
 from dashgen.records import record
 from dashgen.replay.backfill import RecordedRun

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from dashgen.compiler.promql import metrics_in
+from dashgen.compiler.queries.promql import metrics_in
 from dashgen.compiler.compiled import RULES_DIR, AlertRule, RecordingRule
 from dashgen.config import duration_seconds
 from dashgen.errors import BuildError

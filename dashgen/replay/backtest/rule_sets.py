@@ -12,7 +12,7 @@ import dataclasses
 import re
 
 from dashgen.compiler.compiled import AlertRule, RecordingRule
-from dashgen.compiler.promql import metrics_in
+from dashgen.compiler.queries.promql import metrics_in
 from dashgen.errors import BuildError
 from dashgen.records import record
 from dashgen.sources.step_statistics import ServedStatistics, StepStatistic, statistics_in

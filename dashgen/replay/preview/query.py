@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from dashgen.catalog import Catalog, Origin
-from dashgen.compiler.dashboards import iter_panels
-from dashgen.compiler.promql import metrics_in, substitute_variables
+from dashgen.compiler.dashboards.dashboard_json import iter_panels
+from dashgen.compiler.queries.promql import metrics_in, substitute_variables
 from dashgen.config import Config
 from dashgen.promtool import find_binary
 from dashgen.records import record

@@ -1,0 +1,1 @@
+"""Where notifications go: Alertmanager's routes, inhibitions and receivers."""
