@@ -104,7 +104,7 @@ def _series_readers_file(files: list[RuleFile], catalog: Catalog, config: Config
     needs = alert_needs(((rule.name, rule.condition or rule.expr) for rule in alerts),
                         ((rule.record, rule.expr) for file in files for rule in file.recordings), catalog)
     rule = RecordingRule(SERIES_READERS_METRIC, readers_expression(needs, catalog), _ms(config.rule_interval))
-    return [RuleFile(SERIES_READERS_FILE, "the alerts' compiled rules (dashgen/compiler/signal_needs.py)",
+    return [RuleFile(SERIES_READERS_FILE, "the alerts' compiled rules (dashgen/compiler/rules/signal_needs.py)",
                      (CompiledGroup(SERIES_READERS_FILE, config.rule_interval, (rule,)),))]
 
 
