@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
@@ -26,6 +27,11 @@ class Score:
     failures_caught: int
     false_critical_pages: int  # runs with a critical where none may fire, or before a failure's onset
     unlabelled: int
+    # Time to catch: logged steps from a caught failure's onset to its first catching alert, over the
+    # caught failures (None when none is caught). The 90th percentile is the nearest rank.
+    catch_steps_median: float | None = None
+    catch_steps_p90: int | None = None
+    catch_steps_worst: int | None = None
 
     @staticmethod
     def of(judged: Iterable[Judged]) -> Score:
@@ -35,20 +41,33 @@ class Score:
             return [j for j in judged if j.run.verdict is verdict]
 
         healthy, degrading, failures = (of_verdict(v) for v in (Verdict.HEALTHY, Verdict.DEGRADING, Verdict.FAILURE))
+        latencies = sorted(j.latency_steps for j in failures if j.latency_steps is not None)
         return Score(len(healthy), sum(j.clean for j in healthy), len(degrading), sum(j.clean for j in degrading),
                      len(failures), sum(j.caught_by is not None for j in failures),
                      sum(any(f.severity == "critical" for f in j.false_pages) for j in judged),
-                     sum(not j.run.labelled for j in judged))
+                     sum(not j.run.labelled for j in judged), *_time_to_catch(latencies))
 
     def line(self) -> str:
         parts = [f"healthy clean {self.healthy_clean}/{self.healthy}"]
         if self.degrading:
             parts.append(f"degrading without a critical {self.degrading_clean}/{self.degrading}")
-        parts += [f"failures caught {self.failures_caught}/{self.failures}",
-                  f"false critical pages {self.false_critical_pages}"]
+        parts.append(f"failures caught {self.failures_caught}/{self.failures}")
+        if self.catch_steps_median is not None:
+            parts.append(f"time to catch median {self.catch_steps_median:g}, p90 {self.catch_steps_p90}, "
+                         f"worst {self.catch_steps_worst} logged steps")
+        parts.append(f"false critical pages {self.false_critical_pages}")
         if self.unlabelled:
             parts.append(f"unlabelled {self.unlabelled}")
         return ", ".join(parts)
+
+
+def _time_to_catch(latencies: list[int]) -> tuple[float | None, int | None, int | None]:
+    """Median, 90th percentile (nearest rank) and worst of sorted latencies; Nones for none."""
+    if not latencies:
+        return None, None, None
+    middle = len(latencies) // 2
+    median = latencies[middle] if len(latencies) % 2 else (latencies[middle - 1] + latencies[middle]) / 2
+    return median, latencies[math.ceil(0.9 * len(latencies)) - 1], latencies[-1]
 
 
 def by_split(items: list[T], split_of: Callable[[T], str | None]) -> dict[str, list[T]]:
@@ -102,7 +121,13 @@ def summary_line(review: Review) -> str:
                else "no run got worse" if review.changed else "no difference")
     return (f"{verdict}: {_runs(len(review.runs))}; healthy clean {before.healthy_clean} → {after.healthy_clean} of "
             f"{after.healthy}, failures caught {before.failures_caught} → {after.failures_caught} of "
-            f"{after.failures}, false critical pages {before.false_critical_pages} → {after.false_critical_pages}")
+            f"{after.failures}, median time to catch {_steps(before.catch_steps_median)} → "
+            f"{_steps(after.catch_steps_median)} logged steps, false critical pages {before.false_critical_pages} → "
+            f"{after.false_critical_pages}")
+
+
+def _steps(count: float | None) -> str:
+    return "-" if count is None else f"{count:g}"
 
 
 @record

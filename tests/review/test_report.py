@@ -4,7 +4,7 @@ from pathlib import Path
 
 from dashgen.review.comparison import Review, RunChange
 from dashgen.review.judging import Fired, Judged
-from dashgen.review.report import format_markdown, format_score, review_json
+from dashgen.review.report import Score, format_markdown, format_score, review_json
 from dashgen.review.runs import LabelledRun, Verdict
 
 STEPS = list(range(1, 101))
@@ -44,14 +44,15 @@ def test_the_report_names_the_runs_an_alert_newly_pages_and_gives_each_split():
     ])
     text = format_markdown(review)
     assert text.splitlines()[2] == ("**1 run got worse: 3 runs; healthy clean 1 → 0 of 1, failures caught 1 → 1 of 1, "
-                                    "false critical pages 0 → 1**")
+                                    "median time to catch 0 → 0 logged steps, false critical pages 0 → 1**")
     assert "- `calm` (healthy): newly paged by Cliff (critical) from step 40" in text
     assert "| Cliff | 1 → 2 | 0 → 1 | 1 → 1 | newly pages `calm` |" in text
     assert "| calm | tune | healthy | - | - | **Cliff(c)@40** | clean → paged |" in text
     assert "| raw | - | unlabelled | - | - | - | unlabelled |" in text
     assert "| tune | healthy clean 1/1, failures caught 0/0, false critical pages 0 " \
            "| healthy clean 0/1, failures caught 0/0, false critical pages 1 |" in text
-    assert "| all | healthy clean 1/1, failures caught 1/1, false critical pages 0, unlabelled 1 " in text
+    assert ("| all | healthy clean 1/1, failures caught 1/1, time to catch median 0, p90 0, worst 0 logged steps, "
+            "false critical pages 0, unlabelled 1 ") in text
     data = review_json(review)
     assert data["regressed"] and list(data["scores"]) == ["tune", "holdout", "all"]
     assert data["scores"]["holdout"]["after"]["failures_caught"] == 1
@@ -73,3 +74,18 @@ def test_the_score_lists_only_the_runs_asked_for_and_totals_every_run():
     text = format_score([calm, kept_apart], lambda one: one.run.split != "holdout")
     assert "calm " in text and "kept-apart" not in text and "Drift" not in text
     assert "holdout: healthy clean 0/1" in text and "all: healthy clean 1/2" in text
+
+
+def test_the_score_gives_the_time_to_catch_of_the_caught_failures():
+    def failure(name: str, start: int | None) -> Judged:
+        run = LabelledRun(name, Path(name) / "steps.jsonl", Verdict.FAILURE, 10, 60)
+        return Judged(run, STEPS, [] if start is None else [Fired("Cliff", "critical", start, None)])
+
+    # caught 0, 1, 2, 3 and 40 logged steps after the onset at step 10; one missed, which has no time
+    judged = [failure(f"f{n}", start) for n, start in enumerate((10, 11, 12, 13, 50, None))]
+    score = Score.of(judged)
+    assert (score.failures_caught, score.catch_steps_median, score.catch_steps_p90, score.catch_steps_worst) == \
+        (5, 2, 40, 40)
+    assert Score.of(judged[:4]).catch_steps_median == 1.5
+    assert "time to catch median 2, p90 40, worst 40 logged steps" in score.line()
+    assert Score.of([failure("missed", None)]).catch_steps_median is None

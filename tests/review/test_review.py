@@ -113,7 +113,8 @@ def test_a_rendered_folder_as_base_and_unlabelled_runs(team, tmp_path):
     assert result.returncode == 0, result.stderr
     assert "| raw-log-only | - | unlabelled | - | - | - | unlabelled |" in result.stdout
     assert "| nan-kl | holdout | failure | 1 | VerlNaNMetrics(c)@1 | VerlNaNMetrics(c)@1 | caught +0 |" in result.stdout
-    assert "| holdout | healthy clean 0/0, failures caught 1/1, false critical pages 0 |" in result.stdout
+    assert ("| holdout | healthy clean 0/0, failures caught 1/1, time to catch median 0, p90 0, worst 0 logged steps, "
+            "false critical pages 0 |") in result.stdout
 
 
 def broken_runs(tmp_path: Path, meta: str) -> Path:
