@@ -36,8 +36,8 @@ def test_the_corpus_holds_what_the_issue_asks_for():
 # bench/realruns.py prints it: in totals, never run by run (a list of what fires on each holdout run
 # is what tuning on it starts from). The totals are pinned: a change that moves one, either way,
 # fails here, and the pin moves with the change's note. Issue 35 is open until they are perfect.
-HOLDOUT_TOTALS = {"healthy runs clean": (8, 11), "failures caught": (9, 12),
-                  "degrading runs without a critical": (0, 0), "healthy runs paged critical": (0, 11)}
+HOLDOUT_TOTALS = {"healthy runs clean": (0, 0), "failures caught": (0, 0),
+                  "degrading runs without a critical": (0, 0), "healthy runs paged critical": (0, 0)}
 
 # Tune runs added to show a class of failure or false alarm the alerts do not yet handle (issue 40,
 # item 5): pinned as expected failures that must keep failing (strict) until a rule change (tuned on
@@ -49,6 +49,17 @@ OPEN_ON_TUNE: dict[str, str] = {
         "one-prompt noise warns: the KL growing with the reward at 45, shorter strategies at 376",
     "custom-qwen25math-15b-grpo-masked-normalize-200":
         "the fall to 35-65-token responses on steps 4-13, with reward and validation rising, warns as a length collapse",
+    # The spent holdout, in tune since issue 52: what it missed or paged when it moved.
+    "trl-qwen25-7b-gsm8k-grpo-rho030-entropy-blowup":
+        "entropy 0.65 -> 1.44 -> 2.0 within a few logged steps (every 5th step) warns at 40, the window's last step",
+    "trl-qwen25-7b-gsm8k-grpo-rho100-seed43-entropy-blowup":
+        "the entropy rise from 25 warns at 40, after the window",
+    "unsloth-gemma3-1b-quantqa-grpo-answer-never-pays":
+        "an answer reward of -1.0 on every step, with format rewards keeping the total varying: nothing reads it",
+    "trl-qwen25-7b-gsm8k-grpo-rho100-seed44-cap-excursion":
+        "a 50-step stretch at the length cap warns as truncation at 95",
+    "trl-qwen25-7b-gsm8k-grpo-rho200-seed43": "warns 'no learning signal' at 120",
+    "trl-qwen25-7b-gsm8k-grpo-rho300-seed44": "warns 'no learning signal' at 200",
 }
 
 
