@@ -164,8 +164,13 @@ def _moves(before: list[str], after: list[str], gained: str, lost: str) -> list[
     """What joined and what left a list of runs, in words."""
     joined = [name for name in after if name not in before]
     left = [name for name in before if name not in after]
-    return ([f"{gained} " + ", ".join(f"`{name}`" for name in joined)] if joined else []) + \
-        ([f"{lost} " + ", ".join(f"`{name}`" for name in left)] if left else [])
+    return ([f"{gained} " + _named(joined)] if joined else []) + ([f"{lost} " + _named(left)] if left else [])
+
+
+def _named(runs: list[str]) -> str:
+    """The first few runs by name, the rest counted (a table cell of a pull-request comment)."""
+    named = ", ".join(f"`{_cell(run)}`" for run in runs[:NAMED_RUNS])
+    return named + (f" and {len(runs) - NAMED_RUNS} more" if len(runs) > NAMED_RUNS else "")
 
 
 def alert_moves(alert: AlertChange) -> list[str]:
@@ -182,16 +187,10 @@ def format_markdown(review: Review) -> str:
     """The review as a pull-request comment: the summary, what got worse, per alert, per run, per split."""
     out = [f"## dashgen review: {review.base_name} → {review.head_name}", "", f"**{summary_line(review)}**", ""]
     if review.regressions:
-        out += ["### Got worse", ""]
-        for change in review.regressions:
-            out += [f"- `{change.run.name}` ({change.run.verdict.value}): {reason}" for reason in change.regressions]
-        out.append("")
+        out += ["### Got worse", "", *_listed(review.regressions, lambda change: change.regressions), ""]
     improved = [change for change in review.runs if change.improvements]
     if improved:
-        out += ["### Got better", ""]
-        for change in improved:
-            out += [f"- `{change.run.name}` ({change.run.verdict.value}): {reason}" for reason in change.improvements]
-        out.append("")
+        out += ["### Got better", "", *_listed(improved, lambda change: change.improvements), ""]
     alerts = alert_changes(review)
     if alerts:
         out += ["### Alerts", "",
@@ -203,29 +202,86 @@ def format_markdown(review: Review) -> str:
                        f"| {len(alert.catches[0])} → {len(alert.catches[1])} "
                        f"| {'; '.join(alert_moves(alert)) or '-'} |")
         out.append("")
-    out += ["### Runs", "", "Fired: warnings and criticals as name(severity)@first start step; latency in logged "
-            "steps from the onset.", "",
-            "| run | split | verdict | onset | fired before | fired after | result |", "|---|---|---|---|---|---|---|"]
-    for change in review.runs:
-        run = change.run
-        after = _fired_text(change.after.severe)
-        before = _fired_text(change.before.severe)
-        out.append(f"| {run.name} | {run.split or '-'} | {run.verdict.value if run.verdict else 'unlabelled'} "
-                   f"| {'-' if run.onset_step is None else run.onset_step} | {before} "
-                   f"| {after if after == before else f'**{after}**'} | {_result(change)} |")
-    blind = [change for change in review.runs if change.after.unjudged]
-    if blind:
-        out += ["", "### Alerts that could not judge a run (after)", ""]
-        out += [f"- `{change.run.name}`: " + "; ".join(f"{name} ({why.split(': ', 1)[-1]})"
-                                                    for name, why in sorted(change.after.unjudged.items()))
-                for change in blind]
-    splits = by_split(review.runs, lambda change: change.run.split)
-    if len(splits) > 1:
-        out += ["", "### Per split", "", "| split | before | after |", "|---|---|---|"]
-        for split, picked in splits.items():
-            out.append(f"| {split} | {Score.of(c.before for c in picked).line()} "
-                       f"| {Score.of(c.after for c in picked).line()} |")
+    changed = [change for change in review.runs if _fired_differently(change)]
+    rows = [_run_row(change) for change in changed]
+    tail = _unjudged_table(review) + _split_table(review)
+    head_text = "\n".join(out)
+    # Rows beyond what a comment holds are counted, not listed (every run is in --json).
+    while rows and len(head_text) + sum(len(row) + 1 for row in rows) + sum(len(line) + 1 for line in tail) \
+            + 1_000 > COMMENT_LIMIT:
+        rows.pop()
+    out += ["### Runs that fired differently", ""]
+    if rows:
+        out += ["Fired: warnings and criticals as name(severity)@first start step; latency in logged steps from the "
+                "onset.", "", "| run | split | verdict | onset | fired before | fired after | result |",
+                "|---|---|---|---|---|---|---|", *rows, ""]
+    if len(rows) < len(changed):
+        out += [f"{_runs(len(changed) - len(rows))} more fired differently: too many for a comment, see `--json`.", ""]
+    unchanged = len(review.runs) - len(changed)
+    out.append(f"{_runs(unchanged)} fired the same warnings and criticals before and after"
+               + (" (each run in `--json`)." if unchanged else "."))
+    out += tail
     return "\n".join(out) + "\n"
+
+
+# A pull-request comment holds at most this many characters (GitHub refuses a longer body).
+COMMENT_LIMIT = 65_536
+# Runs listed under "Got worse" and "Got better": the first of a change that moves many runs say
+# what it does; the others are counted (every run is in --json).
+LISTED_RUNS = 40
+# Runs named in one cell of the could-not-judge table; the rest are counted.
+NAMED_RUNS = 3
+
+
+def _cell(text: str) -> str:
+    """Text safe in one Markdown table cell: no pipe, no line break."""
+    return text.replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+
+
+def _listed(changes: list[RunChange], reasons: Callable[[RunChange], list[str]]) -> list[str]:
+    lines = [f"- `{_cell(change.run.name)}` ({change.run.verdict.value}): {'; '.join(reasons(change))}"
+             for change in changes[:LISTED_RUNS]]
+    if len(changes) > LISTED_RUNS:
+        lines.append(f"- and {_runs(len(changes) - LISTED_RUNS)} more (see `--json`)")
+    return lines
+
+
+def _fired_differently(change: RunChange) -> bool:
+    return _fired_text(change.before.severe) != _fired_text(change.after.severe) \
+        or change.before.result != change.after.result
+
+
+def _run_row(change: RunChange) -> str:
+    run = change.run
+    after, before = _fired_text(change.after.severe), _fired_text(change.before.severe)
+    return (f"| {_cell(run.name)} | {run.split or '-'} | {run.verdict.value if run.verdict else 'unlabelled'} "
+            f"| {'-' if run.onset_step is None else run.onset_step} | {before} "
+            f"| {after if after == before else f'**{after}**'} | {_result(change)} |")
+
+
+def _split_table(review: Review) -> list[str]:
+    splits = by_split(review.runs, lambda change: change.run.split)
+    if len(splits) <= 1:
+        return []
+    return ["", "### Per split", "", "| split | before | after |", "|---|---|---|",
+            *(f"| {split} | {Score.of(c.before for c in picked).line()} | {Score.of(c.after for c in picked).line()} |"
+              for split, picked in splits.items())]
+
+
+def _unjudged_table(review: Review) -> list[str]:
+    """The alerts that could not judge some runs (after the change), one row per alert and reason,
+    the runs counted and the first few named: one line a run repeated for each blind alert was most
+    of a corpus review."""
+    blind: dict[tuple[str, str], list[str]] = {}
+    for change in review.runs:
+        for name, why in change.after.unjudged.items():
+            blind.setdefault((name, why.split(": ", 1)[-1]), []).append(change.run.name)
+    if not blind:
+        return []
+    out = ["", "### Alerts that could not judge a run (after)", "", "| alert | why | runs |", "|---|---|---|"]
+    for (name, why), runs in sorted(blind.items()):
+        out.append(f"| {name} | {_cell(why)} | {len(runs)}: {_named(runs)} |")
+    return out
 
 
 def review_json(review: Review) -> dict:

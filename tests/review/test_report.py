@@ -4,7 +4,7 @@ from pathlib import Path
 
 from dashgen.review.comparison import Review, RunChange
 from dashgen.review.judging import Fired, Judged
-from dashgen.review.report import Score, format_markdown, format_score, review_json
+from dashgen.review.report import COMMENT_LIMIT, Score, format_markdown, format_score, review_json
 from dashgen.review.runs import LabelledRun, Verdict
 
 STEPS = list(range(1, 101))
@@ -48,7 +48,8 @@ def test_the_report_names_the_runs_an_alert_newly_pages_and_gives_each_split():
     assert "- `calm` (healthy): newly paged by Cliff (critical) from step 40" in text
     assert "| Cliff | 1 → 2 | 0 → 1 | 1 → 1 | newly pages `calm` |" in text
     assert "| calm | tune | healthy | - | - | **Cliff(c)@40** | clean → paged |" in text
-    assert "| raw | - | unlabelled | - | - | - | unlabelled |" in text
+    assert "| raw |" not in text and "| crash |" not in text  # fired the same: counted, not listed
+    assert "2 runs fired the same warnings and criticals before and after (each run in `--json`)." in text
     assert "| tune | healthy clean 1/1, failures caught 0/0, false critical pages 0 " \
            "| healthy clean 0/1, failures caught 0/0, false critical pages 1 |" in text
     assert ("| all | healthy clean 1/1, failures caught 1/1, time to catch median 0, p90 0, worst 0 logged steps, "
@@ -89,3 +90,29 @@ def test_the_score_gives_the_time_to_catch_of_the_caught_failures():
     assert Score.of(judged[:4]).catch_steps_median == 1.5
     assert "time to catch median 2, p90 40, worst 40 logged steps" in score.line()
     assert Score.of([failure("missed", None)]).catch_steps_median is None
+
+
+def _blind(name: str, alerts: dict[str, str]) -> RunChange:
+    run = LabelledRun(name, Path(name) / "steps.jsonl", Verdict.HEALTHY, None, split="tune")
+    return RunChange(Judged(run, STEPS, []), Judged(run, STEPS, [], dict(alerts)))
+
+
+def test_an_alert_blind_on_many_runs_is_one_row_with_the_runs_counted():
+    why = "could not judge this run: it never logged actor/entropy"
+    review = Review("HEAD", "working tree", [_blind(f"run-{n:02}", {"VerlEntropyCollapse": why}) for n in range(40)])
+    text = format_markdown(review)
+    rows = [line for line in text.splitlines() if line.startswith("| VerlEntropyCollapse |")]
+    assert rows == ["| VerlEntropyCollapse | it never logged actor/entropy | 40: `run-00`, `run-01`, `run-02` "
+                    "and 37 more |"]
+
+
+def test_a_corpus_sized_review_fits_a_pull_request_comment_and_names_stay_in_their_cells():
+    # 300 runs that each fired differently, blind alerts on each, and names with a pipe and a newline
+    runs = [change(f"run|{n:03}\nx" + "-" * 60, Verdict.HEALTHY, [], [Fired(f"Alert{k}", "warning", 40 + k, None)
+                                                                      for k in range(8)], split="tune")
+            for n in range(300)]
+    text = format_markdown(Review("HEAD", "working tree", runs))
+    assert len(text) <= COMMENT_LIMIT
+    assert "more fired differently: too many for a comment, see `--json`." in text
+    table = [line for line in text.splitlines() if line.startswith("| run\\|")]
+    assert table and all(line.count(" | ") == 6 for line in table)
