@@ -109,3 +109,31 @@ def test_the_plot_draws_the_lanes(tmp_path: Path):
     plot([RunOutcome(run, [alert("VerlResponseLengthCollapse", "warning", ("verl_response_length_mean",),
                                  firing(run, 488, None))])], out)
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.live
+@pytest.mark.parametrize("run_name", ["custom-qwen25math-15b-grpo-e16-entropy-blowup",
+                                      "trl-qwen25-7b-gsm8k-grpo-rho010-reward-collapse"])
+def test_on_a_real_run_every_firing_alerts_lane_draws_the_series_it_reads(run_name):
+    """The alerts judge in steps (they read the exporter's step windows, not the raw series): their
+    lanes draw the logged series those windows are computed from, with data in the steps shown."""
+    from dashgen.config import Config
+    from dashgen.replay.backtest import backtest
+    from dashgen.review.comparison import START, run_timings
+    from dashgen.review.corpus import public_corpus
+    from dashgen.review.runs import read_run_folder
+    from dashgen.replay.backfill import Timing
+    from conftest import REPO
+
+    labelled = read_run_folder(public_corpus() / run_name)
+    [outcome] = backtest([labelled.steps_path], REPO, Config(), Timing(start=START), timings=run_timings([labelled]))
+    shown = run_plot(outcome)
+    firing_alerts = {alert.alertname for alert in outcome.alerts if alert.firing}
+    assert firing_alerts and {lane.title for lane in shown.lanes} == firing_alerts
+    first, last = shown.steps
+    for lane in shown.lanes:
+        assert lane.signals, f"{lane.title}: no series drawn"
+        for signal in lane.signals:
+            points = [values[signal] for step, values in zip(outcome.run.steps, outcome.run.values)
+                      if signal in values and first <= step <= last]
+            assert points, f"{lane.title}: {signal} has no value within steps {first}-{last}"

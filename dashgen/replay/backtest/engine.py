@@ -27,6 +27,7 @@ from typing import Callable
 from dashgen.compiler.queries.promql import metrics_in
 from dashgen.catalog import Catalog
 from dashgen.compiler.compiled import AlertRule, RecordingRule
+from dashgen.compiler.rules.signal_needs import Needs
 from dashgen.config import Config
 from dashgen.promtool import find_binary
 from dashgen.replay.backfill import RecordedRun, Timing, check_unique_runs, read_run, run_labels
@@ -80,8 +81,12 @@ def backtest_rule_sets(paths: list[Path], rule_sets: list[RuleSet], catalog: Cat
     wanted = served_statistics(rule_sets, config.step_window_floor.seconds)
     digests = tuple(sorted({rule_set.step_statistics.digest for rule_set in rule_sets
                             if rule_set.step_statistics is not None} - {wanted.digest}))
-    runs = [read_run(path, run_labels(path, config.verl_job), (timings or {}).get(path, timing), keep=selected,
-                     catalog=catalog, step_statistics=wanted)
+    needs = needs_of_rules(alerts, recordings, catalog)
+    # The logged series the step windows are computed from are kept too, for a plot to draw
+    # (they are not written to the TSDB unless a rule selects them).
+    drawn = set().union(*(way for ways in needs.values() for way in ways))
+    runs = [read_run(path, run_labels(path, config.verl_job), (timings or {}).get(path, timing),
+                     keep=selected | drawn, catalog=catalog, step_statistics=wanted)
             for path in paths]
     check_unique_runs(runs)
     for run in runs:
@@ -93,10 +98,9 @@ def backtest_rule_sets(paths: list[Path], rule_sets: list[RuleSet], catalog: Cat
             write_openmetrics(runs, blocks, timing.scrape_interval, only=selected)
         per_alert, recorded_names = evaluate_rules(workdir, recordings, alerts, runs)
         available = series_names(runs) | recorded_names
-    signals = [tuple(sorted(raw_reads(_reads(alert), recordings))) for alert in alerts]
+    signals = [alert_signals(alert, recordings, needs) for alert in alerts]
     outcomes = [[RunOutcome(run, _run_alerts(index, own, rule_set.alerts, alerts, per_alert, signals, available))
                  for index, run in enumerate(runs)] for own, rule_set in zip(merged.alerts_of, rule_sets)]
-    needs = needs_of_rules(alerts, recordings, catalog)
     for outcome in (outcome for per_set in outcomes for outcome in per_set):
         why = {each.alertname: each.why for each in unjudged(needs, outcome.run.logged, catalog)}
         for alert in outcome.alerts:
@@ -147,6 +151,14 @@ def evaluate_rules(workdir: Path, recordings: list[RecordingRule], alerts: list[
 def _reads(alert: AlertRule) -> set[str]:
     """The series an alert's queries select (its condition and sustain, or its expression)."""
     return set().union(*(metrics_in(expr) for expr in (alert.expr, alert.condition, alert.sustain) if expr))
+
+
+def alert_signals(alert: AlertRule, recordings: list[RecordingRule], needs: dict[str, Needs]) -> tuple[str, ...]:
+    """The run's series an alert reads, what a plot draws: those it selects through its recordings,
+    and the logged series of the exporter's step windows it reads (`verl_step_statistic{series=...}`,
+    most alerts' only reads since they judge in steps)."""
+    logged = set().union(*needs.get(alert.name, ()))
+    return tuple(sorted(raw_reads(_reads(alert), recordings) | logged))
 
 
 def raw_reads(names: set[str], recordings: list[RecordingRule]) -> set[str]:
