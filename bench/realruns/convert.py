@@ -535,6 +535,42 @@ def parse_wandb_history_rows(text: str, conv: dict) -> dict:
     return select_steps(rows, conv)
 
 
+# MiniMind's GRPO trainers (trainer/train_grpo.py and train_grpo_r1.py of minimind) print one line a
+# logged step, `Epoch:[e/E](s/S), Reward: r, KL_ref: k, ..., Learning Rate: lr` (the R1 trainer:
+# `Fmt`, `Correct`, `Avg Len`, `LR`). Every field is kept as minimind/<field> (spaces -> _); verl keys:
+MINIMIND_KEYS = {"Reward": "critic/score/mean", "Actor Loss": "actor/pg_loss",
+                 "Avg Response Len": "response_length/mean", "Avg Len": "response_length/mean",
+                 "Learning Rate": "actor/lr", "LR": "actor/lr", "Fmt": "critic/format_acc/mean"}
+# KL_ref is the masked token mean of ref_logp - logp, the negative of verl's k1 KL to the reference
+# (core_algos.kl_penalty "kl": logprob - ref_logprob), so actor/kl_loss is -KL_ref.
+
+
+def parse_minimind_console(text: str, conv: dict) -> dict:
+    """MiniMind GRPO console lines (other lines, e.g. its debug samples, are skipped); the step is
+    (e - 1) * S + s."""
+    rows: dict = {}
+    head = re.compile(r"Epoch:\[(\d+)/\d+\]\((\d+)/(\d+)\),\s*(.*)$")
+    for line in text.splitlines():
+        m = head.match(line.strip())
+        if not m:
+            continue
+        step = (int(m.group(1)) - 1) * int(m.group(3)) + int(m.group(2))
+        data = {}
+        for part in m.group(4).split(","):
+            key, sep, val = part.partition(":")
+            key, value = key.strip(), number(val) if sep else None
+            if value is None or not key:
+                continue
+            data["minimind/" + key.replace(" ", "_")] = value
+            if key in MINIMIND_KEYS:
+                data[MINIMIND_KEYS[key]] = value
+            elif key == "KL_ref":
+                data["actor/kl_loss"] = 0.0 - value  # 0.0 - x: no -0.0 for a printed 0.0000
+        if data:
+            merge(rows, step, data)
+    return select_steps(rows, conv)
+
+
 PARSERS = {
     "verl_console": parse_verl_console,
     "trl_trainer_state": parse_trl_trainer_state,
@@ -547,6 +583,7 @@ PARSERS = {
     "cs336_metrics": parse_cs336_metrics,
     "trl_metrics_csv": parse_trl_metrics_csv,
     "wandb_history_rows": parse_wandb_history_rows,
+    "minimind_console": parse_minimind_console,
 }
 
 

@@ -105,3 +105,37 @@ def test_a_wandb_history_export_is_read_by_training_step_with_evaluations_at_the
 def test_a_wandb_history_export_keeps_only_the_steps_run_yaml_selects():
     rows = convert.parse_wandb_history_rows(WANDB_ROWS, {**WANDB_CONV, "last_kept_step": 2})
     assert sorted(rows) == [1, 2]
+
+
+MINIMIND_GRPO_LOG = (
+    "Model Params: 30.03M\n"
+    "Epoch:[1/1](1/9751), Reward: -2.3041, KL_ref: -0.0010, Adv Std: 0.9258, Adv Mean: -0.0000, "
+    "Actor Loss: 0.0000, Avg Response Len: 271.38, Learning Rate: 0.00000030\n"
+    "[DEBUG] gen[3] reward=-1.9516\n"
+    "Epoch:[1/1](2/9751), Reward: -1.7233, KL_ref: 0.0002, Adv Std: 0.9257, Adv Mean: 0.0000, "
+    "Actor Loss: 0.0065, Avg Response Len: 297.00, Learning Rate: 0.00000030\n"
+)
+MINIMIND_R1_LINE = ("Epoch:[2/2](3/500), Reward: 0.3846, Fmt: 1.00, Correct: 0.12, KL_ref: 0.0000, "
+                    "Adv Std: 0.9248, Actor Loss: 0.0005, Avg Len: 129, LR: 0.00000100\n")
+
+
+def test_minimind_grpo_lines_keep_every_field_and_negate_kl_ref_into_the_reference_kl():
+    rows = convert.parse_minimind_console(MINIMIND_GRPO_LOG, {})
+    assert sorted(rows) == [1, 2]  # the start-up and debug lines are no steps
+    assert rows[1] == {
+        "critic/score/mean": -2.3041, "actor/kl_loss": 0.001, "actor/pg_loss": 0.0,
+        "response_length/mean": 271.38, "actor/lr": 3e-07,
+        "minimind/Reward": -2.3041, "minimind/KL_ref": -0.001, "minimind/Adv_Std": 0.9258,
+        "minimind/Adv_Mean": -0.0, "minimind/Actor_Loss": 0.0, "minimind/Avg_Response_Len": 271.38,
+        "minimind/Learning_Rate": 3e-07,
+    }
+    assert rows[2]["actor/kl_loss"] == -0.0002
+
+
+def test_minimind_r1_lines_give_the_format_share_and_count_steps_over_epochs():
+    rows = convert.parse_minimind_console(MINIMIND_R1_LINE, {})
+    assert list(rows) == [503]  # epoch 2 of 500 steps each, step 3
+    data = rows[503]
+    assert (data["critic/format_acc/mean"], data["minimind/Correct"], data["response_length/mean"],
+            data["actor/lr"]) == (1.0, 0.12, 129.0, 1e-06)
+    assert '"actor/kl_loss": 0.0' in convert.render(rows)  # a printed 0.0000 is no -0.0
