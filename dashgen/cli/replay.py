@@ -236,19 +236,23 @@ PREVIEW_START = "2025-01-01T00:00:00Z"
 @click.argument("run_path", metavar="[RUN.jsonl]", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Folder for one <dashboard uid>.png per dashboard. Default: rendered/preview/ of the project.")
-@click.option("--allow-empty", is_flag=True,
-              help="Succeed even when a panel that reads the verl exporter's series has no data.")
+@click.option("--strict", is_flag=True,
+              help="Fail, and replace no preview, when a panel that reads verl's series has no data (for CI on a "
+                   "run that logs every key the dashboards read).")
+@click.option("--allow-empty", is_flag=True, hidden=True)  # the default since --strict; kept for old scripts
 @click.option("--start", default=PREVIEW_START, show_default=True,
               help="When the run began (Unix seconds or RFC 3339): fixed, so the same run draws the same PNG.")
 @root_option
 @config_option
-def preview(run_path: Path | None, out_dir: Path | None, allow_empty: bool, start: str, root: Path,
+def preview(run_path: Path | None, out_dir: Path | None, strict: bool, allow_empty: bool, start: str, root: Path,
             config_path: Path | None) -> None:
     """Draw each dashboard to a PNG from real query results over a recorded run.
 
-    The run (default: the sample run examples/runs/gsm8k/ppo-qwen-7b.jsonl) is backfilled into a
-    temporary Prometheus as backtest does; every panel's queries are evaluated over it with the
-    dashboard's variables set to the run. Fails when a panel reading verl's series has no data.
+    The run (default: the sample run examples/runs/gsm8k/ppo-qwen-7b.jsonl of the project, or
+    where it has none, a verl PPO run of the public corpus shipped in the package) is backfilled
+    into a temporary Prometheus as backtest does; every panel's queries are evaluated over it with
+    the dashboard's variables set to the run. Panels without data are drawn as "No data" and
+    counted; --strict fails instead when one of them reads verl's series.
     """
     from dashgen.compiler.output.build import PREVIEW, RENDERED
     from dashgen.compiler.project import compile_project
@@ -265,7 +269,7 @@ def preview(run_path: Path | None, out_dir: Path | None, allow_empty: bool, star
     require_matplotlib("dashgen preview")
     config = replayed_config(load_config(config_path, root))
     project = compile_project(root, config)
-    run_path = run_path or root / DEFAULT_PREVIEW_RUN
+    run_path = run_path or _default_preview_run(root)
     if not run_path.is_file():
         raise BuildError(f"{run_path}: no such step log; give a verl run's JSONL (dashgen preview RUN.jsonl)")
     out_dir = out_dir or root / RENDERED / PREVIEW
@@ -286,10 +290,15 @@ def preview(run_path: Path | None, out_dir: Path | None, allow_empty: bool, star
             titles = {panel["id"]: panel["title"] for panel in _all_panels(dashboard.model)}
             empty += [f"{dashboard.uid}: {titles[panel_id]!r}" for panel_id, result in results.items()
                       if result.reads_verl and not result.has_data]
-        if empty and not allow_empty:  # said before drawing anything: drawing is most of a preview's time
+        if empty and strict:  # said before drawing anything: drawing is most of a preview's time
             raise BuildError(f"{run_path}: panels reading verl's series have no data (a key the run does not log, or "
-                             f"a query that selects nothing; --allow-empty draws them anyway); no preview in "
-                             f"{out_dir} was replaced:\n  " + "\n  ".join(empty))
+                             f"a query that selects nothing; without --strict they are drawn as \"No data\"); no "
+                             f"preview in {out_dir} was replaced:\n  " + "\n  ".join(empty))
+        if empty:
+            panels = "1 panel reading verl's series has" if len(empty) == 1 else \
+                f"{len(empty)} panels reading verl's series have"
+            click.echo(f"{run_path}: {panels} no data (keys this run does not log), drawn as \"No data\":\n  "
+                       + "\n  ".join(empty))
         for dashboard, results, events in queried:
             path = out_dir / f"{dashboard.uid}.png"
             drawn.append((partial_path(path), path, f"{sum(r.has_data for r in results.values())} of "
@@ -302,6 +311,23 @@ def preview(run_path: Path | None, out_dir: Path | None, allow_empty: bool, star
     finally:
         for partial, _, _ in drawn:
             partial.unlink(missing_ok=True)
+
+
+# The run a project without the sample drew from (a wheel-installed one): a verl PPO run of the public
+# corpus, shipped in the package (dashgen_runs), healthy and logging 65 of verl's keys.
+CORPUS_PREVIEW_RUN = "verl-qwen25-7b-gsm8k-ppo-dstack"
+
+
+def _default_preview_run(root: Path) -> Path:
+    sample = root / DEFAULT_PREVIEW_RUN
+    if sample.is_file():
+        return sample
+    from dashgen.review.corpus import public_corpus
+
+    run = public_corpus() / CORPUS_PREVIEW_RUN / "steps.jsonl"
+    click.echo(f"dashgen preview: no run given and no {DEFAULT_PREVIEW_RUN} in {root}: drawing {CORPUS_PREVIEW_RUN} "
+               f"of the public corpus", err=True)
+    return run
 
 
 def _all_panels(model: dict):

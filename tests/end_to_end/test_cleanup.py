@@ -113,7 +113,7 @@ def test_sigkill_takes_prometheus_along_and_the_next_run_removes_the_temporary_f
         pytest.importorskip("matplotlib")
     run_file = write_run(tmp_path / "runs" / "synthetic" / "long.jsonl", "healthy", 400)
     tmpdir = tmp_path / "tmp"
-    out = ["--out", str(tmp_path / "preview"), "--allow-empty"] if command == "preview" else []
+    out = ["--out", str(tmp_path / "preview")] if command == "preview" else []
     process = dashgen([command, str(run_file), "--root", str(REPO), *out], tmpdir)
     try:
         serving = f"{tmpdir}/dashgen-{command}-", "--storage.tsdb.path="
@@ -140,7 +140,7 @@ def test_sigkill_during_drawing_leaves_a_partial_the_next_preview_removes(tmp_pa
     pytest.importorskip("matplotlib")
     run_file = write_run(tmp_path / "runs" / "synthetic" / "long.jsonl", "healthy", 100)
     out = tmp_path / "preview"
-    args = ["preview", str(run_file), "--root", str(REPO), "--out", str(out), "--allow-empty"]
+    args = ["preview", str(run_file), "--root", str(REPO), "--out", str(out)]
     process = dashgen(args, tmp_path / "tmp")
     try:
         # The second dashboard drawn: the first is drawn already.

@@ -47,7 +47,7 @@ def hostile_sample(folder: Path) -> Path:
     return path
 
 
-def test_a_verl_panel_without_data_fails_unless_allowed_and_values_beyond_an_axis_draw_as_gaps(project: Path,
+def test_a_verl_panel_without_data_is_counted_fails_only_when_strict_and_values_beyond_an_axis_draw_as_gaps(project: Path,
                                                                                                tmp_path: Path):
     """The allowed preview is drawn from a run holding values beyond what an axis can hold: they
     draw as gaps (one drawing for both checks; drawing is most of a preview's CPU)."""
@@ -57,12 +57,14 @@ def test_a_verl_panel_without_data_fails_unless_allowed_and_values_beyond_an_axi
                                                  'Query("verl_timing_gen_max_seconds{$run}", "{{experiment}}")'))
     assert run("build", "--root", str(project)).exit_code == 0
     out = tmp_path / "out"
-    result = run("preview", str(SAMPLE), "--out", str(out), "--root", str(project))
+    result = run("preview", str(SAMPLE), "--out", str(out), "--root", str(project), "--strict")
     assert result.exit_code == 1
-    assert "verl-training: 'Step time'" in result.output and "--allow-empty" in result.output
+    assert "verl-training: 'Step time'" in result.output and "--strict" in result.output
     assert list(out.iterdir()) == []  # nothing replaced, no partial left
-    allowed = run("preview", str(hostile_sample(tmp_path)), "--out", str(out), "--allow-empty", "--root", str(project))
+    allowed = run("preview", str(hostile_sample(tmp_path)), "--out", str(out), "--root", str(project))
     assert allowed.exit_code == 0, allowed.output
+    assert "1 panel reading verl's series has no data" in allowed.output
+    assert "verl-training: 'Step time'" in allowed.output
     assert sorted(p.name for p in out.iterdir()) == ["verl-compare-runs.png", "verl-training.png"]
     assert all(png.read_bytes().startswith(PNG_SIGNATURE) for png in out.iterdir())
 
@@ -74,7 +76,7 @@ def test_a_failed_preview_leaves_the_committed_previews_as_they_were(project: Pa
     module.write_text(module.read_text().replace('Query("verl_timing_step_seconds{$run}", "{{experiment}}")',
                                                  'Query("verl_timing_gen_max_seconds{$run}", "{{experiment}}")'))
     assert run("build", "--root", str(project)).exit_code == 0
-    result = run("preview", str(SAMPLE), "--root", str(project))
+    result = run("preview", str(SAMPLE), "--root", str(project), "--strict")
     assert result.exit_code == 1 and "no preview in" in result.output
     assert {png.name: png.read_bytes() for png in committed.iterdir()} == before
 
@@ -98,9 +100,21 @@ def test_check_names_a_preview_drawn_from_an_older_dashboard(project: Path):
     assert "verl-training.png" not in result.output  # that one is current
 
 
+def test_without_a_run_a_project_without_the_sample_draws_a_corpus_run(project: Path, tmp_path: Path):
+    """A wheel-installed project has no examples/ folder: the preview draws a verl run of the public
+    corpus the package ships, counts the panels that run leaves empty, and succeeds."""
+    assert not (project / "examples").exists()
+    out = tmp_path / "out"
+    result = run("preview", "--out", str(out), "--root", str(project))
+    assert result.exit_code == 0, result.output
+    assert "drawing verl-qwen25-7b-gsm8k-ppo-dstack of the public corpus" in result.output
+    assert "panels reading verl's series have no data" in result.output
+    assert sorted(p.name for p in out.iterdir()) == ["verl-compare-runs.png", "verl-training.png"]
+
+
 def test_a_missing_run_is_named(project: Path):
-    result = run("preview", "--root", str(project))  # the copy has no examples/
-    assert result.exit_code == 1 and "examples/runs/gsm8k/ppo-qwen-7b.jsonl: no such step log" in result.output
+    result = run("preview", str(project / "runs" / "gone.jsonl"), "--root", str(project))
+    assert result.exit_code == 1 and "runs/gone.jsonl: no such step log" in result.output
 
 
 @pytest.mark.parametrize("value, unit, shown", [
