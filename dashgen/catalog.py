@@ -225,7 +225,8 @@ _VERL_KEYS: list[tuple[tuple[str, ...], str, str]] = [
     (("prompt_length/clip_ratio",), "percentunit", "Fraction of prompts cut at the maximum prompt length"),
     (("response/aborted_ratio",), "percentunit", "Fraction of rollout requests aborted"),
     # Timing
-    *[((f"timing_s/{stage}",), "s", f"Wall time of {what}") for stage, what in _TIMING_STAGES.items()],
+    # verl before 0.2 (its getting-started notebook, TinyZero and its forks) logged timing/<stage>, in seconds too.
+    *[((f"timing_s/{stage}", f"timing/{stage}"), "s", f"Wall time of {what}") for stage, what in _TIMING_STAGES.items()],
     *[((f"timing_per_token_ms/{stage}",), "s", f"Wall time per token of {_TIMING_STAGES[stage]}")
       for stage in _PER_TOKEN_STAGES],
     # Throughput and memory

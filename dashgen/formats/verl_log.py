@@ -39,6 +39,9 @@ MAX_VALIDATION_SERIES = 1_000
 ValidationSeries = tuple[str, str, str, str]
 
 
+OLD_VALIDATION_PREFIX = "val/test_score/"
+
+
 def validation_series(key: str) -> ValidationSeries | None:
     """The labelled series of a validation key; None if `key` is not one.
 
@@ -47,6 +50,10 @@ def validation_series(key: str) -> ValidationSeries | None:
     at the last segment holding `@N`. Keys without one (`val-aux/num_turns/mean`) split as
     .../<variable>/<metric>.
     """
+    if key.startswith(OLD_VALIDATION_PREFIX):
+        # verl before 0.3 logged one mean score per data source: val/test_score/<data_source>.
+        source = key[len(OLD_VALIDATION_PREFIX):]
+        return (VALIDATION_FAMILIES["val-core"], source, "reward", "mean") if source else None
     section, _, rest = key.partition("/")
     family = VALIDATION_FAMILIES.get(section)
     if family is None or not rest:
@@ -261,7 +268,7 @@ def held_validation(held: dict[ValidationSeries, float], logged: dict[Validation
     return logged or ({} if restarted else held)
 
 
-_VALIDATION_PREFIXES = tuple(f"{section}/" for section in VALIDATION_FAMILIES)
+_VALIDATION_PREFIXES = (*(f"{section}/" for section in VALIDATION_FAMILIES), OLD_VALIDATION_PREFIX)
 GLOBAL_STEP_METRIC = verl_metric_name("training/global_step")[0]
 # Keys that say where the run stands, not what a step measured.
 STEP_COUNTER_KEYS = frozenset({"training/global_step", "training/epoch"})

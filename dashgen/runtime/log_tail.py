@@ -36,7 +36,7 @@ from dashgen.formats.verl_log import (MAX_VALIDATION_SERIES, LineError, StepMapp
 BLOCK_BYTES = 1 << 20
 # A line holding one of these may hold a validation key: verl writes keys unescaped, and a key
 # spelt with JSON escapes holds a backslash.
-VALIDATION_MARKERS = tuple(f'"{section}/'.encode() for section in VALIDATION_FAMILIES) + (b"\\",)
+VALIDATION_MARKERS = tuple(f'"{section}/'.encode() for section in VALIDATION_FAMILIES) + (b'"val/test_score/', b"\\")
 # `{"step": 12, ...`: the step as json.loads would read it, provided the line is a step record,
 # holds "step" once and no escape (a second "step" key, perhaps spelt with escapes, would win).
 # At most 16 digits and never negative: a step beyond MAX_STEP, which parse_line refuses, is left to it.

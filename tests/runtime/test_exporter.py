@@ -40,6 +40,9 @@ def test_version_aliases_and_the_preferred_key():
     assert StepMapper().map({"actor/entropy_loss": 0.7, "actor/entropy": 0.6}) == {"verl_actor_entropy": 0.6}
     assert StepMapper().map({"actor/perf/max_memory_allocated_gb": 2.0}) == {
         "verl_perf_max_memory_allocated_bytes": 2.0 * 2**30}
+    # verl before 0.2 (its getting-started notebook, TinyZero) timed its stages as timing/<stage>.
+    assert StepMapper().map({"timing/gen": 12.5, "timing/update_actor": 3.0}) == {
+        "verl_timing_gen_seconds": 12.5, "verl_timing_update_actor_seconds": 3.0}
 
 
 def test_null_and_nan_become_nan_and_non_numbers_are_skipped():

@@ -30,6 +30,18 @@ def test_keys_split_into_data_source_variable_and_metric():
     assert validation_series("val-aux/gsm8k/acc/maj@8/std") == ("verl_val_aux", "gsm8k", "acc", "maj@8/std")
     assert validation_series("val-aux/num_turns/max") == ("verl_val_aux", "", "num_turns", "max")
     assert validation_series("actor/ppo_kl") is None and validation_series("val-core/") is None
+    # verl before 0.3 logged one mean score per data source.
+    assert validation_series("val/test_score/openai/gsm8k") == ("verl_val_core", "openai/gsm8k", "reward", "mean")
+    assert validation_series("val/test_score/") is None and validation_series("val/other") is None
+
+
+def test_an_old_verl_validation_key_is_held_as_the_core_result():
+    state = RunState("gsm8k", "ppo")
+    state.record(5, {"actor/ppo_kl": 0.1, "val/test_score/openai/gsm8k": 0.41})
+    state.record(6, {"actor/ppo_kl": 0.1})
+    core = ("verl_val_core", (("data_source", "openai/gsm8k"), ("experiment", "ppo"), ("metric", "mean"),
+                              ("project", "gsm8k"), ("variable", "reward")))
+    assert validation_values(state) == {core: 0.41}
 
 
 def test_exporter_holds_the_last_test_step_until_the_next_or_a_restart():
