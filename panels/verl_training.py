@@ -54,8 +54,9 @@ current_step = Stat(
 )
 firing_alerts = Stat(
     "Firing alerts",
-    (Query('count(ALERTS{$run, alertstate="firing"}) or vector(0)', "firing"),),
-    description="Alerts firing now for the selected runs; the red marks on the graphs show when each began.",
+    (Query('count(ALERTS{$run, alertstate="firing", severity=~"critical|warning"}) or vector(0)', "firing"),),
+    description="Warnings and criticals firing now for the selected runs (infos are not counted: a healthy run has "
+                "some); the red marks on the graphs show when each alert began.",
     thresholds=(Threshold(1),),
 )
 
@@ -133,13 +134,14 @@ reward = TimeSeries(
     width=6,
 )
 def _kl(config: Config) -> TimeSeries:
+    # Only the KL VerlKLSpike reads, under its threshold: the KL to the reference (a TRL run's only KL)
+    # drawn under the same 0.1 line would read as a spike it is not. It is on the Losses row ("KL loss").
     return TimeSeries(
-        "KL divergence",
-        (Query("verl_actor_ppo_kl{$run}", "PPO KL (old vs new) {{experiment}}"),
-         Query("verl_actor_kl_loss{$run}", "KL to reference {{experiment}}")),
+        "PPO KL (old vs new policy)",
+        (Query("verl_actor_ppo_kl{$run}", "{{experiment}}"),),
         unit=NATS,
-        description="actor/ppo_kl: drift within one PPO update. actor/kl_loss: distance to the reference policy "
-                    "(only with actor.use_kl_loss).",
+        description="actor/ppo_kl: drift within one PPO update. The KL to the reference policy is the Losses "
+                    "row's KL loss.",
         width=6,
         # VerlKLSpike's bound; it also asks the median of 10 steps to have risen from the run's quieter level.
         thresholds=(Threshold(config.area(StabilityConfig).kl_spike_threshold, "VerlKLSpike"),),

@@ -157,7 +157,7 @@ def test_an_alert_without_any_test_fails_dashgen_test_unless_it_says_why(team):
 @pytest.mark.parametrize("edit, expected", [
     # a panel threshold naming an alert
     (("panels/verl_training.py", 'kl_spike_threshold, "VerlKLSpike")', 'kl_spike_threshold, "VerlKLSpik")'),
-     "panel 'KL divergence': threshold: 'VerlKLSpik' is not an alert defined in alerts/; did you mean 'VerlKLSpike'?"),
+     "panel 'PPO KL (old vs new policy)': threshold: 'VerlKLSpik' is not an alert defined in alerts/; did you mean 'VerlKLSpike'?"),
     (("panels/verl_training.py", '"VerlTrainingStalled"),),', '"VerlTrainingStaled"),),'),
      "did you mean 'VerlTrainingStalled'?"),
     # an inhibition

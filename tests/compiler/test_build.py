@@ -267,7 +267,7 @@ def test_a_replaced_default_alert_area_drops_its_thresholds_from_the_default_das
     panels = {panel["title"]: panel for panel in iter_panels(load(team))}
     assert panels["Response length clip ratio"]["fieldConfig"]["defaults"].get("thresholds") is None
     assert panels["Rollout aborted ratio"]["fieldConfig"]["defaults"].get("thresholds") is None
-    assert panels["KL divergence"]["fieldConfig"]["defaults"]["thresholds"]["steps"][-1]["value"] == 0.1
+    assert panels["PPO KL (old vs new policy)"]["fieldConfig"]["defaults"]["thresholds"]["steps"][-1]["value"] == 0.1
     # A name no default alert has is still a mistake, with its "did you mean".
     panels_module = team / "panels" / "verl_training.py"
     panels_module.write_text(panels_module.read_text() + textwrap.dedent('''

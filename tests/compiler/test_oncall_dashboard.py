@@ -60,7 +60,7 @@ def test_thresholds_follow_the_config_and_link_to_the_runbook(project):
     config = config_from({"stability": {"kl_spike_threshold": 0.25}, "progress": {"stall_min_silence": "20m"},
                           "runbook_base_url": "https://git.example.org/rb.md"})
     panels = panels_by_title(model(project, config))
-    kl = panels["KL divergence"]
+    kl = panels["PPO KL (old vs new policy)"]
     assert kl["fieldConfig"]["defaults"]["thresholds"]["steps"][1]["value"] == 0.25
     assert kl["fieldConfig"]["defaults"]["custom"]["thresholdsStyle"] == {"mode": "line"}
     assert kl["links"][0]["url"] == "https://git.example.org/rb.md#verlklspike"

@@ -72,9 +72,9 @@ def test_validation_and_checkpoint_steps_are_annotated():
 def test_signals_have_units():
     panels = panels_by_title(load("verl-training"))
     units = {title: panels[title]["fieldConfig"]["defaults"].get("unit") for title in
-             ("Reward (score)", "KL divergence", "Policy entropy", "Throughput per GPU", "Validation score",
+             ("Reward (score)", "PPO KL (old vs new policy)", "Policy entropy", "Throughput per GPU", "Validation score",
               "Time per token by stage", "PPO clip fraction")}
-    assert units == {"Reward (score)": "suffix: reward", "KL divergence": "suffix: nats",
+    assert units == {"Reward (score)": "suffix: reward", "PPO KL (old vs new policy)": "suffix: nats",
                      "Policy entropy": "suffix: nats", "Throughput per GPU": "suffix: tokens/s",
                      "Validation score": "suffix: reward", "Time per token by stage": "s",
                      "PPO clip fraction": "percentunit"}
