@@ -252,6 +252,88 @@ def parse_verl_console(text: str, conv: dict) -> dict:
     return select_steps(rows, conv)
 
 
+def parse_ipynb_verl_console(text: str, conv: dict) -> dict:
+    """verl console lines printed into a notebook cell's stream output (a whole notebook, one
+    cell's `outputs` array or one output object cut from it): the outputs' text, read as
+    verl_console reads a log."""
+    doc = json.loads(text)
+    want = conv.get("cell") if isinstance(doc, dict) and "cells" in doc else None
+    lines = []
+    for ci, cell in enumerate(_cells(doc)):
+        if want is not None and ci != int(want):
+            continue
+        for out in cell.get("outputs", []) or []:
+            body = out.get("text") if isinstance(out, dict) else None
+            if body is not None:
+                lines.append("".join(body) if isinstance(body, list) else body)
+    return parse_verl_console("\n".join(lines), conv)
+
+
+def parse_json_records_verl_console(text: str, conv: dict) -> dict:
+    """A JSON list of records that each keep one verl console line under `text_key` (default
+    "text"), as a script collecting a run's step lines wrote them: the lines, read as
+    verl_console reads a log."""
+    key = conv.get("text_key") or "text"
+    lines = [rec[key] for rec in json.loads(text) if isinstance(rec, dict) and isinstance(rec.get(key), str)]
+    return parse_verl_console("\n".join(lines), conv)
+
+
+def parse_verl_metrics_csv(text: str, conv: dict) -> dict:
+    """A CSV table of a verl run's metrics, one row per step, as its authors exported it:
+    `step_column` names the step's column; a column titled with a verl key keeps it; the verl
+    keys listed in `underscored_keys` are the titles of a table that wrote them with `_` for `/`
+    (actor_grad_norm -> actor/grad_norm); `columns` renames other titles; columns in `drop` are
+    left out. Every other numeric column keeps its title; empty cells, True/False and text are
+    dropped."""
+    renames = {key.replace("/", "_"): key for key in conv.get("underscored_keys") or []}
+    renames.update(conv.get("columns") or {})
+    drop = set(conv.get("drop") or [])
+    step_column = conv.get("step_column") or "step"
+    rows: dict = {}
+    for record in csv.DictReader(io.StringIO(text, newline="")):
+        step = int(float(record.pop(step_column)))
+        data = {}
+        for title, cell in record.items():
+            if title is None or title in drop or not cell:
+                continue
+            value = number(cell)
+            if value is not None:
+                data[renames.get(title, title)] = value
+        merge(rows, step, data)
+    return select_steps(rows, conv)
+
+
+def parse_jsonl_step_records(text: str, conv: dict) -> dict:
+    """A hand-written loop's metrics as one flat JSON object per logged step. `step_key` names
+    the step's field (`step_offset` added, for a loop counting its first step 0); every numeric
+    field is kept as `prefix` + field; `keys` copies fields to the verl keys of the same meaning
+    and `negated_keys` to verl keys of the opposite sign; the `eval_fields` are kept only on
+    records whose `eval_key` is set (the loop writes placeholders between evaluations)."""
+    step_key, offset = conv.get("step_key") or "step", int(conv.get("step_offset") or 0)
+    prefix = conv.get("prefix") or ""
+    keys, negated = conv.get("keys") or {}, conv.get("negated_keys") or {}
+    eval_key, eval_fields = conv.get("eval_key"), set(conv.get("eval_fields") or [])
+    rows: dict = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        rec = json.loads(line)
+        step = int(rec[step_key]) + offset
+        evaluated = eval_key is None or rec.get(eval_key) is not None
+        data = {}
+        for field, raw in rec.items():
+            value = number(raw) if raw is not None else None
+            if value is None or (field in eval_fields and not evaluated):
+                continue
+            data[prefix + field] = value
+            if field in keys:
+                data[keys[field]] = value
+            if field in negated:
+                data[negated[field]] = -value
+        merge(rows, step, data)
+    return select_steps(rows, conv)
+
+
 def _trl_history(history: list, conv: dict) -> dict:
     rows: dict = {}
     for entry in history:
@@ -573,6 +655,10 @@ def parse_minimind_console(text: str, conv: dict) -> dict:
 
 PARSERS = {
     "verl_console": parse_verl_console,
+    "ipynb_verl_console": parse_ipynb_verl_console,
+    "json_records_verl_console": parse_json_records_verl_console,
+    "verl_metrics_csv": parse_verl_metrics_csv,
+    "jsonl_step_records": parse_jsonl_step_records,
     "trl_trainer_state": parse_trl_trainer_state,
     "trl_log_history": parse_trl_log_history,
     "trl_console_dicts": parse_trl_console_dicts,

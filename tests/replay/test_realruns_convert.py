@@ -2,12 +2,116 @@
 columns become verl keys."""
 
 import importlib.util
+import json
 
 from conftest import REPO
 
 _spec = importlib.util.spec_from_file_location("realruns_convert", REPO / "bench/realruns/convert.py")
 convert = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(convert)
+
+# verl console lines as a collecting script kept them (records of step, line number and text,
+# ANSI colour codes included) and as a notebook cell printed them: verl's 3-decimal values
+# (grad norm 0.003, lr 0.000) and 'nan' are read as printed.
+VERL_LINE = ("\x1b[36m(TaskRunner pid=3230286)\x1b[0m step:{} - actor/entropy_loss:{} - actor/ppo_kl:{} - "
+             "actor/grad_norm:{} - actor/lr:0.000 - critic/score/mean:{} - timing_s/step:2499.446")
+
+
+def test_json_records_of_verl_console_lines_read_as_the_console_log():
+    records = [{"step": 82, "line": 15254, "text": VERL_LINE.format(82, 2.398, 0.000, 0.002, 0.141)},
+               {"step": 83, "line": 15856, "text": VERL_LINE.format(83, 2.369, 0.452, "nan", 0.195)},
+               {"note": "a record without a console line"}]
+    rows = convert.parse_json_records_verl_console(json.dumps(records, indent=2), {})
+    assert sorted(rows) == [82, 83]
+    assert rows[82] == {"actor/entropy_loss": 2.398, "actor/ppo_kl": 0.0, "actor/grad_norm": 0.002,
+                        "actor/lr": 0.0, "critic/score/mean": 0.141, "timing_s/step": 2499.446}
+    assert rows[83]["actor/ppo_kl"] == 0.452
+    assert '"actor/grad_norm": null' in convert.render(rows).splitlines()[1]
+
+
+def test_verl_console_lines_in_a_notebook_cell_output_are_read_from_its_text():
+    output = {"name": "stdout", "output_type": "stream",
+              "text": ["\x1b[36m(main_task pid=28294)\x1b[0m validation generation end\n",
+                       "\x1b[36m(main_task pid=28294)\x1b[0m step:0 - critic/vf_loss:10.488 - actor/pg_loss:0.001 - "
+                       "timing/gen:24.928\n",
+                       "\x1b[36m(main_task pid=28294)\x1b[0m step:1 - critic/vf_loss:10.038 - actor/pg_loss:-0.002 - "
+                       "timing/gen:24.277\n", "^C\n"]}
+    rows = convert.parse_ipynb_verl_console(json.dumps(output), {})
+    assert rows == {0: {"critic/vf_loss": 10.488, "actor/pg_loss": 0.001, "timing/gen": 24.928},
+                    1: {"critic/vf_loss": 10.038, "actor/pg_loss": -0.002, "timing/gen": 24.277}}
+    notebook = {"cells": [{"cell_type": "code", "outputs": []}, {"cell_type": "code", "outputs": [output]}]}
+    assert convert.parse_ipynb_verl_console(json.dumps(notebook), {"cell": 1}) == rows
+    assert convert.parse_ipynb_verl_console(json.dumps(notebook), {"cell": 0}) == {}
+
+
+# A verl metrics table as two authors exported it: verl's own keys as column titles (with a
+# monitor's row counter), and verl's keys written with '_' for '/'.
+VERL_CSV = (
+    "_seq,step,actor/entropy,actor/grad_norm,critic/score/mean,timing_s/step,timing_s/save_checkpoint\n"
+    "1,1,0.1806672066450119,1.921875,1.8989202976226807,103.13942807726562,\n"
+    "2,2,0.1982424557209015,1.7421875,-1.6801116466522217,119.210643209517,5.5\n"
+)
+UNDERSCORED_CSV = (
+    "step,actor_use_cached_prefix_old_logprob,actor_entropy,actor_prefix_loss,critic_score_mean,"
+    "response_length_clip_ratio,val-core_textcraft_acc_mean@1\n"
+    "1,True,0.079725481569767,-0.0194,0.4296875,0.09375,\n"
+    "500,True,0.0617,-0.0051,0.8125,0.0,0.7932\n"
+)
+
+
+def test_a_verl_metrics_csv_keeps_verl_keys_and_drops_the_listed_columns():
+    rows = convert.parse_verl_metrics_csv(VERL_CSV, {"step_column": "step", "drop": ["_seq"]})
+    assert rows == {
+        1: {"actor/entropy": 0.1806672066450119, "actor/grad_norm": 1.921875,
+            "critic/score/mean": 1.8989202976226807, "timing_s/step": 103.13942807726562},
+        2: {"actor/entropy": 0.1982424557209015, "actor/grad_norm": 1.7421875,
+            "critic/score/mean": -1.6801116466522217, "timing_s/step": 119.210643209517,
+            "timing_s/save_checkpoint": 5.5},
+    }
+
+
+def test_a_verl_metrics_csv_with_underscored_titles_gets_the_verl_keys_back():
+    conv = {"underscored_keys": ["actor/entropy", "critic/score/mean", "response_length/clip_ratio",
+                                 "val-core/textcraft/acc/mean@1", "actor/grad_norm"]}
+    rows = convert.parse_verl_metrics_csv(UNDERSCORED_CSV, conv)
+    assert rows[1] == {"actor/entropy": 0.079725481569767, "actor_prefix_loss": -0.0194,
+                       "critic/score/mean": 0.4296875, "response_length/clip_ratio": 0.09375}
+    assert rows[500]["val-core/textcraft/acc/mean@1"] == 0.7932
+    assert sorted(convert.parse_verl_metrics_csv(UNDERSCORED_CSV, {**conv, "first_kept_step": 2})) == [500]
+
+
+# A hand-written loop's flat per-step records: the CS336 loop of dequeueing/assignment5-alignment
+# (validation placeholders between evaluations) and a KL log counting its first step 0.
+FLAT_JSONL = (
+    '{"step": 9, "rollout_reward_mean": 0.05, "gradient_norm": 0.22, "val_accuracy": null, '
+    '"val_mean_reward": 0.0, "step_elapsed_sec": 30.2}\n'
+    '{"step": 10, "rollout_reward_mean": 0.046875, "gradient_norm": 0.259765625, "val_accuracy": 0.28125, '
+    '"val_mean_reward": 0.28125, "step_elapsed_sec": 30.4}\n'
+)
+FLAT_CONV = {"step_key": "step", "prefix": "cs336/",
+             "keys": {"rollout_reward_mean": "critic/score/mean", "gradient_norm": "actor/grad_norm",
+                      "val_accuracy": "val-core/gsm8k/acc", "step_elapsed_sec": "timing_s/step"},
+             "eval_key": "val_accuracy", "eval_fields": ["val_accuracy", "val_mean_reward"]}
+
+
+def test_flat_step_records_keep_every_field_and_copy_the_verl_ones():
+    rows = convert.parse_jsonl_step_records(FLAT_JSONL, FLAT_CONV)
+    assert rows[9] == {"cs336/step": 9.0, "cs336/rollout_reward_mean": 0.05, "critic/score/mean": 0.05,
+                       "cs336/gradient_norm": 0.22, "actor/grad_norm": 0.22,
+                       "cs336/step_elapsed_sec": 30.2, "timing_s/step": 30.2}  # no 0.0 placeholder
+    assert rows[10]["val-core/gsm8k/acc"] == 0.28125 and rows[10]["cs336/val_mean_reward"] == 0.28125
+
+
+def test_flat_step_records_shift_a_zero_based_step_and_negate_an_opposite_sign_kl():
+    text = ('{"grpo_step": 0, "micro_step": 128, "kl_divergence": -0.00396728515625}\n'
+            '{"grpo_step": 119, "micro_step": 128, "kl_divergence": 0.310546875}\n')
+    conv = {"step_key": "grpo_step", "step_offset": 1, "prefix": "cs336/",
+            "negated_keys": {"kl_divergence": "actor/ppo_kl"}}
+    rows = convert.parse_jsonl_step_records(text, conv)
+    assert sorted(rows) == [1, 120]
+    assert rows[1] == {"cs336/grpo_step": 0.0, "cs336/micro_step": 128.0,
+                       "cs336/kl_divergence": -0.00396728515625, "actor/ppo_kl": 0.00396728515625}
+    assert rows[120]["actor/ppo_kl"] == -0.310546875
 
 AUTHORS_CSV = (
     "update,reward_mean,reward_std,loss,entropy,grad_norm,grad_norm_available,kl,kl_reason,"
