@@ -50,9 +50,9 @@ class Judged:
         """What may not fire on the run at all: warnings and criticals on a healthy run, criticals on a
         degrading one; nothing on a failure or an unlabelled run."""
         if self.run.verdict is Verdict.HEALTHY:
-            return self.severe
+            return [f for f in self.severe if f.alertname not in self.run.allowed]
         if self.run.verdict is Verdict.DEGRADING:
-            return self.critical
+            return [f for f in self.critical if f.alertname not in self.run.allowed]
         return []
 
     @property

@@ -3,7 +3,8 @@
     <run>/
       steps.jsonl          verl's step log (its `file` logger's JSONL), or
       trainer_state.json   a TRL / Unsloth run's trainer state
-      run.yaml             optional: verdict, onset_step, latest_step, critical, split, default_step_seconds
+      run.yaml             optional: verdict, onset_step, latest_step, critical, split, default_step_seconds,
+                           allow (alerts that are right on a healthy or degrading run)
 
 The format is that of dashgen's public corpus (bench/realruns/, the package `dashgen_runs`).
 A run without run.yaml, or whose run.yaml gives no verdict, is unlabelled: a review reports
@@ -44,6 +45,9 @@ class LabelledRun:
     split: str | None = None
     what_failed: str = ""
     step_seconds: float | None = None  # for a log without timing_s/step
+    # `allow:` alerts that are right on a healthy or degrading run (a real one-hour stall in a run
+    # otherwise judged healthy): they may fire on it at any severity.
+    allowed: tuple[str, ...] = ()
 
     @property
     def labelled(self) -> bool:
@@ -127,8 +131,11 @@ def _labelled(name: str, steps: Path, meta: dict, where: Path) -> LabelledRun:
     critical = meta.get("critical") or False
     if not isinstance(critical, bool):
         raise BuildError(f"{where}: critical: {critical!r}; expected true or false")
+    allowed = meta.get("allow") or []
+    if not isinstance(allowed, list) or not all(isinstance(name, str) and name for name in allowed):
+        raise BuildError(f"{where}: allow: {allowed!r}; expected a list of alert names")
     return LabelledRun(name, steps, verdict, onset, latest, critical, split, str(meta.get("what_failed") or ""),
-                       seconds)
+                       seconds, tuple(allowed))
 
 
 def check_steps(run: LabelledRun, logged_steps: list[int]) -> None:

@@ -43,6 +43,7 @@ def test_a_folder_of_runs_reads_each_verdict_and_the_unlabelled_ones(tmp_path):
     ("verdict: failure\nonset_step: ten\n", "onset_step: 'ten' is not a step number"),
     ("verdict: healthy\nsplit: train\n", "split: 'train'; expected one of tune, holdout"),
     ("verdict: healthy\ncritical: maybe\n", "critical: 'maybe'; expected true or false"),
+    ("verdict: healthy\nallow: VerlTrainingStalled\n", "allow: 'VerlTrainingStalled'; expected a list of alert names"),
     ("- a list\n", "expected a mapping"),
 ])
 def test_a_run_yaml_that_is_not_right_is_one_error_naming_the_file(tmp_path, meta, message):
@@ -99,3 +100,14 @@ def test_a_failure_marked_critical_is_caught_only_by_a_critical():
     warning, critical = Fired("W", "warning", 25, None), Fired("C", "critical", 30, None)
     assert judged(Verdict.FAILURE, warning, onset=20, critical=True).caught_by is None
     assert judged(Verdict.FAILURE, warning, critical, onset=20, critical=True).caught_by == critical
+
+
+def test_an_allowed_alert_may_fire_on_a_healthy_or_degrading_run(tmp_path):
+    from dashgen.review.judging import Fired, Judged
+
+    run_folder(tmp_path, "stalled", "verdict: degrading\nallow: [VerlTrainingStalled]\n")
+    [run] = find_runs([tmp_path])
+    assert run.allowed == ("VerlTrainingStalled",)
+    stall, cliff = Fired("VerlTrainingStalled", "critical", 96, 97), Fired("VerlRewardCliff", "critical", 40, None)
+    assert Judged(run, list(range(1, 177)), [stall]).clean
+    assert Judged(run, list(range(1, 177)), [stall, cliff]).forbidden == [cliff]
