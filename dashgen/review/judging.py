@@ -110,7 +110,8 @@ class Judged:
 
 def judged(run: LabelledRun, outcome: RunOutcome) -> Judged:
     """The run judged on a backtest's outcome; BuildError if its labels name steps its log lacks."""
-    steps = list(outcome.run.steps)
+    # Distinct steps: a resumed run logs its replayed steps again, which are no more steps to catch within.
+    steps = sorted(set(outcome.run.steps))
     check_steps(run, steps)
     fired = [Fired(alert.alertname, alert.severity, firing.start_step, firing.end_step)
              for alert in outcome.alerts for firing in alert.firing]

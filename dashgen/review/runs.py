@@ -18,10 +18,17 @@ from pathlib import Path
 
 import yaml
 
+from dashgen.bounded_read import TooLarge, parse_nested, read_bounded
 from dashgen.errors import BuildError
 from dashgen.records import record
 
 RUN_FILE = "run.yaml"
+# A label file is a few hundred bytes of hand-written YAML: these bounds refuse what no one writes
+# by hand (a megabyte, an alias bomb whose expansion never ends) with an error instead of a hang.
+RUN_FILE_BYTES = 1 << 20
+RUN_FILE_ALIASES = 16
+# The longest step a run may take (30 days), for a log without timing_s/step.
+MAX_STEP_SECONDS = 30 * 86_400.0
 STEP_LOGS = ("steps.jsonl", "trainer_state.json")  # in order of preference, when a folder holds both
 SPLITS = ("tune", "holdout")
 
@@ -92,10 +99,19 @@ def read_run_folder(folder: Path) -> LabelledRun:
     meta_path = folder / RUN_FILE
     if steps is None:
         raise BuildError(f"{meta_path}: the run has no step log beside it ({' or '.join(STEP_LOGS)})")
+    if meta_path.is_symlink() and not meta_path.exists():
+        raise BuildError(f"{meta_path}: a symlink to nothing ({meta_path.readlink()}); the run's labels are lost")
+    if meta_path.exists() and not meta_path.is_file():
+        raise BuildError(f"{meta_path}: not a file")
     if not meta_path.is_file():
         return LabelledRun(folder.name, steps)
     try:
-        meta = yaml.safe_load(meta_path.read_text())
+        meta = parse_nested(lambda text: yaml.load(text, Loader=_LabelLoader),
+                            read_bounded(meta_path, RUN_FILE_BYTES).decode())
+    except TooLarge as exc:
+        raise BuildError(f"{meta_path}: {exc}; a run's labels are a few lines") from None
+    except OSError as exc:
+        raise BuildError(f"{meta_path}: cannot be read: {exc.strerror or exc}") from None
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         raise BuildError(f"{meta_path}: not YAML: {exc}") from None
     if meta is None:
@@ -105,11 +121,32 @@ def read_run_folder(folder: Path) -> LabelledRun:
     return _labelled(folder.name, steps, meta, meta_path)
 
 
+class _LabelLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing more than RUN_FILE_ALIASES aliases."""
+
+    aliases = 0
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            self.aliases += 1
+            if self.aliases > RUN_FILE_ALIASES:
+                raise yaml.YAMLError(f"more than {RUN_FILE_ALIASES} aliases (*name): a label file needs none")
+        return super().compose_node(parent, index)
+
+
 def _labelled(name: str, steps: Path, meta: dict, where: Path) -> LabelledRun:
     verdict_text = meta.get("verdict")
+    if verdict_text is not None and not isinstance(verdict_text, str):
+        raise BuildError(f"{where}: verdict: expected one of {', '.join(v.value for v in Verdict)}, "
+                         f"not a {type(verdict_text).__name__}")
+    what_failed = meta.get("what_failed")
+    if what_failed is not None and not isinstance(what_failed, str):
+        raise BuildError(f"{where}: what_failed: expected a text, not a {type(what_failed).__name__}")
     seconds = meta.get("default_step_seconds")
-    if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0):
-        raise BuildError(f"{where}: default_step_seconds: {seconds!r} is not a number of seconds above 0")
+    if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float))
+                                or not 0 < seconds <= MAX_STEP_SECONDS):
+        raise BuildError(f"{where}: default_step_seconds: {seconds!r} is not a number of seconds above 0 and at "
+                         f"most {MAX_STEP_SECONDS:g} (30 days)")
     split = meta.get("split")
     if split is not None and split not in SPLITS:
         raise BuildError(f"{where}: split: {split!r}; expected one of {', '.join(SPLITS)}")
@@ -122,8 +159,8 @@ def _labelled(name: str, steps: Path, meta: dict, where: Path) -> LabelledRun:
                          f"{', '.join(v.value for v in Verdict)}") from None
     onset, latest = meta.get("onset_step"), meta.get("latest_step")
     for field_name, value in (("onset_step", onset), ("latest_step", latest)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-            raise BuildError(f"{where}: {field_name}: {value!r} is not a step number")
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise BuildError(f"{where}: {field_name}: {value!r} is not a step number (0 or more)")
     if verdict is Verdict.FAILURE and onset is None:
         raise BuildError(f"{where}: a failure needs its onset_step (the first step the alerts may catch it at)")
     if latest is not None and onset is not None and latest < onset:
@@ -134,8 +171,8 @@ def _labelled(name: str, steps: Path, meta: dict, where: Path) -> LabelledRun:
     allowed = meta.get("allow") or []
     if not isinstance(allowed, list) or not all(isinstance(name, str) and name for name in allowed):
         raise BuildError(f"{where}: allow: {allowed!r}; expected a list of alert names")
-    return LabelledRun(name, steps, verdict, onset, latest, critical, split, str(meta.get("what_failed") or ""),
-                       seconds, tuple(allowed))
+    return LabelledRun(name, steps, verdict, onset, latest, critical, split, what_failed or "", seconds,
+                       tuple(allowed))
 
 
 def check_steps(run: LabelledRun, logged_steps: list[int]) -> None:

@@ -45,6 +45,13 @@ def test_a_folder_of_runs_reads_each_verdict_and_the_unlabelled_ones(tmp_path):
     ("verdict: healthy\ncritical: maybe\n", "critical: 'maybe'; expected true or false"),
     ("verdict: healthy\nallow: VerlTrainingStalled\n", "allow: 'VerlTrainingStalled'; expected a list of alert names"),
     ("- a list\n", "expected a mapping"),
+    ("a: &a [x, x]\nb: &b [*a, *a]\nc: &c [*b, *b]\nd: &d [*c, *c]\ne: &e [*d, *d]\nf: &f [*e, *e]\n"
+     "g: &g [*f, *f]\nh: &h [*g, *g]\nhealthy: [*h, *h]\nverdict: *h\n", "more than 16 aliases"),
+    ("verdict: [healthy]\n", "verdict: expected one of healthy, degrading, failure, not a list"),
+    ("verdict: healthy\nwhat_failed: {a: 1}\n", "what_failed: expected a text, not a dict"),
+    ("verdict: healthy\ndefault_step_seconds: .nan\n", "default_step_seconds: nan is not a number of seconds"),
+    ("verdict: healthy\ndefault_step_seconds: 1.0e+308\n", "is not a number of seconds above 0 and at most"),
+    ("verdict: failure\nonset_step: -5\n", "onset_step: -5 is not a step number (0 or more)"),
 ])
 def test_a_run_yaml_that_is_not_right_is_one_error_naming_the_file(tmp_path, meta, message):
     run_folder(tmp_path, "run", meta)
@@ -111,3 +118,31 @@ def test_an_allowed_alert_may_fire_on_a_healthy_or_degrading_run(tmp_path):
     stall, cliff = Fired("VerlTrainingStalled", "critical", 96, 97), Fired("VerlRewardCliff", "critical", 40, None)
     assert Judged(run, list(range(1, 177)), [stall]).clean
     assert Judged(run, list(range(1, 177)), [stall, cliff]).forbidden == [cliff]
+
+
+def test_a_dangling_or_huge_label_file_is_an_error_naming_it(tmp_path):
+    folder = run_folder(tmp_path, "gone", None)
+    (folder / "run.yaml").symlink_to(tmp_path / "nowhere.yaml")
+    with pytest.raises(BuildError, match=r"gone/run.yaml: a symlink to nothing"):
+        find_runs([tmp_path])
+    (folder / "run.yaml").unlink()
+    (folder / "run.yaml").write_text("verdict: healthy\n# " + "x" * (1 << 20) + "\n")
+    with pytest.raises(BuildError, match=r"gone/run.yaml: larger than 1,048,576 bytes"):
+        find_runs([tmp_path])
+
+
+def test_a_resumed_runs_replayed_steps_do_not_lengthen_the_catch_window(tmp_path):
+    from dashgen.replay.backfill import RecordedRun
+    from dashgen.replay.backtest.evaluation import AlertOutcome, Firing, RunOutcome
+    from dashgen.review.judging import judged
+
+    # Steps 1-30, then a restart from step 11 logs 11-30 again; the failure starts at 20 and is
+    # caught at step 30: the 10th distinct step after the onset, within the default window.
+    steps = [*range(1, 31), *range(11, 31)]
+    recorded = RecordedRun(tmp_path / "steps.jsonl", {}, steps=steps, times=[60.0 * n for n in range(len(steps))],
+                           values=[{} for _ in steps])
+    run = LabelledRun("resumed", tmp_path / "steps.jsonl", Verdict.FAILURE, 20)
+    outcome = RunOutcome(recorded, [AlertOutcome("VerlRewardCliff", "critical", {}, [Firing(30, None, 1740.0, None)])])
+    result = judged(run, outcome)
+    assert result.logged_steps == list(range(1, 31))
+    assert result.caught_by is not None and result.latency_steps == 10
