@@ -5,14 +5,12 @@
     python bench/realruns/convert.py --check    # exit 1 if any steps.jsonl differs
     python bench/realruns/convert.py ID ...     # only these runs
 
-Standard library only (Python 3.10+). Output is deterministic: one JSON object per
+Standard library and PyYAML (run it with the project's virtualenv). Output is deterministic: one JSON object per
 logged step, {"step": N, "data": {...}}, keys sorted, steps ascending. Non-finite
 values (nan, inf) are written as null, as verl's own file logger does.
 
 Each run.yaml names its raw file and a parser under `conversion:`; the parsers and
-the key mappings are below. The YAML reader understands only the small subset the
-run.yaml files of this folder are written in (nested mappings, double-quoted or
-plain scalars, null/true/false, numbers, flow lists of scalars, `|` text blocks).
+the key mappings are below. A malformed input is one error naming the file and what is wrong.
 """
 from __future__ import annotations
 
@@ -28,103 +26,21 @@ import re
 import sys
 from pathlib import Path
 
+import yaml
+
 HERE = Path(__file__).resolve().parent
 
-# --------------------------------------------------------------------------- YAML subset
-
-
-def _scalar(text: str):
-    text = text.strip()
-    if text in ("", "null", "~"):
-        return None
-    if text == "true":
-        return True
-    if text == "false":
-        return False
-    if text.startswith('"'):
-        return json.loads(text)
-    if text.startswith("'") and text.endswith("'"):
-        return text[1:-1].replace("''", "'")
-    if text.startswith("[") and text.endswith("]"):
-        inner = text[1:-1].strip()
-        if not inner:
-            return []
-        return [_scalar(part) for part in _split_flow(inner)]
-    if re.fullmatch(r"[-+]?\d+", text):
-        return int(text)
-    if re.fullmatch(r"[-+]?(\d+\.\d*|\.\d+|\d+)([eE][-+]?\d+)?", text):
-        return float(text)
-    return text
-
-
-def _split_flow(inner: str) -> list[str]:
-    parts, depth, quote, cur = [], 0, None, ""
-    for ch in inner:
-        if quote:
-            cur += ch
-            if ch == quote and not cur.endswith("\\" + quote):
-                quote = None
-            continue
-        if ch in "\"'":
-            quote = ch
-        elif ch == "[":
-            depth += 1
-        elif ch == "]":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append(cur)
-            cur = ""
-            continue
-        cur += ch
-    parts.append(cur)
-    return parts
+# --------------------------------------------------------------------------- run.yaml
 
 
 def load_yaml(path: Path) -> dict:
-    """Parse the run.yaml subset into nested dicts."""
-    lines = path.read_text(encoding="utf-8").splitlines()
-    root: dict = {}
-    stack: list[tuple[int, dict]] = [(-1, root)]
-    i = 0
-    while i < len(lines):
-        raw = lines[i]
-        i += 1
-        if not raw.strip() or raw.lstrip().startswith("#"):
-            continue
-        indent = len(raw) - len(raw.lstrip(" "))
-        m = re.match(r"\s*([A-Za-z0-9_./-]+):(?:\s+(.*))?$", raw)
-        if not m:
-            raise ValueError(f"{path}: cannot read line {i}: {raw!r}")
-        key, rest = m.group(1), (m.group(2) or "").rstrip()
-        while stack and stack[-1][0] >= indent:
-            stack.pop()
-        parent = stack[-1][1]
-        if rest in ("|", "|-"):
-            block: list[str] = []
-            block_indent = None
-            while i < len(lines):
-                nxt = lines[i]
-                if nxt.strip() == "":
-                    block.append("")
-                    i += 1
-                    continue
-                ind = len(nxt) - len(nxt.lstrip(" "))
-                if ind <= indent:
-                    break
-                if block_indent is None:
-                    block_indent = ind
-                block.append(nxt[block_indent:])
-                i += 1
-            while block and block[-1] == "":
-                block.pop()
-            parent[key] = "\n".join(block) + ("\n" if rest == "|" else "")
-        elif rest == "":
-            child: dict = {}
-            parent[key] = child
-            stack.append((indent, child))
-        else:
-            parent[key] = _scalar(rest)
-    return root
+    """A run.yaml, read with PyYAML's safe loader (a mapping; {} when empty)."""
+    meta = yaml.safe_load(path.read_text(encoding="utf-8"))
+    if meta is None:
+        return {}
+    if not isinstance(meta, dict):
+        raise ValueError(f"{path}: expected a mapping of fields")
+    return meta
 
 
 # --------------------------------------------------------------------------- values
@@ -317,8 +233,8 @@ def parse_jsonl_step_records(text: str, conv: dict) -> dict:
     for line in text.splitlines():
         if not line.strip():
             continue
-        rec = json.loads(line)
-        step = int(rec[step_key]) + offset
+        rec = json_of(line, dict, "one JSON record a line")
+        step = step_number(rec.get(step_key), f"record ({step_key})") + offset
         evaluated = eval_key is None or rec.get(eval_key) is not None
         data = {}
         for field, raw in rec.items():
@@ -334,24 +250,56 @@ def parse_jsonl_step_records(text: str, conv: dict) -> dict:
     return select_steps(rows, conv)
 
 
+class ConversionError(ValueError):
+    """A raw file the parser cannot read; the message says what is wrong (convert() names the file)."""
+
+
+def step_number(value, where: str) -> int:
+    """A record's step as a whole number; ConversionError naming the record otherwise."""
+    if isinstance(value, bool) or value is None:
+        raise ConversionError(f"{where}: no step ({value!r})")
+    try:
+        step = float(value)
+    except (TypeError, ValueError):
+        raise ConversionError(f"{where}: step {value!r} is not a number") from None
+    if not math.isfinite(step) or step != int(step):
+        raise ConversionError(f"{where}: step {value!r} is not a whole number")
+    return int(step)
+
+
+def json_of(text: str, shape: type, what: str):
+    """The JSON document `text`, which must be a `shape` (list or dict)."""
+    try:
+        doc = json.loads(text)  # Python's json reads NaN / Infinity tokens too
+    except json.JSONDecodeError as exc:
+        raise ConversionError(f"not valid JSON ({exc})") from None
+    if not isinstance(doc, shape):
+        raise ConversionError(f"expected {what}, found a JSON {type(doc).__name__}")
+    return doc
+
+
 def _trl_history(history: list, conv: dict) -> dict:
+    if not isinstance(history, list):
+        raise ConversionError(f"log_history: expected a list of log entries, found a {type(history).__name__}")
     rows: dict = {}
-    for entry in history:
+    for n, entry in enumerate(history, 1):
+        if not isinstance(entry, dict):
+            raise ConversionError(f"log entry {n}: expected a mapping, found a {type(entry).__name__}")
         if "step" not in entry or is_summary(entry):
             continue
-        merge(rows, int(entry["step"]), map_trl(entry))
+        merge(rows, step_number(entry["step"], f"log entry {n}"), map_trl(entry))
     return select_steps(rows, conv)
 
 
 def parse_trl_trainer_state(text: str, conv: dict) -> dict:
-    state = json.loads(text)  # Python's json reads NaN / Infinity tokens too
+    state = json_of(text, dict, "a trainer_state.json mapping (with its log_history)")
     return _trl_history(state.get("log_history", []), conv)
 
 
 def parse_trl_log_history(text: str, conv: dict) -> dict:
     """A bare JSON list of TRL log entries (trainer.state.log_history dumped on its own),
     each carrying its "step"."""
-    return _trl_history(json.loads(text), conv)
+    return _trl_history(json_of(text, list, "a list of log entries"), conv)
 
 
 def _literal_dicts(text: str) -> list[dict]:
@@ -554,8 +502,8 @@ def parse_cs336_metrics(text: str, conv: dict) -> dict:
     for line in text.splitlines():
         if not line.strip():
             continue
-        rec = json.loads(line)
-        kind, step = rec.get("type"), int(rec["grpo_step"])
+        rec = json_of(line, dict, "one JSON record a line")
+        kind, step = rec.get("type"), step_number(rec.get("grpo_step"), f"record {rec.get('type')!r} (grpo_step)")
         kind = "step" if kind == "grpo_step_summary" else kind
         values = {k: number(v) for k, v in rec.items() if k != "type"}
         values = {k: v for k, v in values.items() if v is not None}
@@ -602,10 +550,12 @@ def parse_wandb_history_rows(text: str, conv: dict) -> dict:
     drop = set(conv.get("drop") or [])
     eval_key, train_key = conv["eval_step_key"], conv["train_step_key"]
     rows: dict = {}
-    for record in json.loads(text):
+    for n, record in enumerate(json_of(text, list, "a list of history rows"), 1):
+        if not isinstance(record, dict):
+            raise ConversionError(f"row {n}: expected a mapping of keys to values, found a {type(record).__name__}")
         step = record.get(eval_key)
         if step is None:
-            step = record[train_key]
+            step = step_number(record.get(train_key), f"row {n} ({train_key})")
         data = {}
         for key, raw in record.items():
             if key in drop or key in (eval_key, train_key):
@@ -613,7 +563,7 @@ def parse_wandb_history_rows(text: str, conv: dict) -> dict:
             value = number(raw) if raw is not None else None
             if value is not None:
                 data[renames.get(key, key)] = value
-        merge(rows, int(step), data)
+        merge(rows, step_number(step, f"row {n}"), data)
     return select_steps(rows, conv)
 
 
@@ -749,12 +699,33 @@ def render(rows: dict) -> str:
 
 
 def convert(run_dir: Path) -> str:
-    meta = load_yaml(run_dir / "run.yaml")
-    conv = meta["conversion"]
-    raw = (run_dir / conv["raw"]).read_bytes().decode("utf-8", errors="replace")
-    rows = PARSERS[conv["parser"]](raw, conv)
+    """The run's steps.jsonl text; ConversionError naming the file and what is wrong."""
+    meta_path = run_dir / "run.yaml"
+    try:
+        meta = load_yaml(meta_path)
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        raise ConversionError(f"{meta_path}: cannot be read: {exc}") from None
+    conv = meta.get("conversion") if isinstance(meta, dict) else None
+    if not isinstance(conv, dict) or not isinstance(conv.get("raw"), str) or not isinstance(conv.get("parser"), str):
+        raise ConversionError(f"{meta_path}: conversion: needs raw (the raw file's name) and parser")
+    parser = PARSERS.get(conv["parser"])
+    if parser is None:
+        raise ConversionError(f"{meta_path}: conversion.parser: {conv['parser']!r} is no parser of convert.py "
+                              f"(one of {', '.join(sorted(PARSERS))})")
+    raw_path = run_dir / conv["raw"]
+    try:
+        raw = raw_path.read_bytes().decode("utf-8", errors="replace")
+    except OSError as exc:
+        raise ConversionError(f"{raw_path}: cannot be read ({exc.strerror or exc}), named by {meta_path}") from None
+    try:
+        rows = parser(raw, conv)
+    except ConversionError as exc:
+        raise ConversionError(f"{raw_path}: {exc} (parser {conv['parser']})") from None
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
+        raise ConversionError(f"{raw_path}: parser {conv['parser']} cannot read it: "
+                              f"{type(exc).__name__}: {exc}") from None
     if not rows:
-        raise ValueError(f"{run_dir.name}: no steps parsed")
+        raise ConversionError(f"{raw_path}: no steps parsed (parser {conv['parser']})")
     return render(rows)
 
 
@@ -775,7 +746,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     differ = 0
     for d in run_dirs(args.ids):
-        text = convert(d)
+        try:
+            text = convert(d)
+        except ConversionError as exc:
+            print(f"convert.py: {exc}", file=sys.stderr)
+            return 2
         target = d / "steps.jsonl"
         old = target.read_text(encoding="utf-8") if target.exists() else None
         if args.check:

@@ -4,6 +4,8 @@ columns become verl keys."""
 import importlib.util
 import json
 
+import pytest
+
 from conftest import REPO
 
 _spec = importlib.util.spec_from_file_location("realruns_convert", REPO / "bench/realruns/convert.py")
@@ -243,3 +245,44 @@ def test_minimind_r1_lines_give_the_format_share_and_count_steps_over_epochs():
     assert (data["critic/format_acc/mean"], data["minimind/Correct"], data["response_length/mean"],
             data["actor/lr"]) == (1.0, 0.12, 129.0, 1e-06)
     assert '"actor/kl_loss": 0.0' in convert.render(rows)  # a printed 0.0000 is no -0.0
+
+
+def _run_folder(tmp_path, raw_name: str, raw: str | None, parser: str, extra: str = ""):
+    folder = tmp_path / "a-run"
+    folder.mkdir()
+    (folder / "run.yaml").write_text(f"id: a-run\nconversion:\n  raw: {raw_name}\n  parser: {parser}\n{extra}")
+    if raw is not None:
+        (folder / raw_name).write_text(raw)
+    return folder
+
+
+HISTORY_KEYS = "  eval_step_key: eval_step\n  train_step_key: train_step\n"
+
+
+@pytest.mark.parametrize("raw_name, raw, parser, extra, message", [
+    ("trainer_state.json", '{"log_history": [{"step": 1, "loss": 0.1}, {"st', "trl_trainer_state", "",
+     "trainer_state.json: not valid JSON"),
+    ("history_rows.json", '{"train_step": 1, "reward": 0.5}', "wandb_history_rows", HISTORY_KEYS,
+     "history_rows.json: expected a list of history rows, found a JSON dict"),
+    ("history_rows.json", '[{"train_step": 1, "reward": 0.5}, {"reward": 0.6}]', "wandb_history_rows", HISTORY_KEYS,
+     "history_rows.json: row 2 (train_step): no step (None)"),
+    ("log_history.json", '[{"step": "ten", "loss": 0.1}]', "trl_log_history", "",
+     "log_history.json: log entry 1: step 'ten' is not a number"),
+    ("metrics.jsonl", '{"type": "rollout", "grpo_step": null}\n', "cs336_metrics", "",
+     "metrics.jsonl: record 'rollout' (grpo_step): no step (None)"),
+    ("console.log", "step:1 - actor/pg_loss:0.1\n", "no_such_parser", "",
+     "conversion.parser: 'no_such_parser' is no parser of convert.py"),
+    ("console.log", None, "verl_console", "", "console.log: cannot be read (No such file or directory)"),
+])
+def test_a_malformed_input_is_one_error_naming_the_file(tmp_path, raw_name, raw, parser, extra, message):
+    folder = _run_folder(tmp_path, raw_name, raw, parser, extra)
+    with pytest.raises(convert.ConversionError) as error:
+        convert.convert(folder)
+    assert str(folder) in str(error.value) and message in str(error.value), str(error.value)
+
+
+def test_the_command_says_the_error_and_exits_2(tmp_path, capsys, monkeypatch):
+    folder = _run_folder(tmp_path, "trainer_state.json", "[1, 2", "trl_trainer_state")
+    monkeypatch.setattr(convert, "HERE", tmp_path)
+    assert convert.main([folder.name]) == 2
+    assert "trainer_state.json: not valid JSON" in capsys.readouterr().err
