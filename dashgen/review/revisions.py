@@ -13,6 +13,9 @@ import sys
 import tarfile
 from pathlib import Path
 
+import yaml
+
+from dashgen.bounded_read import TooLarge, read_bounded
 from dashgen.compiler.compiled import RULES_DIR
 from dashgen.errors import BuildError
 from dashgen.records import record
@@ -53,20 +56,42 @@ def compared_rules(root: Path, base: str) -> ComparedRules:
 def _against_rendered(root: Path, folder: Path) -> ComparedRules:
     """A rendered folder holds rule files, whose alerts with hysteresis read their own ALERTS series;
     the backtest evaluates those without it, so the working tree's are read the same way."""
-    files = {f"{RULES_DIR}/{path.name}": path.read_text() for path in sorted((folder / RULES_DIR).glob("*.yaml"))}
+    files = {f"{RULES_DIR}/{path.name}": _rule_file_text(path, folder)
+             for path in sorted((folder / RULES_DIR).glob("*.yaml"))}
     if not files:
         raise BuildError(f"--base {folder}: not a rendered folder (no {RULES_DIR}/*.yaml in it), nor a git revision")
-    try:
-        recordings, alerts = load_rules(files)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise BuildError(f"--base {folder}/{RULES_DIR}: not Prometheus rule files as dashgen renders them: {exc}") \
-            from None
+    for name, text in files.items():  # one file at a time, so that the error names it
+        try:
+            load_rules({name: text})
+        except (KeyError, TypeError, ValueError, AttributeError, yaml.YAMLError) as exc:
+            raise BuildError(f"--base {folder / name}: not a Prometheus rule file as dashgen renders it: "
+                             f"{type(exc).__name__}: {exc}") from None
+    recordings, alerts = load_rules(files)
     statistics = folder / STATISTICS_FILE
     head = _compile(root, "the working tree's rules")
     head = dataclasses.replace(head, alerts=[dataclasses.replace(alert, condition="", sustain=None)
                                              for alert in head.alerts])
     return ComparedRules(RuleSet(recordings, alerts, load_statistics(statistics) if statistics.is_file() else None),
                          head, str(folder))
+
+
+# A rendered rule file is tens of kilobytes; a base's file beyond this is no rule file dashgen wrote.
+RULE_FILE_BYTES = 16 << 20
+
+
+def _rule_file_text(path: Path, folder: Path) -> str:
+    """A base's rule file as text; BuildError naming it when it is a folder, unreadable, binary or huge."""
+    where = f"--base {folder}: {path.relative_to(folder)}"
+    if not path.is_file():
+        raise BuildError(f"{where}: not a file")
+    try:
+        return read_bounded(path, RULE_FILE_BYTES).decode()
+    except TooLarge as exc:
+        raise BuildError(f"{where}: {exc}; not a rule file dashgen renders") from None
+    except UnicodeDecodeError:
+        raise BuildError(f"{where}: not text (binary data)") from None
+    except OSError as exc:
+        raise BuildError(f"{where}: cannot be read: {exc.strerror or exc}") from None
 
 
 def _git(root: Path, *args: str) -> subprocess.CompletedProcess:

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from dashgen.review.corpus import public_corpus
+from conftest import REPO
 from support import dashgen_command
 
 pytestmark = [pytest.mark.live, pytest.mark.heavy]
@@ -157,3 +158,23 @@ def test_a_base_that_does_not_build_is_one_error_naming_the_module(team):
     assert result.returncode == 1 and "Traceback (most recent call last)" not in result.stderr
     assert result.stderr.startswith("Error: --base HEAD: the rules there do not build:\nalerts/rewards.py: importing "
                                     "the module failed: RuntimeError: half-finished edit")
+
+
+@pytest.mark.parametrize("make_bad, message", [
+    (lambda path: path.write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff\xfe"), "not text (binary data)"),
+    (lambda path: path.write_text("groups: [rules: {"), "not a Prometheus rule file as dashgen renders it"),
+    (lambda path: path.write_text("groups:\n- name: g\n  rules:\n  - alert: A\n"), "KeyError: 'expr'"),
+    (lambda path: path.mkdir(), "not a file"),
+])
+def test_a_base_rule_file_that_is_no_rule_file_is_one_error_naming_it(tmp_path, make_bad, message):
+    from dashgen.errors import BuildError
+    from dashgen.review.revisions import compared_rules
+
+    base = tmp_path / "rendered"
+    shutil.copytree(REPO / "rendered" / "rules", base / "rules")
+    make_bad(base / "rules" / "zz-broken.yaml")
+    with pytest.raises(BuildError) as error:
+        compared_rules(REPO, str(base))
+    assert f"--base {base}: rules/zz-broken.yaml" in str(error.value) or \
+        f"--base {base / 'rules' / 'zz-broken.yaml'}" in str(error.value)
+    assert message in str(error.value)
