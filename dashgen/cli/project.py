@@ -217,7 +217,7 @@ def test(root: Path, config_path: Path | None, keep_generated: Path | None, modu
     try:
         generated = write_generated_tests(folder, project.rules, alerts, config)
         fixtures = fixtures_with_statistics(fixtures, project.step_statistics, config.rule_interval,
-                                            folder / "fixtures")
+                                            folder / "fixtures", config.runbook_base_url)
         if keep_generated is not None:
             try:
                 shutil.copytree(folder, keep_generated, dirs_exist_ok=True)

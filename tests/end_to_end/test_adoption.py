@@ -258,3 +258,16 @@ def test_a_labelled_team_metric_is_checked_on_its_labels(tmp_path):
         '    Row("Queues", (TimeSeries("Depth", (Query("sum by (queue, shard) (team_queue_depth)"),)),)),\n')))
     result = run("build", "--root", str(tmp_path))
     assert result.exit_code == 1 and "shard" in result.output, result.output
+
+
+@pytest.mark.heavy
+def test_a_project_with_its_own_runbook_url_passes_the_shipped_fixtures(team):
+    """A team that points runbook links at its own wiki keeps the fixtures `dashgen init` copied:
+    `dashgen test` expects the project's links where they expect dashgen's default."""
+    config = team / "dashgen.yaml"
+    config.write_text(config.read_text() + "\nrunbook_base_url: https://wiki.example.org/verl-runbook.md\n")
+    assert run("build", "--root", str(team)).exit_code == 0
+    rules = (team / "rendered" / "rules" / "stability.yaml").read_text()
+    assert "runbook_url: https://wiki.example.org/verl-runbook.md#verltrainingdivergence" in rules
+    result = run("test", "--root", str(team))
+    assert result.exit_code == 0, result.output

@@ -18,7 +18,7 @@ import yaml
 
 from dashgen.compiler.rule_tests.fixture_rules import parts_with_rules_cut, yaml_mapping
 from dashgen.compiler.queries.promql import label_value
-from dashgen.config import duration_seconds
+from dashgen.config import Config, duration_seconds
 from dashgen.errors import BuildError
 from dashgen.catalog import VALIDATION_LABELS
 from dashgen.sources.step_statistics import FAMILIES, STEP_STATISTIC_METRIC, ServedStatistics, member_labels
@@ -146,17 +146,42 @@ def with_statistics(fixture: Path, served: ServedStatistics, interval: str) -> d
     return content
 
 
+# The runbook base the shipped fixtures expect (Config's default runbook_base_url).
+DEFAULT_RUNBOOK_BASE = Config.runbook_base_url
+
+
+def follow_runbook_base(content: dict, base: str) -> bool:
+    """Rewrite, in place, each expected runbook_url of a fixture that points into dashgen's default
+    runbook so it points into `base`; whether any was."""
+    changed = False
+    for group in content.get("tests") or []:
+        for case in (group.get("alert_rule_test") or []) if isinstance(group, dict) else []:
+            for alert in (case.get("exp_alerts") or []) if isinstance(case, dict) else []:
+                annotations = alert.get("exp_annotations") if isinstance(alert, dict) else None
+                url = annotations.get("runbook_url") if isinstance(annotations, dict) else None
+                if isinstance(url, str) and url.startswith(f"{DEFAULT_RUNBOOK_BASE}#"):
+                    annotations["runbook_url"] = base + url[len(DEFAULT_RUNBOOK_BASE):]
+                    changed = True
+    return changed
+
+
 def fixtures_with_statistics(fixtures: list[Path], statistics: ServedStatistics, rule_interval: str,
-                             folder: Path) -> list[Path]:
+                             folder: Path, runbook_base_url: str = DEFAULT_RUNBOOK_BASE) -> list[Path]:
     """The fixtures, each that reads a logged series' step windows without giving the exporter's
     statistics of it, or whose rule files hold rules its cases do not read, replaced by copies in
     `folder` that have them and load only the rules read: one copy, or one for each set of its
     test groups that read the same rules (fixture_rules.parts_with_rules_cut); `statistics`: those
-    the project's rules read."""
+    the project's rules read. The copies expect the project's own runbook links (`runbook_base_url`)
+    where a fixture expects dashgen's default, so a project that sets it keeps its fixtures as shipped."""
     out = []
     for fixture in fixtures:
         content = with_statistics(fixture, statistics, rule_interval)
         whole = content or yaml_mapping(fixture)
+        if whole is not None and runbook_base_url != DEFAULT_RUNBOOK_BASE and \
+                follow_runbook_base(whole, runbook_base_url) and content is None:
+            whole["rule_files"] = [str((fixture.parent / rule_file).resolve())
+                                   for rule_file in whole.get("rule_files") or []]
+            content = whole
         parts = parts_with_rules_cut(whole, fixture, folder) if whole is not None else None
         if parts is None and content is not None:
             parts = {folder / fixture.name: content}
