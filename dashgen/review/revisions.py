@@ -6,6 +6,7 @@ working tree, its rendered/ nor the repository's worktrees change.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import io
 import subprocess
@@ -18,6 +19,7 @@ import yaml
 from dashgen.bounded_read import TooLarge, read_bounded
 from dashgen.compiler.compiled import RULES_DIR
 from dashgen.errors import BuildError
+from dashgen.parent_death import die_with_parent_hook
 from dashgen.records import record
 from dashgen.replay.backtest import RuleSet, load_rules
 from dashgen.replay.work_dir import work_dir
@@ -115,7 +117,12 @@ def _git_revision(root: Path, base: str) -> tuple[str, str]:
 
 
 def _extract(root: Path, commit: str, into: Path) -> None:
-    archive = _git(root, "archive", "--format=tar", commit)
+    """The whole tree at `commit` into `into`. git archive run in a subfolder archives that subfolder
+    only, so it runs at the repository's top level (the project's prefix is applied after)."""
+    top = _git(root, "rev-parse", "--show-toplevel")
+    if top.returncode != 0:
+        raise BuildError(f"git rev-parse --show-toplevel: {top.stderr.decode(errors='replace').strip()}")
+    archive = _git(Path(top.stdout.decode().strip()), "archive", "--format=tar", commit)
     if archive.returncode != 0:
         raise BuildError(f"git archive {commit}: {archive.stderr.decode(errors='replace').strip()}")
     into.mkdir()
@@ -123,21 +130,52 @@ def _extract(root: Path, commit: str, into: Path) -> None:
         tar.extractall(into, filter="data")
 
 
+# A project compiles in well under a second; a definition module that never returns (a loop at import)
+# is stopped after this, not waited on for good.
+COMPILE_SECONDS = 300
+
+
 def _compile_side_by_side(base_root: Path, head_root: Path, base_name: str) -> tuple[RuleSet, RuleSet]:
     base, head = _started(base_root), _started(head_root)
-    base_output, head_output = base.communicate(), head.communicate()  # both end before either is judged
+    with _stopped_on_exit(base, head):
+        base_output = _output(base, f"{base_name}: the rules there")  # both end before either is judged
+        head_output = _output(head, "the working tree's rules")
     return (_rule_set(base, base_output, f"{base_name}: the rules there do not build"),
             _rule_set(head, head_output, "the working tree's rules do not build"))
 
 
 def _compile(root: Path, what: str) -> RuleSet:
     process = _started(root)
-    return _rule_set(process, process.communicate(), f"{what} do not build")
+    with _stopped_on_exit(process):
+        output = _output(process, what)
+    return _rule_set(process, output, f"{what} do not build")
 
 
 def _started(root: Path) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-B", "-m", "dashgen.review.compiled_rules", str(root.resolve())],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=die_with_parent_hook())
+
+
+def _output(process: subprocess.Popen, what: str) -> tuple[str, str]:
+    try:
+        return process.communicate(timeout=COMPILE_SECONDS)
+    except subprocess.TimeoutExpired:
+        raise BuildError(f"{what} did not compile within {COMPILE_SECONDS} s (a definition module that never "
+                         f"returns?); stopped") from None
+
+
+@contextlib.contextmanager
+def _stopped_on_exit(*processes: subprocess.Popen):
+    """Every compile still running when the block is left (an error, a timeout, SIGINT or SIGTERM,
+    which unwind as KeyboardInterrupt) is killed and reaped: none keeps running for good."""
+    try:
+        yield
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
 
 
 def _rule_set(process: subprocess.Popen, output: tuple[str, str], failure: str) -> RuleSet:

@@ -178,3 +178,34 @@ def test_a_base_rule_file_that_is_no_rule_file_is_one_error_naming_it(tmp_path, 
     assert f"--base {base}: rules/zz-broken.yaml" in str(error.value) or \
         f"--base {base / 'rules' / 'zz-broken.yaml'}" in str(error.value)
     assert message in str(error.value)
+
+
+@pytest.mark.live
+def test_a_project_in_a_subfolder_of_its_repository_is_reviewed_against_head(tmp_path):
+    repo = tmp_path / "repo"
+    assert dashgen(tmp_path, "init", str(repo / "monitoring")).returncode == 0
+    assert dashgen(repo / "monitoring", "build").returncode == 0
+    (repo / "README.md").write_text("the team's repository\n")
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "monitoring in a subfolder")
+    run = public_corpus() / "verl-ui-tars-7b-gui-cursor-grpo"
+    result = dashgen(repo / "monitoring", "review", "--base", "HEAD", str(run))
+    assert result.returncode == 0, result.stderr
+    assert "**no difference: 1 run;" in result.stdout
+
+
+def test_a_base_whose_alerts_never_return_is_stopped_and_named(tmp_path, monkeypatch):
+    from dashgen.errors import BuildError
+    from dashgen.review import revisions
+
+    project = tmp_path / "loops"
+    assert dashgen(tmp_path, "init", str(project)).returncode == 0
+    (project / "alerts" / "forever.py").write_text("while True:\n    pass\n")
+    monkeypatch.setattr(revisions, "COMPILE_SECONDS", 5)
+    started = []
+    real_started = revisions._started
+    monkeypatch.setattr(revisions, "_started", lambda root: started.append(real_started(root)) or started[-1])
+    with pytest.raises(BuildError, match="did not compile within 5 s"):
+        revisions._compile(project, "the base's rules")
+    assert started and all(process.poll() is not None for process in started)  # killed and reaped
