@@ -28,6 +28,8 @@ from pathlib import Path
 
 import yaml
 
+from dashgen.formats.trl import SUMMARY_KEYS, TRL_KEYS
+
 HERE = Path(__file__).resolve().parent
 
 # --------------------------------------------------------------------------- run.yaml
@@ -73,34 +75,7 @@ def finite_or_null(value: float):
 
 # --------------------------------------------------------------------------- TRL mapping
 
-TRL_KEYS = {
-    "loss": "actor/pg_loss",
-    "grad_norm": "actor/grad_norm",
-    "learning_rate": "actor/lr",
-    "epoch": "training/epoch",
-    "reward": "critic/score/mean",
-    "reward_std": "critic/score/std",
-    "kl": "actor/kl_loss",  # KL to the reference policy: verl's actor/kl_loss, not actor/ppo_kl
-    "entropy": "actor/entropy",
-    "completion_length": "response_length/mean",
-    "completions/mean_length": "response_length/mean",
-    "completions/max_length": "response_length/max",
-    "completions/min_length": "response_length/min",
-    "completions/clipped_ratio": "response_length/clip_ratio",
-    # TRL's PPOTrainer (read in trl 0.24.0's ppo_trainer.py): the same token-masked means as verl's
-    # compute_policy_loss / compute_value_loss, averaged over the update's minibatches.
-    "loss/policy_avg": "actor/pg_loss",  # masked mean of max(-A*ratio, -A*clip(ratio))
-    "loss/value_avg": "critic/vf_loss",  # 0.5 * masked mean of max(unclipped, clipped) squared error
-    "policy/clipfrac_avg": "actor/pg_clipfrac",  # masked share of tokens where the clipped term wins
-    "val/clipfrac_avg": "critic/vf_clipfrac",  # masked share where the clipped value error wins
-    "objective/scores": "critic/score/mean",  # the reward model's score per sequence, batch mean
-    "lr": "actor/lr",
-    # Left out, meanings differ: policy/approxkl_avg is 0.5*mean(log-ratio^2) over every response
-    # position, padding counted as 0 (verl's actor/ppo_kl: masked mean of -log-ratio);
-    # policy/entropy_avg averages entropy over padding positions too (actor/entropy is masked);
-    # objective/kl and objective/entropy are per-sequence sums, not per-token means.
-}
-SUMMARY_KEYS = ("train_runtime", "train_loss", "train_samples_per_second", "train_steps_per_second")
+# TRL's keys are read as dashgen reads a TRL run (dashgen/formats/trl.py): one map for both.
 
 
 def map_trl(entry: dict) -> dict:

@@ -90,3 +90,12 @@ def test_a_trainer_state_with_no_logged_step_says_so(tmp_path):
     with pytest.raises(BuildError, match="trainer_state.json: a trainer state that holds no logged step: its "
                                          "log_history has no training or evaluation entry \\(1 entry in all"):
         read_run(empty, run_labels(empty, "verl"), Timing(start=1_735_689_600.0))
+
+
+def test_a_ppo_trainer_entry_reads_as_verls_keys():
+    from dashgen.formats.trl import step_data
+
+    entry = {"step": 4, "loss/policy_avg": -0.02, "loss/value_avg": 3.1, "policy/clipfrac_avg": 0.05,
+             "objective/scores": 0.4, "lr": 1e-6, "policy/approxkl_avg": 0.001}
+    assert step_data(entry) == {"actor/pg_loss": -0.02, "critic/vf_loss": 3.1, "actor/pg_clipfrac": 0.05,
+                                "critic/score/mean": 0.4, "actor/lr": 1e-6, "policy/approxkl_avg": 0.001}
