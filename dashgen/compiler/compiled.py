@@ -196,6 +196,8 @@ class CompiledProject:
     notices: tuple[str, ...] = ()  # what the build adapted, for the user to know
     # (dashboard uid, panel title) -> why the metric source cannot show that panel, left out
     left_out: Mapping[tuple[str, str], str] = field(default_factory=dict)
+    # alert name -> the panel that shows its signal (dashgen/compiler/dashboards/alert_panels.py)
+    alert_panels: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def alerts(self) -> list[CompiledAlert]:

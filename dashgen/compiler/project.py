@@ -22,6 +22,7 @@ from dashgen.compiler.alerting.routing import alertmanager_config, check_routing
 from dashgen.compiler.rules.rule_files import compile_rules, load_rule_modules
 from dashgen.compiler.sections import deploy_sections
 from dashgen.compiler.queries.source_queries import SourceQueries
+from dashgen.compiler.dashboards.alert_panels import alert_panels
 from dashgen.compiler.dashboards.schema_validation import validate_dashboard
 from dashgen.config import Config, areas_of
 from dashgen.errors import BuildError
@@ -45,7 +46,7 @@ def compile_project(root: Path, config: Config) -> CompiledProject:
         notices.append(f"victoriametrics: true with source: {rules.source.name}: "
                        f"{rules.source.victoriametrics_caveat}")
     return CompiledProject(config, metrics, rules, dashboards, inhibitions, alertmanager_config(config, inhibitions),
-                           tuple(notices), dict(queries.left_out))
+                           tuple(notices), dict(queries.left_out), alert_panels(rules, dashboards))
 
 
 def compile_dashboards(root: Path, config: Config, rules: CompiledRules, queries: SourceQueries,

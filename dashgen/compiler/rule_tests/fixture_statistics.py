@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
+from typing import Mapping
 
 import yaml
 
@@ -150,35 +151,45 @@ def with_statistics(fixture: Path, served: ServedStatistics, interval: str) -> d
 DEFAULT_RUNBOOK_BASE = Config.runbook_base_url
 
 
-def follow_runbook_base(content: dict, base: str) -> bool:
-    """Rewrite, in place, each expected runbook_url of a fixture that points into dashgen's default
-    runbook so it points into `base`; whether any was."""
+def with_project_annotations(content: dict, base: str, derived: Mapping[str, Mapping[str, str]]) -> bool:
+    """Rewrite, in place, each alert a fixture expects to carry the annotations the project gives
+    it beyond what its module writes: the runbook link in the project's `base` where the fixture
+    expects dashgen's default, and the links to the panel showing it (`derived`, by alert name) where
+    the fixture does not state them. Whether any expectation changed."""
     changed = False
     for group in content.get("tests") or []:
         for case in (group.get("alert_rule_test") or []) if isinstance(group, dict) else []:
+            name = case.get("alertname") if isinstance(case, dict) else None
             for alert in (case.get("exp_alerts") or []) if isinstance(case, dict) else []:
                 annotations = alert.get("exp_annotations") if isinstance(alert, dict) else None
-                url = annotations.get("runbook_url") if isinstance(annotations, dict) else None
-                if isinstance(url, str) and url.startswith(f"{DEFAULT_RUNBOOK_BASE}#"):
+                if not isinstance(annotations, dict):
+                    continue
+                url = annotations.get("runbook_url")
+                if isinstance(url, str) and base != DEFAULT_RUNBOOK_BASE and url.startswith(f"{DEFAULT_RUNBOOK_BASE}#"):
                     annotations["runbook_url"] = base + url[len(DEFAULT_RUNBOOK_BASE):]
                     changed = True
+                for key, value in (derived.get(name) or {}).items():
+                    if key not in annotations:
+                        annotations[key] = value
+                        changed = True
     return changed
 
 
 def fixtures_with_statistics(fixtures: list[Path], statistics: ServedStatistics, rule_interval: str,
-                             folder: Path, runbook_base_url: str = DEFAULT_RUNBOOK_BASE) -> list[Path]:
+                             folder: Path, runbook_base_url: str = DEFAULT_RUNBOOK_BASE,
+                             derived: Mapping[str, Mapping[str, str]] | None = None) -> list[Path]:
     """The fixtures, each that reads a logged series' step windows without giving the exporter's
     statistics of it, or whose rule files hold rules its cases do not read, replaced by copies in
     `folder` that have them and load only the rules read: one copy, or one for each set of its
     test groups that read the same rules (fixture_rules.parts_with_rules_cut); `statistics`: those
     the project's rules read. The copies expect the project's own runbook links (`runbook_base_url`)
-    where a fixture expects dashgen's default, so a project that sets it keeps its fixtures as shipped."""
+    where a fixture expects dashgen's default, and the panel links of each alert (`derived`), so the
+    fixtures state only what the alert modules write."""
     out = []
     for fixture in fixtures:
         content = with_statistics(fixture, statistics, rule_interval)
         whole = content or yaml_mapping(fixture)
-        if whole is not None and runbook_base_url != DEFAULT_RUNBOOK_BASE and \
-                follow_runbook_base(whole, runbook_base_url) and content is None:
+        if whole is not None and with_project_annotations(whole, runbook_base_url, derived or {}) and content is None:
             whole["rule_files"] = [str((fixture.parent / rule_file).resolve())
                                    for rule_file in whole.get("rule_files") or []]
             content = whole

@@ -119,7 +119,7 @@ def render_kubernetes(project: CompiledProject) -> dict[str, str]:
     kubernetes = config.section(KubernetesSection)
     if not kubernetes.enabled:
         return {}
-    objects = [*_prometheus_rules(config, project.rules.files), *_dashboard_config_maps(config, project.dashboards),
+    objects = [*_prometheus_rules(config, project.rules.files, project.alert_panels), *_dashboard_config_maps(config, project.dashboards),
                _verl_monitor(config), *([_ray_monitor(config)] if kubernetes.ray_monitor else []),
                _alertmanager_config(config, project.routing)]
     names: dict[tuple[str, str], str] = {}
@@ -152,12 +152,12 @@ def _name(config: Config, suffix: str, source: str) -> str:
     return object_name(f"{config.section(KubernetesSection).name_prefix}-{suffix}", source)
 
 
-def _prometheus_rules(config: Config, rule_files: tuple[RuleFile, ...]) -> list[KubernetesObject]:
+def _prometheus_rules(config: Config, rule_files: tuple[RuleFile, ...], panels) -> list[KubernetesObject]:
     objects = []
     for rule_file in sorted(rule_files, key=lambda rule_file: rule_file.path):
         stem = rule_file.name
         source = f"alerts/{stem}.py"
-        groups = rule_file_model(rule_file, config)["groups"]
+        groups = rule_file_model(rule_file, config, panels)["groups"]
         for group in groups:
             for rule in group["rules"]:
                 if "alert" in rule:

@@ -9,7 +9,7 @@ Prometheus Operator (victoriametrics.py, kubernetes.py) are made from the same m
 from __future__ import annotations
 
 import textwrap
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 from dashgen.compiler.output.block_yaml import rule_yaml
 from dashgen.compiler.compiled import CompiledAlert, RecordingRule, RuleFile
@@ -20,17 +20,18 @@ from dashgen.config import Config
 
 if TYPE_CHECKING:
     from dashgen.compiler.compiled import CompiledProject
+    from dashgen.compiler.dashboards.alert_panels import AlertPanel
 
 PROMETHEUS_CONFIG = "prometheus/prometheus.yml"
 
 
 def render_rule_files(project: CompiledProject) -> dict[str, str]:
-    return rule_file_texts(project.rules.files, project.config)
+    return rule_file_texts(project.rules.files, project.config, project.alert_panels)
 
 
-def rule_file_texts(rule_files, config: Config) -> dict[str, str]:
-    """Each rule file's text (path under rendered/ -> text)."""
-    return {rule_file.path: rule_file_header(rule_file) + rule_yaml(rule_file_model(rule_file, config))
+def rule_file_texts(rule_files, config: Config, panels: Mapping[str, AlertPanel] | None = None) -> dict[str, str]:
+    """Each rule file's text (path under rendered/ -> text); `panels`: the panel each alert links to."""
+    return {rule_file.path: rule_file_header(rule_file) + rule_yaml(rule_file_model(rule_file, config, panels))
             for rule_file in rule_files}
 
 
@@ -38,14 +39,27 @@ def rule_file_header(rule_file: RuleFile) -> str:
     return f"# Rendered by `dashgen build` from {rule_file.origin}; do not edit.\n"
 
 
-def rule_file_model(rule_file: RuleFile, config: Config) -> dict[str, Any]:
+def rule_file_model(rule_file: RuleFile, config: Config,
+                    panels: Mapping[str, AlertPanel] | None = None) -> dict[str, Any]:
     """The file's groups as Prometheus' rule file YAML holds them (a new object at each call)."""
     return {"groups": [{"name": group.name, "interval": group.interval,
-                        "rules": [_rule_model(rule, config) for rule in group.rules]}
+                        "rules": [_rule_model(rule, config, panels or {}) for rule in group.rules]}
                        for group in rule_file.groups]}
 
 
-def _rule_model(rule: RecordingRule | CompiledAlert, config: Config) -> dict[str, Any]:
+def panel_annotations(name: str, config: Config, panels: Mapping[str, AlertPanel]) -> dict[str, str]:
+    """The annotations that link an alert to the panel showing its signal: Grafana's convention
+    (`__dashboardUid__`, `__panelId__`), and the panel's address where Grafana's is configured."""
+    panel = panels.get(name)
+    if panel is None:
+        return {}
+    links = {"__dashboardUid__": panel.uid, "__panelId__": str(panel.panel_id)}
+    if config.grafana_base_url:
+        links["dashboard_url"] = f"{config.grafana_base_url}/d/{panel.uid}?viewPanel={panel.panel_id}"
+    return links
+
+
+def _rule_model(rule: RecordingRule | CompiledAlert, config: Config, panels: Mapping[str, AlertPanel]) -> dict[str, Any]:
     if isinstance(rule, RecordingRule):
         return {"record": rule.record, "expr": rule.expr}
     alert = rule.definition
@@ -59,6 +73,7 @@ def _rule_model(rule: RecordingRule | CompiledAlert, config: Config) -> dict[str
         "summary": rule.summary.strip(),
         "description": textwrap.dedent(rule.description).strip(),
         "runbook_url": f"{config.runbook_base_url}#{runbook_anchor(alert.name)}",
+        **panel_annotations(alert.name, config, panels),
     }
     return model
 

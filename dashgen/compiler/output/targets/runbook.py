@@ -37,12 +37,24 @@ def _alerts_section(project: CompiledProject) -> str:
         alerts=[{"module": alert.module, "alert": alert.definition, "summary": alert.summary,
                  "sustained": alert.rule.sustain is not None, "expr": alert.rule.expr,
                  "anchor": runbook_anchor(alert.name), "losses": alert.losses,
-                 "windows": windows_in(alert.definition.condition, alert.definition.for_)}
+                 "windows": windows_in(alert.definition.condition, alert.definition.for_),
+                 "panel": _panel_text(project, alert.name)}
                 for alert in ordered],
         config=project.config, source=project.source,
         held_alerts=[alert.name for alert in ordered if compares_with_held_baseline(alert.definition)],
         unavailable=[{"module": alert.module, "alert": alert.definition, "why": alert.why,
                       "anchor": runbook_anchor(alert.name)} for alert in unavailable])
+
+
+def _panel_text(project: CompiledProject, name: str) -> str:
+    """Where the alert's signal is drawn, linked when Grafana's address is configured ('' if nowhere)."""
+    panel = project.alert_panels.get(name)
+    if panel is None:
+        return ""
+    title = next(d.definition.title for d in project.dashboards if d.uid == panel.uid)
+    text = f"{markdown_text(title)}, panel {markdown_text(panel.title)}"
+    base = project.config.grafana_base_url
+    return f"[{text}]({base}/d/{panel.uid}?viewPanel={panel.panel_id})" if base else text
 
 
 def _routing_section(project: CompiledProject) -> str:

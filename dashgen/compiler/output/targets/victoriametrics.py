@@ -79,7 +79,7 @@ def render_victoriametrics(project: CompiledProject) -> dict[str, str]:
         return {}
     out = {}
     for rule_file in sorted(project.rules.files, key=lambda rule_file: rule_file.path):
-        model = rule_file_model(rule_file, project.config)
+        model = rule_file_model(rule_file, project.config, project.alert_panels)
         for group in model["groups"]:
             group["rules"] = [kept for rule in group["rules"] for kept in held_alert(rule, group["interval"])]
         out[f"{VMALERT_RULES_DIR}/{rule_file.name}.yaml"] = rule_file_header(rule_file) + rule_yaml(model)
