@@ -29,6 +29,7 @@ from pathlib import Path
 import yaml
 
 from dashgen.formats.trl import SUMMARY_KEYS, TRL_KEYS
+from dashgen.formats.verl_console import console_records
 
 HERE = Path(__file__).resolve().parent
 
@@ -120,27 +121,9 @@ def merge(rows: dict, step: int, data: dict) -> None:
 
 
 def parse_verl_console(text: str, conv: dict) -> dict:
-    """verl console lines `step:N - key:value - key:value ...` (several lines per step merge)."""
-    rows: dict = {}
-    pattern = re.compile(r"(?:^|[\s)\]])step:(\d+) - (.*)$")
-    for line in text.splitlines():
-        line = ANSI.sub("", line).rstrip()
-        m = pattern.search(line)
-        if not m:
-            continue
-        step = int(m.group(1))
-        data = {}
-        for part in m.group(2).split(" - "):
-            key, sep, val = part.rpartition(":")
-            key = key.strip()
-            if not sep or not key or " " in key:
-                continue
-            value = number(val)
-            if value is not None:
-                data[key] = value
-        if data:
-            merge(rows, step, data)
-    return select_steps(rows, conv)
+    """verl console lines `step:N - key:value - key:value ...` (several lines per step merge), read
+    as dashgen reads a console log (dashgen/formats/verl_console.py)."""
+    return select_steps(dict(console_records(text.splitlines())), conv)
 
 
 def parse_ipynb_verl_console(text: str, conv: dict) -> dict:
