@@ -52,6 +52,21 @@ SUMMARY_KEYS = frozenset({"train_runtime", "train_loss", "train_samples_per_seco
 EVAL_PREFIX = "eval_"
 
 
+# transformers' reporting callbacks (W&B, TensorBoard) prefix a training log's keys with train/ and
+# an evaluation's with eval/ (eval_loss -> eval/loss).
+LOGGER_TRAIN, LOGGER_EVAL = "train/", "eval/"
+
+
+def logger_key(key: str) -> str:
+    """verl's key for a key as transformers' reporting callbacks log it (train/loss, eval/loss)."""
+    if key.startswith(LOGGER_EVAL):
+        return f"val-aux/{key[len(LOGGER_EVAL):]}"
+    if key.startswith(LOGGER_TRAIN):
+        key = key[len(LOGGER_TRAIN):]
+        return f"val-aux/{key[len(EVAL_PREFIX):]}" if key.startswith(EVAL_PREFIX) else TRL_KEYS.get(key, key)
+    return key
+
+
 def is_trainer_state(path: Path) -> bool:
     """Whether `path` holds a TRL/transformers trainer state: named `trainer_state.json`, or saved
     under another name (renamed to keep two runs apart) and known by its content. A step log's

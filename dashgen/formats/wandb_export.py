@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Iterator
 
 from dashgen.bounded_read import parse_nested
-from dashgen.formats.trl import EVAL_PREFIX, TRL_KEYS
+from dashgen.formats.trl import logger_key
 
 # Columns that number a row, most meaningful first.
 STEP_KEYS = ("training/global_step", "train/global_step", "_step", "Step", "step")
-TRL_STEP, TRL_TRAIN, TRL_EVAL = "train/global_step", "train/", "eval/"
+TRL_STEP = "train/global_step"
 # Step columns that are no logged value (verl's training/global_step is one: it stays in the data).
 _NOT_DATA = frozenset({"_step", "Step", "step", TRL_STEP})
 _PANEL_EXTREMES = ("__MIN", "__MAX")
@@ -80,19 +80,6 @@ def _rows(path: Path) -> list[dict]:
     return rows
 
 
-def _key(key: str, trl: bool) -> str:
-    if not trl:
-        return key
-    if key.startswith(TRL_EVAL):
-        return f"val-aux/{key[len(TRL_EVAL):]}"
-    if key.startswith(TRL_TRAIN):
-        key = key[len(TRL_TRAIN):]
-        if key.startswith(EVAL_PREFIX):
-            return f"val-aux/{key[len(EVAL_PREFIX):]}"
-        return TRL_KEYS.get(key, key)
-    return key
-
-
 def step_records(rows: list[dict]) -> list[tuple[int, dict[str, float]]]:
     """(step, values) per step, in step order."""
     keys = set().union(*rows) if rows else set()
@@ -105,7 +92,7 @@ def step_records(rows: list[dict]) -> list[tuple[int, dict[str, float]]]:
         step = _number(row.get(step_key))
         if step is None or not math.isfinite(step):
             continue  # a row of another cadence (an evaluation logged without the training step)
-        values = {_key(key, trl): value for key, raw in row.items()
+        values = {(logger_key(key) if trl else key): value for key, raw in row.items()
                   if isinstance(key, str) and not key.startswith("_") and key not in _NOT_DATA
                   and (value := _number(raw)) is not None}
         if values:

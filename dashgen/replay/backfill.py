@@ -41,7 +41,7 @@ from dashgen.promtool import run_promtool
 from dashgen.records import record
 from dashgen.runtime.log_follower import MAX_LINE_BYTES, run_from_path
 from dashgen.formats.rounding import line_rounding
-from dashgen.formats import trl, verl_console, wandb_export
+from dashgen.formats import tensorboard_events, trl, verl_console, wandb_export
 from dashgen.formats.trl import is_trainer_state
 from dashgen.sources.expected_keys import NeverLogged
 from dashgen.sources.series_arrival import SeriesArrival, logged_series
@@ -247,8 +247,10 @@ def read_run(path: Path, labels: dict[str, str], timing: Timing, export_unknown:
 @contextmanager
 def _run_lines(path: Path) -> Iterator[Iterator[bytes | None]]:
     """The run's step-log lines: verl's JSONL as written, or another record of a run as such lines
-    (a TRL trainer_state.json, a W&B history export, verl's console log: each known by its content)."""
-    converted = (trl if is_trainer_state(path) else wandb_export if wandb_export.is_wandb_export(path)
+    (a TRL trainer_state.json, a TensorBoard event file, a W&B history export, verl's console log:
+    each known by its content)."""
+    converted = (trl if is_trainer_state(path) else tensorboard_events if tensorboard_events.is_tensorboard_events(path)
+                 else wandb_export if wandb_export.is_wandb_export(path)
                  else verl_console if verl_console.is_console_log(path) else None)
     if converted is not None:
         try:
