@@ -187,6 +187,18 @@ class StabilityConfig(AreaConfig, area="stability"):
     reference_kl_noise_z: NonNegative = 5.0
     # How long the rise must hold before VerlReferenceKLBlowUp fires.
     reference_kl_for: Duration = "1m"
+    # VerlEntropyExplosion also fires, before entropy's noise can be read, when its median of the
+    # last entropy_explosion_fast_steps is this multiple of its level before the rise (10x), by at
+    # least entropy_explosion_fast_min_rise nats: the spread needs three logged values before the
+    # window, which a run logged every 5th step (a minute of its clock per window) has only at its
+    # 7th line, while its entropy climbs 0.24, 2.8, 3.5 on lines 3-5
+    # (bench/realruns/trl-qwen25-7b-gsm8k-grpo-rho030-entropy-blowup). Twice the largest such
+    # multiple of a healthy run of the corpus (5x, 0.53 nats: rho100-seed44-cap-excursion).
+    entropy_explosion_fast_factor: Factor = 10.0
+    # The steps of that median: two high of three, so one odd step is no explosion.
+    entropy_explosion_fast_steps: StepCount = 3
+    # The least rise in nats for it: three times the largest of a healthy run of the corpus (0.53).
+    entropy_explosion_fast_min_rise: NonNegative = 1.5
     # Non-finite steps that verl skipped: more than this many within the last nonfinite_steps logged
     # steps warns (VerlNonFiniteSteps); a single one is VerlNonFiniteStep, an info.
     nonfinite_rate_max: NonNegative = 3
@@ -359,11 +371,15 @@ def rules(config: Config) -> list[RuleGroup]:
         ),
     )
     explosion_steps, explosion_over = steps(tunables.entropy_explosion_steps), steps(tunables.entropy_explosion_over_steps)
+    entropy_before_rise = Baseline.quietest(entropy_median, over=explosion_over)
+    fast_steps, fast_factor = steps(tunables.entropy_explosion_fast_steps), tunables.entropy_explosion_fast_factor
     entropy_explosion = Alert.when(
         "VerlEntropyExplosion",
-        ENTROPY.median_over(explosion_steps).rises_by(
-            tunables.entropy_explosion_factor - 1, of=Baseline.quietest(entropy_median, over=explosion_over),
-            at_least=tunables.entropy_explosion_min_rise, beyond_noise=tunables.entropy_explosion_noise_z),
+        any_of(ENTROPY.median_over(explosion_steps).rises_by(
+                   tunables.entropy_explosion_factor - 1, of=entropy_before_rise,
+                   at_least=tunables.entropy_explosion_min_rise, beyond_noise=tunables.entropy_explosion_noise_z),
+               ENTROPY.median_over(fast_steps).rises_by(
+                   fast_factor - 1, of=entropy_before_rise, at_least=tunables.entropy_explosion_fast_min_rise)),
         for_=tunables.entropy_explosion_for,
         keep_firing_for=config.warning_keep_firing_for,
         severity=Severity.WARNING,
@@ -371,14 +387,18 @@ def rules(config: Config) -> list[RuleGroup]:
         description=(f"Run {RUN_NAME}: the median of actor/entropy over its last {explosion_steps} is {VALUE}, above "
                      f"{tunables.entropy_explosion_factor:g}x its lowest {entropy_median} median within the last "
                      f"{explosion_over}, by at least {tunables.entropy_explosion_min_rise:g} nats and beyond "
-                     f"{tunables.entropy_explosion_noise_z:g} standard errors of its step-to-step noise."),
+                     f"{tunables.entropy_explosion_noise_z:g} standard errors of its step-to-step noise; or its "
+                     f"median over its last {fast_steps} is above {fast_factor:g}x that level, by at least "
+                     f"{tunables.entropy_explosion_fast_min_rise:g} nats."),
         meaning="The opposite failure of a collapse: the policy's token distribution flattens, responses fill "
                 "with noise and run to the length cap, and the reward falls. Usually an update that left the "
                 "trust region (learning rate, stale rollouts, a numerics problem between the rollout engine "
                 "and the trainer).",
         healthy_runs=("Entropy rises a little as a run explores and swings across orders of magnitude in "
                       "small-batch runs: it needs the 5-step median 3x above the lowest 10-step median of the last "
-                      "200 steps, by a whole nat, and beyond 5 standard errors of its step-to-step spread."),
+                      "200 steps, by a whole nat, and beyond 5 standard errors of its step-to-step spread; or, "
+                      "before that spread can be read (three logged values before the window), the 3-step median "
+                      "10x that level and 1.5 nats above it (a healthy run of the corpus: at most 5x and 0.53 nats)."),
         next_steps=(
             "Check the response length and its clip ratio, and read a few recent responses.",
             "Compare the rollout engine's and the trainer's log-probs (a mismatch after a version change), "
