@@ -187,6 +187,26 @@ class StabilityConfig(AreaConfig, area="stability"):
     reference_kl_noise_z: NonNegative = 5.0
     # How long the rise must hold before VerlReferenceKLBlowUp fires.
     reference_kl_for: Duration = "1m"
+    # VerlEntropyExplosion also fires, before entropy's noise can be read, when its median of the
+    # last entropy_explosion_fast_steps is this multiple of its level before the rise (10x), by at
+    # least entropy_explosion_fast_min_rise nats: the spread needs three logged values before the
+    # window, which a run logged every 5th step (a minute of its clock per window) has only at its
+    # 7th line, while its entropy climbs 0.24, 2.8, 3.5 on lines 3-5
+    # (bench/realruns/trl-qwen25-7b-gsm8k-grpo-rho030-entropy-blowup). Twice the largest such
+    # multiple of a healthy run of the corpus (5x, 0.53 nats: rho100-seed44-cap-excursion).
+    entropy_explosion_fast_factor: Factor = 10.0
+    # The steps of that median: two high of three, so one odd step is no explosion.
+    entropy_explosion_fast_steps: StepCount = 3
+    # The least rise in nats for it: 1.4x the largest of a healthy run of the corpus (0.53), and below
+    # the slower branch's entropy_explosion_min_rise, so that a 10x rise of a small entropy (0.08 to 0.8)
+    # fires by this branch alone.
+    entropy_explosion_fast_min_rise: NonNegative = 0.75
+    # Once firing, VerlGradNormExplosion stays firing while the grad norm's median of the last
+    # grad_norm_explosion_steps is still this multiple of its level before the rise (3x), and
+    # resolves once it is not: a spike that has passed. Kept firing 15 minutes instead, two spikes
+    # of 15 against 2 at steps 34-35 of a 57 s step hid the blow-up that began at step 41 for 21
+    # steps (bench/realruns/custom-qwen25math-15b-grpo-offpolicy-e2-tb256-200-gradnorm-blowup).
+    grad_norm_explosion_sustain_factor: Factor = 3.0
     # Non-finite steps that verl skipped: more than this many within the last nonfinite_steps logged
     # steps warns (VerlNonFiniteSteps); a single one is VerlNonFiniteStep, an info.
     nonfinite_rate_max: NonNegative = 3
@@ -359,11 +379,15 @@ def rules(config: Config) -> list[RuleGroup]:
         ),
     )
     explosion_steps, explosion_over = steps(tunables.entropy_explosion_steps), steps(tunables.entropy_explosion_over_steps)
+    entropy_before_rise = Baseline.quietest(entropy_median, over=explosion_over)
+    fast_steps, fast_factor = steps(tunables.entropy_explosion_fast_steps), tunables.entropy_explosion_fast_factor
     entropy_explosion = Alert.when(
         "VerlEntropyExplosion",
-        ENTROPY.median_over(explosion_steps).rises_by(
-            tunables.entropy_explosion_factor - 1, of=Baseline.quietest(entropy_median, over=explosion_over),
-            at_least=tunables.entropy_explosion_min_rise, beyond_noise=tunables.entropy_explosion_noise_z),
+        any_of(ENTROPY.median_over(explosion_steps).rises_by(
+                   tunables.entropy_explosion_factor - 1, of=entropy_before_rise,
+                   at_least=tunables.entropy_explosion_min_rise, beyond_noise=tunables.entropy_explosion_noise_z),
+               ENTROPY.median_over(fast_steps).rises_by(
+                   fast_factor - 1, of=entropy_before_rise, at_least=tunables.entropy_explosion_fast_min_rise)),
         for_=tunables.entropy_explosion_for,
         keep_firing_for=config.warning_keep_firing_for,
         severity=Severity.WARNING,
@@ -371,14 +395,18 @@ def rules(config: Config) -> list[RuleGroup]:
         description=(f"Run {RUN_NAME}: the median of actor/entropy over its last {explosion_steps} is {VALUE}, above "
                      f"{tunables.entropy_explosion_factor:g}x its lowest {entropy_median} median within the last "
                      f"{explosion_over}, by at least {tunables.entropy_explosion_min_rise:g} nats and beyond "
-                     f"{tunables.entropy_explosion_noise_z:g} standard errors of its step-to-step noise."),
+                     f"{tunables.entropy_explosion_noise_z:g} standard errors of its step-to-step noise; or its "
+                     f"median over its last {fast_steps} is above {fast_factor:g}x that level, by at least "
+                     f"{tunables.entropy_explosion_fast_min_rise:g} nats."),
         meaning="The opposite failure of a collapse: the policy's token distribution flattens, responses fill "
                 "with noise and run to the length cap, and the reward falls. Usually an update that left the "
                 "trust region (learning rate, stale rollouts, a numerics problem between the rollout engine "
                 "and the trainer).",
         healthy_runs=("Entropy rises a little as a run explores and swings across orders of magnitude in "
                       "small-batch runs: it needs the 5-step median 3x above the lowest 10-step median of the last "
-                      "200 steps, by a whole nat, and beyond 5 standard errors of its step-to-step spread."),
+                      "200 steps, by a whole nat, and beyond 5 standard errors of its step-to-step spread; or, "
+                      "before that spread can be read (three logged values before the window), the 3-step median "
+                      "10x that level and 0.75 nats above it (a healthy run of the corpus: at most 5x and 0.53 nats)."),
         next_steps=(
             "Check the response length and its clip ratio, and read a few recent responses.",
             "Compare the rollout engine's and the trainer's log-probs (a mismatch after a version change), "
@@ -392,13 +420,18 @@ def rules(config: Config) -> list[RuleGroup]:
         GRAD_NORM.median_over(grad_steps).rises_by(
             tunables.grad_norm_explosion_factor - 1, of=grad_level, at_least=tunables.grad_norm_explosion_min_rise,
             beyond_noise=tunables.grad_norm_explosion_noise_z),
-        keep_firing_for=config.warning_keep_firing_for,
+        # Against the level held from before the fault (the lowest median of grad_over steps, read back
+        # baseline_hold_window): a lasting fault, which the quietest level of the last 100 steps takes in
+        # within 150 s at 1.5 s a step, stays firing.
+        keep_firing_while=GRAD_NORM.median_over(grad_steps).rises_by(
+            tunables.grad_norm_explosion_sustain_factor - 1, of=Baseline.held(of=Baseline(grad_over, ending=grad_steps))),
         severity=Severity.WARNING,
         summary="The gradient norm exploded far above its own level: the update is becoming unstable.",
         description=(f"Run {RUN_NAME}: the median of actor/grad_norm over its last {grad_steps} is {VALUE}, above "
                      f"{tunables.grad_norm_explosion_factor:g}x its lowest {grad_level.window} median within the last "
                      f"{grad_over}, by at least {tunables.grad_norm_explosion_min_rise:g} and beyond "
-                     f"{tunables.grad_norm_explosion_noise_z:g} standard errors of its noise."),
+                     f"{tunables.grad_norm_explosion_noise_z:g} standard errors of its noise. It resolves once "
+                     f"that median is back below {tunables.grad_norm_explosion_sustain_factor:g}x the level."),
         meaning="Gradients an order of magnitude above the run's own quiet level, for several steps: the loss "
                 "surface has turned steep (an off-policy batch, a learning rate too high for this phase, "
                 "unclipped ratios, a numerics problem). The clip keeps each update bounded, and validation may "
@@ -406,7 +439,8 @@ def rules(config: Config) -> list[RuleGroup]:
                 "(VerlTrainingDivergence).",
         healthy_runs=("Healthy PPO grad norms move between 0.2 and 70 and spike for a step: it needs the 3-step "
                       "median 10x above the lowest 10-step median of the last 100 steps, by at least 10, and beyond "
-                      "5 standard errors of its step-to-step spread."),
+                      "5 standard errors of its step-to-step spread, and resolves as soon as that median is back "
+                      "below 3x the level: a spike that passed is no reason to keep warning."),
         next_steps=(
             "Compare with PPO KL, the clip fraction and entropy on the Training stability row.",
             "Lower the learning rate or tighten the clip ratio; resume from the checkpoint before the rise "

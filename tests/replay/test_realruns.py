@@ -50,8 +50,6 @@ OPEN_ON_TUNE: dict[str, str] = {
     "custom-qwen25math-15b-grpo-masked-normalize-200":
         "the fall to 35-65-token responses on steps 4-13, with reward and validation rising, warns as a length collapse",
     # The spent holdout, in tune since issue 52: what it missed or paged when it moved.
-    "trl-qwen25-7b-gsm8k-grpo-rho030-entropy-blowup":
-        "entropy 0.65 -> 1.44 -> 2.0 within a few logged steps (every 5th step) warns at 40, the window's last step",
     "trl-qwen25-7b-gsm8k-grpo-rho100-seed43-entropy-blowup":
         "the entropy rise from 25 warns at 40, after the window",
     "unsloth-gemma3-1b-quantqa-grpo-answer-never-pays":
