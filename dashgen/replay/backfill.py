@@ -244,14 +244,24 @@ def read_run(path: Path, labels: dict[str, str], timing: Timing, export_unknown:
     return run
 
 
+def recorded_format(path: Path):
+    """The reader of a record of a run that is not verl's JSONL step log (a TRL trainer_state.json,
+    a TensorBoard event file, a W&B history export, verl's console log), known by its content;
+    None for a step log or anything else."""
+    for reader, recognises in ((trl, is_trainer_state), (tensorboard_events, tensorboard_events.is_tensorboard_events),
+                               (wandb_export, wandb_export.is_wandb_export),
+                               (verl_console, verl_console.is_console_log)):
+        if recognises(path):
+            return reader
+    return None
+
+
 @contextmanager
 def _run_lines(path: Path) -> Iterator[Iterator[bytes | None]]:
     """The run's step-log lines: verl's JSONL as written, or another record of a run as such lines
     (a TRL trainer_state.json, a TensorBoard event file, a W&B history export, verl's console log:
     each known by its content)."""
-    converted = (trl if is_trainer_state(path) else tensorboard_events if tensorboard_events.is_tensorboard_events(path)
-                 else wandb_export if wandb_export.is_wandb_export(path)
-                 else verl_console if verl_console.is_console_log(path) else None)
+    converted = recorded_format(path)
     if converted is not None:
         try:
             yield converted.step_log_lines(path)

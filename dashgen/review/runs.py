@@ -21,6 +21,7 @@ import yaml
 from dashgen.bounded_read import TooLarge, parse_nested, read_bounded
 from dashgen.errors import BuildError
 from dashgen.records import record
+from dashgen.replay.backfill import recorded_format
 
 RUN_FILE = "run.yaml"
 # A label file is a few hundred bytes of hand-written YAML: these bounds refuse what no one writes
@@ -93,12 +94,28 @@ def _is_run_folder(folder: Path) -> bool:
     return any((folder / name).is_file() for name in (*STEP_LOGS, RUN_FILE))
 
 
+def _step_log(folder: Path) -> Path | None:
+    """The folder's record of the run: steps.jsonl or trainer_state.json, else the one other file
+    that holds a run in a format dashgen reads (a console log, a TensorBoard event file, a W&B
+    export), known by its content."""
+    named = next((folder / name for name in STEP_LOGS if (folder / name).is_file()), None)
+    if named is not None:
+        return named
+    others = sorted(path for path in folder.iterdir() if path.name != RUN_FILE and path.is_file()
+                    and not path.name.startswith(".") and recorded_format(path) is not None)
+    if len(others) > 1:
+        raise BuildError(f"{folder}: {len(others)} records of a run in it ({', '.join(p.name for p in others)}); "
+                         f"keep one, or name it steps.jsonl")
+    return others[0] if others else None
+
+
 def read_run_folder(folder: Path) -> LabelledRun:
     """The run in `folder`; BuildError naming the file for a run.yaml that is not right."""
-    steps = next((folder / name for name in STEP_LOGS if (folder / name).is_file()), None)
+    steps = _step_log(folder)
     meta_path = folder / RUN_FILE
     if steps is None:
-        raise BuildError(f"{meta_path}: the run has no step log beside it ({' or '.join(STEP_LOGS)})")
+        raise BuildError(f"{meta_path}: the run has no step log beside it ({' or '.join(STEP_LOGS)}, or a "
+                         f"console log, TensorBoard event file or W&B export)")
     if meta_path.is_symlink() and not meta_path.exists():
         raise BuildError(f"{meta_path}: a symlink to nothing ({meta_path.readlink()}); the run's labels are lost")
     if meta_path.exists() and not meta_path.is_file():

@@ -146,3 +146,16 @@ def test_a_resumed_runs_replayed_steps_do_not_lengthen_the_catch_window(tmp_path
     result = judged(run, outcome)
     assert result.logged_steps == list(range(1, 31))
     assert result.caught_by is not None and result.latency_steps == 10
+
+
+def test_a_run_folder_may_hold_its_run_as_a_console_log_or_another_record(tmp_path):
+    folder = tmp_path / "console-run"
+    folder.mkdir()
+    (folder / "run.yaml").write_text("verdict: healthy\n")
+    (folder / "output.log").write_text("(TaskRunner pid=1) step:1 - actor/pg_loss:0.1\n")
+    (folder / "notes.txt").write_text("what we saw\n")
+    [run] = find_runs([tmp_path])
+    assert run.steps_path == folder / "output.log" and run.verdict is Verdict.HEALTHY
+    (folder / "rows.json").write_text('[{"_step": 1, "actor/pg_loss": 0.1}]')
+    with pytest.raises(BuildError, match="2 records of a run in it \\(output.log, rows.json\\)"):
+        find_runs([tmp_path])
