@@ -137,7 +137,7 @@ def _check_plot_path(path: Path) -> None:
 
 
 @click.command()
-@click.argument("run_path", metavar="RUN.jsonl", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("run_path", metavar="RUN.jsonl", type=click.Path(exists=True, path_type=Path))
 @click.option("--tsdb", "tsdb_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Folder for the blocks: a Prometheus data directory (read at its next block reload) or a new one.")
 @_timing_options
@@ -188,7 +188,7 @@ def backfill(run_path: Path, tsdb_dir: Path, start: str | None, scrape_interval:
 
 @click.command()
 @click.argument("run_paths", metavar="RUN.jsonl...", nargs=-1, required=True,
-                type=click.Path(exists=True, dir_okay=False, path_type=Path))
+                type=click.Path(exists=True, path_type=Path))
 @root_option
 @config_option
 @_timing_options
@@ -233,7 +233,7 @@ PREVIEW_START = "2025-01-01T00:00:00Z"
 
 
 @click.command()
-@click.argument("run_path", metavar="[RUN.jsonl]", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("run_path", metavar="[RUN.jsonl]", required=False, type=click.Path(path_type=Path))
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Folder for one <dashboard uid>.png per dashboard. Default: rendered/preview/ of the project.")
 @click.option("--strict", is_flag=True,
@@ -270,7 +270,7 @@ def preview(run_path: Path | None, out_dir: Path | None, strict: bool, allow_emp
     config = replayed_config(load_config(config_path, root))
     project = compile_project(root, config)
     run_path = run_path or _default_preview_run(root)
-    if not run_path.is_file():
+    if not run_path.exists():
         raise BuildError(f"{run_path}: no such step log; give a verl run's JSONL (dashgen preview RUN.jsonl)")
     out_dir = out_dir or root / RENDERED / PREVIEW
     _writable_folder(out_dir, "--out")

@@ -41,7 +41,7 @@ from dashgen.promtool import run_promtool
 from dashgen.records import record
 from dashgen.runtime.log_follower import MAX_LINE_BYTES, run_from_path
 from dashgen.formats.rounding import line_rounding
-from dashgen.formats import tensorboard_events, trl, verl_console, wandb_export
+from dashgen.formats import mlflow_store, tensorboard_events, trl, verl_console, wandb_export
 from dashgen.formats.trl import is_trainer_state
 from dashgen.sources.expected_keys import NeverLogged
 from dashgen.sources.series_arrival import SeriesArrival, logged_series
@@ -153,8 +153,10 @@ def read_run(path: Path, labels: dict[str, str], timing: Timing, export_unknown:
     `keep` limits the values held to these metric names (a long run's other keys cost memory).
     `step_statistics`: computed at each step as the exporter computes them.
     """
-    if path.exists() and not path.is_file():  # a FIFO would block the read until someone writes to it
-        raise BuildError(f"{path}: not a regular file; give verl's step log as written by its file logger")
+    if path.exists() and not path.is_file() and not mlflow_store.is_mlflow_run(path):
+        # a FIFO would block the read until someone writes to it
+        raise BuildError(f"{path}: not a regular file; give verl's step log as written by its file logger (or a "
+                         f"console log, a TensorBoard event file, a W&B export, an MLflow run's folder)")
     run = RecordedRun(path, labels, end_kind=timing.end, step_windows_digest=step_statistics.digest)
     mapper = StepMapper(catalog, export_unknown=export_unknown)
     streak = NonFiniteStreak()
@@ -248,7 +250,8 @@ def recorded_format(path: Path):
     """The reader of a record of a run that is not verl's JSONL step log (a TRL trainer_state.json,
     a TensorBoard event file, a W&B history export, verl's console log), known by its content;
     None for a step log or anything else."""
-    for reader, recognises in ((trl, is_trainer_state), (tensorboard_events, tensorboard_events.is_tensorboard_events),
+    for reader, recognises in ((mlflow_store, mlflow_store.is_mlflow_run), (trl, is_trainer_state),
+                               (tensorboard_events, tensorboard_events.is_tensorboard_events),
                                (wandb_export, wandb_export.is_wandb_export),
                                (verl_console, verl_console.is_console_log)):
         if recognises(path):
@@ -259,8 +262,8 @@ def recorded_format(path: Path):
 @contextmanager
 def _run_lines(path: Path) -> Iterator[Iterator[bytes | None]]:
     """The run's step-log lines: verl's JSONL as written, or another record of a run as such lines
-    (a TRL trainer_state.json, a TensorBoard event file, a W&B history export, verl's console log:
-    each known by its content)."""
+    (a TRL trainer_state.json, a TensorBoard event file, a W&B history export, verl's console log, an
+    MLflow run's folder: each known by its content)."""
     converted = recorded_format(path)
     if converted is not None:
         try:
