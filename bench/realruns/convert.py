@@ -15,7 +15,6 @@ the key mappings are below. A malformed input is one error naming the file and w
 from __future__ import annotations
 
 import argparse
-import ast
 import csv
 import hashlib
 import html
@@ -29,6 +28,7 @@ from pathlib import Path
 import yaml
 
 from dashgen.formats.trl import SUMMARY_KEYS, TRL_KEYS
+from dashgen.formats.trl_console import printed_dicts
 from dashgen.formats.verl_console import console_records
 
 HERE = Path(__file__).resolve().parent
@@ -260,22 +260,6 @@ def parse_trl_log_history(text: str, conv: dict) -> dict:
     return _trl_history(json_of(text, list, "a list of log entries"), conv)
 
 
-def _literal_dicts(text: str) -> list[dict]:
-    """Python dict reprs `{'loss': ...}` printed by transformers' console logger, in order."""
-    out = []
-    for m in re.finditer(r"\{'[^{}]*\}", text.replace("\r", "\n")):
-        chunk = m.group(0).replace("\n", " ")
-        # bare nan / inf are not literals: quote them, number() reads them back
-        chunk = re.sub(r"(?<![\w'.])(-?)(nan|inf)\b", lambda x: "'%s%s'" % (x.group(1), x.group(2)), chunk)
-        try:
-            value = ast.literal_eval(chunk)
-        except (ValueError, SyntaxError):
-            continue
-        if isinstance(value, dict):
-            out.append(value)
-    return out
-
-
 def parse_trl_console_dicts(text: str, conv: dict) -> dict:
     """transformers' printed log dicts; they carry no step. The n-th training dict (counting
     from 1) is step first_step + (n - first_dict) * logging_steps, or, where run.yaml gives
@@ -289,7 +273,7 @@ def parse_trl_console_dicts(text: str, conv: dict) -> dict:
     rows: dict = {}
     n = 0
     last = None
-    for entry in _literal_dicts(text):
+    for entry in printed_dicts(text):
         if is_summary(entry):
             continue
         if any(k.startswith("eval_") for k in entry):
@@ -383,7 +367,7 @@ def parse_swift_jsonl(text: str, conv: dict) -> dict:
         try:
             entry = json.loads(line)
         except ValueError:
-            found = _literal_dicts(line)
+            found = printed_dicts(line)
             if not found:
                 continue
             entry = found[0]

@@ -41,7 +41,7 @@ from dashgen.promtool import run_promtool
 from dashgen.records import record
 from dashgen.runtime.log_follower import MAX_LINE_BYTES, run_from_path
 from dashgen.formats.rounding import line_rounding
-from dashgen.formats import mlflow_store, tensorboard_events, trl, verl_console, wandb_export
+from dashgen.formats import mlflow_store, tensorboard_events, trl, trl_console, verl_console, wandb_export
 from dashgen.formats.trl import is_trainer_state
 from dashgen.sources.expected_keys import NeverLogged
 from dashgen.sources.series_arrival import SeriesArrival, logged_series
@@ -253,7 +253,7 @@ def recorded_format(path: Path):
     for reader, recognises in ((mlflow_store, mlflow_store.is_mlflow_run), (trl, is_trainer_state),
                                (tensorboard_events, tensorboard_events.is_tensorboard_events),
                                (wandb_export, wandb_export.is_wandb_export),
-                               (verl_console, verl_console.is_console_log)):
+                               (verl_console, verl_console.is_console_log), (trl_console, trl_console.is_trl_console)):
         if recognises(path):
             return reader
     return None
