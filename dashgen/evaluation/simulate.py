@@ -14,7 +14,10 @@ step: a reward that jumps across its range, zero reward std and grad norm on man
 entropy that swings by orders of magnitude), a console log's rounding, steps of an hour, and
 faults present from the first logged line, growing slowly, or after hundreds of quiet steps; and
 a small-batch run that learns its data (every completion right, so no gradient on nearly every
-step) beside its twin whose completions all fail.
+step) beside its twin whose completions all fail. Issue 52 adds a batch of a few prompt groups
+(each group alike or not on its own, a share of its completions cut at a short cap), a loss of a
+level of its own that blows up, a run truncated at a high share from its first step, a log
+without some keys, and a run whose policy samples uniformly from its vocabulary.
 
 Everything is drawn from `random.Random(seed)`: the same spec writes the same file.
 """
@@ -61,8 +64,15 @@ class SmallBatch:
     entropy_range: tuple[float, float] = (0.001, 1.0)  # each step's entropy, log-uniform within it
     response_tokens: float = 40.0
     # Logs TRL's frac_reward_zero_std: the share of the step's groups whose completions all scored
-    # alike (one group a step here, so 0 or 1).
+    # alike (0 or 1 for one group a step).
     logs_zero_std_share: bool = False
+    # Prompt groups a step, each of `completions`; each group's completions all score alike on
+    # `zero_std_share` of the steps, so only a step whose every group is alike has no update.
+    prompts: int = 1
+    # With more than one prompt: the share of completions cut at `length_cap`, for a typical
+    # prompt; a prompt's own share is log-normal about it (a hard prompt has many cut, most none).
+    truncated_share: float = 0.0
+    length_cap: float = 2048.0  # tokens: the simulated verl runs' RESPONSE_CAP unless the run sets a shorter one
 
 
 @record
@@ -92,6 +102,12 @@ class RunSpec:
     # Logs training/rollout_probs_diff_* at a healthy bf16 level, as verl does by default since
     # rollout.calculate_log_probs became True; False for a log of another trainer (TRL, Unsloth).
     rollout_gap: bool = True
+    loss_level: float = 0.0  # the policy loss's healthy level (a hand-written loop's may sit above 0)
+    loss_noise: float = 0.02  # ... and its step-to-step noise
+    # None: about 1% of responses cut at the length cap. A share: the run's healthy share from its
+    # first step (an agent run's setup), each step's drawn over BATCH_RESPONSES responses.
+    clip_ratio_level: float | None = None
+    unlogged: tuple[str, ...] = ()  # keys the run's logger does not write (a table without a column)
 
     @property
     def end(self) -> str:
@@ -193,6 +209,16 @@ LATE_EXPLOSION_CLIPFRAC, LATE_EXPLOSION_TOKENS = 0.7, 4.0
 # reward once the fault has developed; TRL's frac_reward_zero_std near 1 in runs that learned their data.
 # reward_collapse: every step (a public CS336 run of 256 rollouts a step: every one 0 from step 15 on).
 ALL_ALIKE_SHARE = 0.95
+BATCH_RESPONSES = 512  # a large batch's responses a step (perf/total_num_tokens counts 512 of them)
+# loss_explosion: the loss's magnitude from `at` on, on this share of the steps (log-uniform between
+# the bounds; the others at its healthy level): a hand-written GRPO loop's loss from a median of 0.18
+# to 1e6-4.5e7 while its reward held (issue 52); the CS336 loop's unclipped off-policy run alternates
+# so between 1e-3 and 1e2-3e8 (bench/realruns/custom-qwen25math-15b-grpo-offpolicy-e2-tb256-200-gradnorm-blowup).
+LOSS_EXPLOSION_LOW, LOSS_EXPLOSION_HIGH, LOSS_EXPLOSION_SHARE = 1e6, 4.5e7, 0.8
+# destroyed: entropy rises to the log of Qwen2.5's 151,936-token vocabulary (11.93 nats, a uniform
+# policy: issue 52's destroyed run at 11.9), geometrically over `speed` steps; the reward to 0 and
+# every response to the length cap.
+DESTROYED_VOCABULARY_TOKENS = 151_936
 
 
 @record(frozen=False)
@@ -254,7 +280,7 @@ def step_data(spec: RunSpec, step: int, rng: random.Random, reward: _Reward) -> 
         "actor/ppo_kl": kl,
         "actor/grad_norm": grad_norm,
         "actor/entropy": entropy,
-        "actor/pg_loss": noise.heavy(0.02),
+        "actor/pg_loss": spec.loss_level + noise.heavy(spec.loss_noise),
         "actor/pg_clipfrac": 0.002 + kl * 0.5,
         "critic/score/mean": score,
         "critic/score/min": -1.0 if spec.signed_reward else 0.0,
@@ -278,17 +304,25 @@ def step_data(spec: RunSpec, step: int, rng: random.Random, reward: _Reward) -> 
     if step % CHECKPOINT_EVERY == 0:
         data["timing_s/save_checkpoint"] = 60.0 * noise.lognormal(0.1)
         data["timing_s/step"] += data["timing_s/save_checkpoint"]
-    if spec.small_batch is not None:
+    if spec.clip_ratio_level is not None:
+        data["response_length/clip_ratio"] = spec.clip_ratio_level  # the share expected; drawn below
+    if spec.small_batch is not None and spec.small_batch.prompts > 1:
+        _grouped_batch(spec.small_batch, data, noise, reward.levels[step])
+    elif spec.small_batch is not None:
         _small_batch(spec.small_batch, data, noise, reward.levels[step])
     if step in spec.isolated_nan_steps:
         data["actor/grad_norm"] = None  # verl's file logger writes NaN as null
     for fault in spec.faults:
         if step >= fault.at and (fault.until is None or step < fault.until):
             _apply(fault, step, data, spec)
-    if spec.small_batch is not None and spec.small_batch.logs_zero_std_share:
+    if spec.small_batch is not None and spec.small_batch.logs_zero_std_share and spec.small_batch.prompts == 1:
         data["frac_reward_zero_std"] = float(data["critic/score/std"] == 0)
+    if spec.clip_ratio_level is not None:
+        _draw_truncation(spec, step, data)
     if not spec.timed:
         del data["timing_s/step"]
+    for key in spec.unlogged:
+        data.pop(key, None)
     if spec.console_decimals is not None:
         data = {key: round(value, spec.console_decimals) if isinstance(value, float) else value
                 for key, value in data.items()}
@@ -330,6 +364,57 @@ def _small_batch(shape: SmallBatch, data: dict, noise: _Noise, level: float) -> 
     data["response_length/mean"] = length
     data["response_length/max"] = min(RESPONSE_CAP, length * 3)
     data["perf/total_num_tokens"] = shape.completions * (200 + length)
+
+
+def _grouped_batch(shape: SmallBatch, data: dict, noise: _Noise, level: float) -> None:
+    """A step of a few prompt groups (TRL's 4 prompts x 4 generations): each group alike or not on
+    its own, its completions cut at the cap as hard as its prompt is; what follows from them."""
+    rng = noise.rng
+    upper = shape.rewards[len(shape.rewards) // 2:]
+
+    def one() -> float:  # a higher reward the further the run has learned (`level`, 0 to 1)
+        return rng.choice(upper) if rng.random() < level else rng.choice(shape.rewards)
+
+    scores, alike, cut = [], 0, 0
+    for _ in range(shape.prompts):
+        if rng.random() < shape.zero_std_share:
+            group = [one()] * shape.completions
+            alike += 1
+        else:
+            group = [one() for _ in range(shape.completions)]
+            if len(set(group)) == 1:
+                group[0] = rng.choice([value for value in shape.rewards if value != group[0]])
+        scores += group
+        cut_share = min(1.0, shape.truncated_share * noise.lognormal(1.0))
+        cut += sum(rng.random() < cut_share for _ in range(shape.completions))
+    _set_scores(data, scores)
+    if alike < shape.prompts:
+        data["actor/grad_norm"] = shape.grad_norm * noise.lognormal(0.5)
+    else:  # no group has an advantage: the update is exactly 0
+        data.update(dict.fromkeys(UPDATE_KEYS, 0.0))
+    if shape.logs_zero_std_share:
+        data["frac_reward_zero_std"] = alike / shape.prompts
+    low, high = shape.entropy_range
+    data["actor/entropy"] = math.exp(rng.uniform(math.log(low), math.log(high)))
+    clipped = cut / len(scores)
+    uncut = min(shape.length_cap, shape.response_tokens * noise.lognormal(0.3))
+    length = (1 - clipped) * uncut + clipped * shape.length_cap
+    data["response_length/clip_ratio"] = clipped
+    data["response_length/mean"] = length
+    data["response_length/max"] = shape.length_cap if cut else min(shape.length_cap, length * 3)
+    data["perf/total_num_tokens"] = len(scores) * (200 + length)
+
+
+def _draw_truncation(spec: RunSpec, step: int, data: dict) -> None:
+    """The step's share of responses cut at the cap, drawn over BATCH_RESPONSES from the share its
+    clip ratio holds (the run's level, raised by a fault), from a generator of its own so the other
+    keys draw what they drew without it; the mean length follows: the cut ones at the cap."""
+    rng = random.Random(spec.seed * 1_000_037 + step)
+    expected = data["response_length/clip_ratio"]
+    cut = sum(rng.random() < expected for _ in range(BATCH_RESPONSES)) / BATCH_RESPONSES
+    length = cut * RESPONSE_CAP + (1 - cut) * data["response_length/mean"]
+    data.update({"response_length/clip_ratio": cut, "response_length/mean": length,
+                 "response_length/max": RESPONSE_CAP, "perf/total_num_tokens": BATCH_RESPONSES * (200 + length)})
 
 
 def _set_scores(data: dict, scores: list[float]) -> None:
@@ -447,6 +532,23 @@ def _apply(fault: Fault, step: int, data: dict, spec: RunSpec) -> None:
         for key in ("training/rollout_probs_diff_mean", "training/rollout_probs_diff_std"):
             scale(key, factor)
         data["training/rollout_probs_diff_max"] = min(1.0, data["training/rollout_probs_diff_max"] * (1 + ramp))
+    elif kind == "loss_explosion":
+        rng = random.Random(spec.seed * 1_000_039 + step)  # its own: the other keys draw as without it
+        if rng.random() < LOSS_EXPLOSION_SHARE:
+            data["actor/pg_loss"] = math.exp(rng.uniform(math.log(LOSS_EXPLOSION_LOW), math.log(LOSS_EXPLOSION_HIGH)))
+    elif kind == "truncation_saturation":  # the share expected; _draw_truncation draws the step's
+        if spec.clip_ratio_level is None:
+            raise ValueError(f"run {spec.name}: a truncation_saturation fault needs a clip_ratio_level")
+        level = data["response_length/clip_ratio"]
+        data["response_length/clip_ratio"] = level + (1 - level) * ramp
+    elif kind == "destroyed":
+        uniform = math.log(DESTROYED_VOCABULARY_TOKENS)
+        data["actor/entropy"] = min(uniform, data["actor/entropy"] * (uniform / healthy_entropy(spec, step)) ** ramp)
+        data["critic/score/mean"] = data["critic/rewards/mean"] = data["critic/score/mean"] * (1 - ramp)
+        for key in ("response_length/mean", "response_length/max"):
+            data[key] = data[key] * (1 - ramp) + RESPONSE_CAP * ramp
+        data["response_length/clip_ratio"] = data["response_length/clip_ratio"] * (1 - ramp) + ramp
+        data["perf/total_num_tokens"] = BATCH_RESPONSES * (200 + data["response_length/mean"])
     elif kind == "entropy_unlogged":
         del data["actor/entropy"]
     elif kind == "reward_hacking_validation":
