@@ -20,7 +20,12 @@ logged line, a slow entropy explosion with scattered NaNs at about an hour a ste
 collapse, runs at 3,600 s a step, a lone gradient explosion, an explosion after 500 quiet steps
 (both also logged every 5th step, the explosion every 10th too) and reward hacking against
 validation (each failure with its healthy twin): the same tables, a PASS/FAIL line per
-scenario, and issue 35's targets over all the runs.
+scenario.
+
+Then, apart again, the four runs of issue 52 (ISSUE_52_SCENARIOS): a noisy healthy run of 4
+prompts x 4 completions a step, a loss explosion with the reward holding in a log without a grad
+norm, truncation saturating from 0.6, and a destroyed run (entropy to the log of the vocabulary):
+the same tables and lines; then issue 35's targets over all the runs.
 
 Run from the repository root: .venv/bin/python bench/alert_lifecycle.py
 While iterating, --only SUBSTRING backtests and scores only the runs whose name holds it, over
@@ -29,7 +34,8 @@ Targets (issue 8): critical+warning precision >= 0.9, recall >= 0.95; no false c
 page on healthy steps; coverage >= 0.9; one firing per episode; no critical at a normal end.
 Targets (issue 20): the PASS/FAIL lines (dashgen/evaluation/scoring.py, issue_20_checks).
 Targets (issue 35): precision >= 0.95 and recall 1.0 over all runs, the new ones included; no
-false critical page; a first-hour divergence paged within 6 steps (done_when_checks).
+false critical page; a first-hour divergence paged within 6 steps (done_when_checks). Issue 52's
+"Done when" is the same over all runs, its four included.
 """
 
 from __future__ import annotations
@@ -269,6 +275,38 @@ ISSUE_35_SCENARIOS: tuple[tuple[str, tuple[RunSpec, ...]], ...] = (
 ISSUE_35_RUNS = tuple(spec for _, specs in ISSUE_35_SCENARIOS for spec in specs)
 
 
+# Issue 52: four shapes of unseen runs the alerts missed or warned on. Like the runs of the public
+# 4 x 4 TRL study in the corpus (bench/realruns/trl-qwen25-15b-math-grpo-*): 16 completions a step in
+# 4 groups, a shaped reward in [0, 1] with a group spread of about 0.38, a quarter of the groups alike
+# (a median frac_reward_zero_std of 0.25), grad norm 0.2-0.8 (median 0.4, now and then 4x), entropy
+# 0.18-0.41, 65-190 tokens a completion under a cap of 256 that cuts 0-7 of the 16 (a median of 0).
+SMALL_BATCH_FOUR_PROMPTS = SmallBatch(rewards=(0.0, 0.1, 0.5, 1.0), zero_std_share=0.25, completions=4, prompts=4,
+                                      grad_norm=0.4, entropy_range=(0.18, 0.41), response_tokens=100.0,
+                                      logs_zero_std_share=True, truncated_share=0.03, length_cap=256.0)
+ISSUE_52_SCENARIOS: tuple[tuple[str, tuple[RunSpec, ...]], ...] = (
+    ("a noisy healthy run of 4 prompts x 4 completions a step (TRL)", (
+        RunSpec("healthy-four-prompts-trl", 300, 100, 8, small_batch=SMALL_BATCH_FOUR_PROMPTS, reward_range=(0.0, 0.15),
+                timed=False, rollout_gap=False, loss_noise=0.07),
+    )),
+    ("a loss explosion with the reward holding (a hand-written loop's loss 0.18 to 1e6-4.5e7; no grad norm logged)", (
+        RunSpec("loss-explosion-reward-holding", 400, 101, 60, loss_level=0.18, loss_noise=0.05,
+                unlogged=("actor/grad_norm",), faults=(Fault("loss_explosion", 200),)),
+    )),
+    ("truncation saturating from 0.6 (an agent run cut at the cap from step 1, then 1.0 for 200 steps)", (
+        # The share 0.6 to 1.0 over 50 steps from step 150, the reward flat from then; measurable
+        # once the share's rise (0.69 at step 160) is 4 standard deviations of its noise over 512 responses.
+        RunSpec("truncation-saturates-from-0.6", 400, 102, 120, clip_ratio_level=0.6, plateaus=((150, 401),),
+                faults=(Fault("truncation_saturation", 150, speed=50, measurable=160),)),
+    )),
+    ("a destroyed run (entropy to the log of a 151,936-token vocabulary in 5 steps, reward 0, every response cut)", (
+        # Entropy 0.6 to 1.1, 1.9, 3.5 and 6.6 nats on steps 200-203, then 11.9: measurable at 201 (3x its level).
+        RunSpec("destroyed-entropy-to-vocabulary-log", 300, 103, 60,
+                faults=(Fault("destroyed", 200, speed=5, measurable=201),)),
+    )),
+)
+ISSUE_52_RUNS = tuple(spec for _, specs in ISSUE_52_SCENARIOS for spec in specs)
+
+
 def _backtest(runs: tuple[RunSpec, ...], folder: Path) -> list[RunOutcome]:
     paths = [write_run(spec, folder / f"{spec.name}.jsonl") for spec in runs]
     timings = {path: Timing(start=1_700_000_000.0, end=spec.end,
@@ -289,7 +327,8 @@ def _print_set(title: str, result: Score) -> None:
 
 def _only(substring: str) -> int:
     """Backtest and score only the runs whose name holds `substring`; their scenario lines too."""
-    runs = tuple(spec for spec in (*RUNS, *ISSUE_20_RUNS, *ISSUE_27_RUNS, *ISSUE_35_RUNS) if substring in spec.name)
+    runs = tuple(spec for spec in (*RUNS, *ISSUE_20_RUNS, *ISSUE_27_RUNS, *ISSUE_35_RUNS, *ISSUE_52_RUNS)
+                 if substring in spec.name)
     if not runs:
         print(f"no run's name holds {substring!r}", file=sys.stderr)
         return 1
@@ -299,11 +338,12 @@ def _only(substring: str) -> int:
         seconds = time.perf_counter() - began
     result = score(outcomes, list(runs))
     _print_set(f"The {len(runs)} run(s) whose name holds {substring!r}", result)
-    scenarios = tuple((label, tuple(spec for spec in specs if spec in runs)) for label, specs in ISSUE_35_SCENARIOS)
+    scenarios = tuple((label, tuple(spec for spec in specs if spec in runs))
+                      for label, specs in (*ISSUE_35_SCENARIOS, *ISSUE_52_SCENARIOS))
     lines = [check.line() for check in scenario_checks(result, tuple((label, specs) for label, specs in scenarios
                                                                       if specs))]
     if lines:
-        print("\nScenarios of issues 35 and 40 (their runs named so)")
+        print("\nScenarios of issues 35, 40 and 52 (their runs named so)")
         print("\n".join(lines))
     print(f"{len(runs)} runs, {sum(len(outcome.run.steps) for outcome in outcomes)} steps, backtested in {seconds:.0f} s")
     return 0
@@ -327,7 +367,9 @@ def main() -> int:
         seconds = time.perf_counter() - began
         issue_35 = _backtest(ISSUE_35_RUNS, Path(tmp) / "issue-35")
         issue_35_seconds = time.perf_counter() - began - seconds
-    unknown = unknown_expected_alerts([*outcomes, *issue_35])
+        issue_52 = _backtest(ISSUE_52_RUNS, Path(tmp) / "issue-52")
+        issue_52_seconds = time.perf_counter() - began - seconds - issue_35_seconds
+    unknown = unknown_expected_alerts([*outcomes, *issue_35, *issue_52])
     if unknown:
         print(f"FAULT_ALERTS expects {', '.join(unknown)}, which no rule defines and PLANNED_ALERTS does not plan "
               f"(dashgen/evaluation/simulate.py)", file=sys.stderr)
@@ -345,12 +387,23 @@ def main() -> int:
     _print_set(f"Issues 35 and 40: runs like those nobody tuned the alerts on ({len(ISSUE_35_RUNS)} runs)", new)
     print("\nScenarios of issues 35 and 40")
     print("\n".join(check.line() for check in scenario_checks(new, ISSUE_35_SCENARIOS)))
-    every = (*runs, *ISSUE_35_RUNS)
-    print(f"\nTargets of issue 35 (all {len(every)} runs)")
-    print("\n".join(check.line() for check in done_when_checks(score([*outcomes, *issue_35], list(every)))))
     new_steps = sum(len(outcome.run.steps) for outcome in issue_35)
-    print(f"{len(ISSUE_35_RUNS)} runs, {new_steps} steps, backtested in {issue_35_seconds:.0f} s; "
-          f"all {len(every)} runs in {seconds + issue_35_seconds:.0f} s")
+    print(f"{len(ISSUE_35_RUNS)} runs, {new_steps} steps, backtested in {issue_35_seconds:.0f} s")
+    latest = score(issue_52, list(ISSUE_52_RUNS))
+    _print_set(f"Issue 52: a noisy 4-prompt run, a loss explosion, saturating truncation, a destroyed run "
+               f"({len(ISSUE_52_RUNS)} runs)", latest)
+    print("\nScenarios of issue 52")
+    print("\n".join(check.line() for check in scenario_checks(latest, ISSUE_52_SCENARIOS)))
+    latest_steps = sum(len(outcome.run.steps) for outcome in issue_52)
+    print(f"{len(ISSUE_52_RUNS)} runs, {latest_steps} steps, backtested in {issue_52_seconds:.0f} s")
+    before_52 = (*runs, *ISSUE_35_RUNS)
+    print(f"\nTargets of issue 35 (the {len(before_52)} runs before issue 52's)")
+    print("\n".join(check.line() for check in done_when_checks(score([*outcomes, *issue_35], list(before_52)))))
+    every = (*before_52, *ISSUE_52_RUNS)
+    print(f"\nTargets of issues 35 and 52 (all {len(every)} runs)")
+    everything = score([*outcomes, *issue_35, *issue_52], list(every))
+    print("\n".join(check.line() for check in done_when_checks(everything)))
+    print(f"all {len(every)} runs backtested in {seconds + issue_35_seconds + issue_52_seconds:.0f} s")
     return 0
 
 

@@ -94,7 +94,22 @@ FAULT_ALERTS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "reward_collapse": (frozenset({"VerlRewardNeverPays"}),
                         frozenset({"VerlNoLearningSignal", "VerlRewardCliff", "VerlRewardStagnation",
                                    "VerlEntropyCollapse", "VerlEntropyExplosion", "VerlResponseLengthCollapse"})),
+    # Issue 52. A policy loss from its level (0.18) to 1e6-4.5e7 on most steps from `at`, the reward,
+    # KL and entropy as before, in a log without a grad norm (a hand-written loop's, a TRL table's):
+    # only the loss tells. Beyond every plausible loss by orders of magnitude, so a page is right too.
+    "loss_explosion": (frozenset({"VerlLossExplosion"}), frozenset({"VerlRunDestroyed", "VerlImplausibleValue"})),
+    # A share of responses cut at the cap of 0.6 from the first step (an agent run's setup) rising
+    # to 1.0 over `speed` steps and staying: 0.6 cannot double, so it is judged as saturating.
+    "truncation_saturation": (frozenset({"VerlResponseTruncation"}),
+                              frozenset({"VerlResponseTruncationHigh", "VerlBatchTokenRunaway", "VerlRewardStagnation"})),
+    # The policy samples uniformly: entropy to the log of the vocabulary, the reward to 0 and every
+    # response cut at the cap within `speed` steps. Nothing comes back from it: a page.
+    "destroyed": (frozenset({"VerlRunDestroyed"}),
+                  frozenset({"VerlEntropyExplosion", "VerlImplausibleValue", "VerlRewardCliff", "VerlRewardStagnation",
+                             "VerlRewardNeverPays", "VerlBatchTokenRunaway"}) | TRUNCATION),
 }
-# Alerts FAULT_ALERTS expects that the rules do not define yet, with the severity they are to have.
-# None today: issue 35's VerlImplausibleValue and issue 40's VerlGradNormExplosion were planned here.
-PLANNED_ALERTS: dict[str, str] = {}
+# Alerts FAULT_ALERTS expects that the rules do not define yet, with the severity they are to have:
+# issue 52's, being written beside this benchmark (VerlRunDestroyed pages on values no run comes back
+# from; VerlLossExplosion warns on a loss far beyond its own level). Earlier, issue 35's
+# VerlImplausibleValue and issue 40's VerlGradNormExplosion were planned here.
+PLANNED_ALERTS: dict[str, str] = {"VerlRunDestroyed": "critical", "VerlLossExplosion": "warning"}

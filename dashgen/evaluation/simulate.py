@@ -14,7 +14,10 @@ step: a reward that jumps across its range, zero reward std and grad norm on man
 entropy that swings by orders of magnitude), a console log's rounding, steps of an hour, and
 faults present from the first logged line, growing slowly, or after hundreds of quiet steps; and
 a small-batch run that learns its data (every completion right, so no gradient on nearly every
-step) beside its twin whose completions all fail.
+step) beside its twin whose completions all fail. Issue 52 adds a batch of a few prompt groups
+(each group alike or not on its own, a share of its completions cut at a short cap), a loss of a
+level of its own that blows up, a run truncated at a high share from its first step, a log
+without some keys, and a run whose policy samples uniformly from its vocabulary.
 
 Everything is drawn from `random.Random(seed)`: the same spec writes the same file.
 """
@@ -24,11 +27,12 @@ from __future__ import annotations
 import json
 import math
 import random
-import statistics
 from dataclasses import field
 from pathlib import Path
 
 from dashgen.catalog import CATALOG
+from dashgen.evaluation.batches import (BATCH_RESPONSES, RESPONSE_CAP, UPDATE_KEYS, Noise, SmallBatch,
+                                        draw_grouped_batch, draw_small_batch, draw_truncation, set_scores)
 from dashgen.records import record
 
 # Faults that end the log: the trainer hangs or dies at `at`.
@@ -46,23 +50,6 @@ class Fault:
     @property
     def measurable_from(self) -> int:
         return self.at if self.measurable is None else self.measurable
-
-
-@record
-class SmallBatch:
-    """One or a few prompts a step (GRPO): each step's `completions` each score one of `rewards`,
-    a higher one the further the healthy reward curve has risen; on `zero_std_share` of the steps
-    they all score alike, so the reward std, the advantages and the grad norm are exactly 0."""
-
-    rewards: tuple[float, ...]  # the values one completion can score, lowest first
-    zero_std_share: float
-    completions: int = 8
-    grad_norm: float = 0.0004  # typical grad norm of a step with a signal
-    entropy_range: tuple[float, float] = (0.001, 1.0)  # each step's entropy, log-uniform within it
-    response_tokens: float = 40.0
-    # Logs TRL's frac_reward_zero_std: the share of the step's groups whose completions all scored
-    # alike (one group a step here, so 0 or 1).
-    logs_zero_std_share: bool = False
 
 
 @record
@@ -92,6 +79,12 @@ class RunSpec:
     # Logs training/rollout_probs_diff_* at a healthy bf16 level, as verl does by default since
     # rollout.calculate_log_probs became True; False for a log of another trainer (TRL, Unsloth).
     rollout_gap: bool = True
+    loss_level: float = 0.0  # the policy loss's healthy level (a hand-written loop's may sit above 0)
+    loss_noise: float = 0.02  # ... and its step-to-step noise
+    # None: about 1% of responses cut at the length cap. A share: the run's healthy share from its
+    # first step (an agent run's setup), each step's drawn over BATCH_RESPONSES responses.
+    clip_ratio_level: float | None = None
+    unlogged: tuple[str, ...] = ()  # keys the run's logger does not write (a table without a column)
 
     @property
     def end(self) -> str:
@@ -130,20 +123,6 @@ class RunSpec:
         return start
 
 
-@record(frozen=False)
-class _Noise:
-    rng: random.Random
-
-    def heavy(self, scale: float) -> float:
-        """Student-t-like noise (3 degrees of freedom): mostly small, now and then large."""
-        normal = self.rng.gauss(0.0, 1.0)
-        chi = sum(self.rng.gauss(0.0, 1.0) ** 2 for _ in range(3)) / 3
-        return scale * normal / math.sqrt(max(chi, 1e-6)) / 1.7
-
-    def lognormal(self, sigma: float) -> float:
-        return math.exp(self.rng.gauss(0.0, sigma))
-
-
 # The mean train/rollout probability gap of a healthy bf16 run (0.002-0.003), and a broken one.
 MISMATCH_LEVEL, MISMATCH_GAP = 0.0025, 0.05
 
@@ -177,10 +156,7 @@ REPEATED_SKIP_EVERY = 12
 COLLAPSED_LENGTH_SHARE = 0.05  # length collapse: 53 -> 2.6 tokens in a public GRPO run
 ENTROPY_DECAY_FLOOR = 0.02  # entropy_decay stops at this share of the healthy level
 NEAR_CAPACITY_RESERVED_GB, NEAR_CAPACITY_ALLOCATED_GB = 79.0, 74.0
-# What a policy update logs: all exactly 0 when no group has an advantage.
-UPDATE_KEYS = ("actor/grad_norm", "actor/pg_loss", "actor/ppo_kl", "actor/pg_clipfrac")
 VALIDATION_KEY = "val-core/openai/gsm8k/reward/mean@1"
-RESPONSE_CAP = 2048.0  # tokens
 CONVERGENCE_REWARD_GAIN = 0.5  # 0.28 to 0.78 while entropy fell 10x in a public run
 IMPLAUSIBLE_REFERENCE_KL, IMPLAUSIBLE_GRAD_NORM = 11_000.0, 420_000.0  # a public run's first line
 ENTROPY_GROWTH_MAX = 13.0  # 0.76 to 9.8
@@ -193,6 +169,15 @@ LATE_EXPLOSION_CLIPFRAC, LATE_EXPLOSION_TOKENS = 0.7, 4.0
 # reward once the fault has developed; TRL's frac_reward_zero_std near 1 in runs that learned their data.
 # reward_collapse: every step (a public CS336 run of 256 rollouts a step: every one 0 from step 15 on).
 ALL_ALIKE_SHARE = 0.95
+# loss_explosion: the loss's magnitude from `at` on, on this share of the steps (log-uniform between
+# the bounds; the others at its healthy level): a hand-written GRPO loop's loss from a median of 0.18
+# to 1e6-4.5e7 while its reward held (issue 52); the CS336 loop's unclipped off-policy run alternates
+# so between 1e-3 and 1e2-3e8 (bench/realruns/custom-qwen25math-15b-grpo-offpolicy-e2-tb256-200-gradnorm-blowup).
+LOSS_EXPLOSION_LOW, LOSS_EXPLOSION_HIGH, LOSS_EXPLOSION_SHARE = 1e6, 4.5e7, 0.8
+# destroyed: entropy rises to the log of Qwen2.5's 151,936-token vocabulary (11.93 nats, a uniform
+# policy: issue 52's destroyed run at 11.9), geometrically over `speed` steps; the reward to 0 and
+# every response to the length cap.
+DESTROYED_VOCABULARY_TOKENS = 151_936
 
 
 @record(frozen=False)
@@ -228,7 +213,7 @@ def noise_free_entropy(spec: RunSpec, fault: Fault, step: int) -> float:
 
 
 def step_data(spec: RunSpec, step: int, rng: random.Random, reward: _Reward) -> dict:
-    noise = _Noise(rng)
+    noise = Noise(rng)
     progress = step / spec.steps
     warmup = max(0.0, 1 - step / 30)
     data: dict = dict(_BASE)
@@ -254,7 +239,7 @@ def step_data(spec: RunSpec, step: int, rng: random.Random, reward: _Reward) -> 
         "actor/ppo_kl": kl,
         "actor/grad_norm": grad_norm,
         "actor/entropy": entropy,
-        "actor/pg_loss": noise.heavy(0.02),
+        "actor/pg_loss": spec.loss_level + noise.heavy(spec.loss_noise),
         "actor/pg_clipfrac": 0.002 + kl * 0.5,
         "critic/score/mean": score,
         "critic/score/min": -1.0 if spec.signed_reward else 0.0,
@@ -278,17 +263,25 @@ def step_data(spec: RunSpec, step: int, rng: random.Random, reward: _Reward) -> 
     if step % CHECKPOINT_EVERY == 0:
         data["timing_s/save_checkpoint"] = 60.0 * noise.lognormal(0.1)
         data["timing_s/step"] += data["timing_s/save_checkpoint"]
-    if spec.small_batch is not None:
-        _small_batch(spec.small_batch, data, noise, reward.levels[step])
+    if spec.clip_ratio_level is not None:
+        data["response_length/clip_ratio"] = spec.clip_ratio_level  # the share expected; drawn below
+    if spec.small_batch is not None and spec.small_batch.prompts > 1:
+        draw_grouped_batch(spec.small_batch, data, noise, reward.levels[step])
+    elif spec.small_batch is not None:
+        draw_small_batch(spec.small_batch, data, noise, reward.levels[step])
     if step in spec.isolated_nan_steps:
         data["actor/grad_norm"] = None  # verl's file logger writes NaN as null
     for fault in spec.faults:
         if step >= fault.at and (fault.until is None or step < fault.until):
             _apply(fault, step, data, spec)
-    if spec.small_batch is not None and spec.small_batch.logs_zero_std_share:
+    if spec.small_batch is not None and spec.small_batch.logs_zero_std_share and spec.small_batch.prompts == 1:
         data["frac_reward_zero_std"] = float(data["critic/score/std"] == 0)
+    if spec.clip_ratio_level is not None:
+        draw_truncation(spec.seed, step, data)
     if not spec.timed:
         del data["timing_s/step"]
+    for key in spec.unlogged:
+        data.pop(key, None)
     if spec.console_decimals is not None:
         data = {key: round(value, spec.console_decimals) if isinstance(value, float) else value
                 for key, value in data.items()}
@@ -303,40 +296,6 @@ def _mismatch(spec: RunSpec, step: int) -> dict[str, float]:
     return {"training/rollout_probs_diff_mean": mean,
             "training/rollout_probs_diff_std": 6 * mean * math.exp(rng.gauss(0.0, 0.1)),
             "training/rollout_probs_diff_max": min(1.0, 0.6 * math.exp(rng.gauss(0.0, 0.2)))}
-
-
-def _small_batch(shape: SmallBatch, data: dict, noise: _Noise, level: float) -> None:
-    """A step of one or a few prompts: its completions' rewards, and what follows from them."""
-    rng = noise.rng
-
-    def one() -> float:  # a higher reward the further the run has learned (`level`, 0 to 1)
-        upper = shape.rewards[len(shape.rewards) // 2:]
-        return rng.choice(upper) if rng.random() < level else rng.choice(shape.rewards)
-
-    if rng.random() < shape.zero_std_share:
-        scores = [one()] * shape.completions
-    else:
-        scores = [one() for _ in range(shape.completions)]
-        if len(set(scores)) == 1:
-            scores[0] = rng.choice([value for value in shape.rewards if value != scores[0]])
-    _set_scores(data, scores)
-    if data["critic/score/std"] > 0:
-        data["actor/grad_norm"] = shape.grad_norm * noise.lognormal(0.5)
-    else:  # no advantage: GRPO's update is exactly 0
-        data.update(dict.fromkeys(UPDATE_KEYS, 0.0))
-    low, high = shape.entropy_range
-    data["actor/entropy"] = math.exp(rng.uniform(math.log(low), math.log(high)))
-    length = shape.response_tokens * noise.lognormal(0.3)
-    data["response_length/mean"] = length
-    data["response_length/max"] = min(RESPONSE_CAP, length * 3)
-    data["perf/total_num_tokens"] = shape.completions * (200 + length)
-
-
-def _set_scores(data: dict, scores: list[float]) -> None:
-    """The step's reward statistics from its completions' scores."""
-    data["critic/score/mean"] = data["critic/rewards/mean"] = statistics.fmean(scores)
-    data["critic/score/std"] = statistics.pstdev(scores)
-    data["critic/score/min"], data["critic/score/max"] = min(scores), max(scores)
 
 
 def _apply(fault: Fault, step: int, data: dict, spec: RunSpec) -> None:
@@ -419,7 +378,7 @@ def _apply(fault: Fault, step: int, data: dict, spec: RunSpec) -> None:
         scores = [lowest] * spec.small_batch.completions
         if data["critic/score/std"] > 0:
             scores[0] = above
-        _set_scores(data, scores)
+        set_scores(data, scores)
     elif kind == "entropy_growth":
         factor = min(2 ** (since / fault.speed), ENTROPY_GROWTH_MAX)
         data["actor/entropy"] *= factor
@@ -447,6 +406,23 @@ def _apply(fault: Fault, step: int, data: dict, spec: RunSpec) -> None:
         for key in ("training/rollout_probs_diff_mean", "training/rollout_probs_diff_std"):
             scale(key, factor)
         data["training/rollout_probs_diff_max"] = min(1.0, data["training/rollout_probs_diff_max"] * (1 + ramp))
+    elif kind == "loss_explosion":
+        rng = random.Random(spec.seed * 1_000_039 + step)  # its own: the other keys draw as without it
+        if rng.random() < LOSS_EXPLOSION_SHARE:
+            data["actor/pg_loss"] = math.exp(rng.uniform(math.log(LOSS_EXPLOSION_LOW), math.log(LOSS_EXPLOSION_HIGH)))
+    elif kind == "truncation_saturation":  # the share expected; draw_truncation draws the step's
+        if spec.clip_ratio_level is None:
+            raise ValueError(f"run {spec.name}: a truncation_saturation fault needs a clip_ratio_level")
+        level = data["response_length/clip_ratio"]
+        data["response_length/clip_ratio"] = level + (1 - level) * ramp
+    elif kind == "destroyed":
+        uniform = math.log(DESTROYED_VOCABULARY_TOKENS)
+        data["actor/entropy"] = min(uniform, data["actor/entropy"] * (uniform / healthy_entropy(spec, step)) ** ramp)
+        data["critic/score/mean"] = data["critic/rewards/mean"] = data["critic/score/mean"] * (1 - ramp)
+        for key in ("response_length/mean", "response_length/max"):
+            data[key] = data[key] * (1 - ramp) + RESPONSE_CAP * ramp
+        data["response_length/clip_ratio"] = data["response_length/clip_ratio"] * (1 - ramp) + ramp
+        data["perf/total_num_tokens"] = BATCH_RESPONSES * (200 + data["response_length/mean"])
     elif kind == "entropy_unlogged":
         del data["actor/entropy"]
     elif kind == "reward_hacking_validation":
@@ -465,7 +441,7 @@ def _all_alike(spec: RunSpec, step: int, data: dict, reward: float, share: float
     from a generator of its own, so the step's other keys draw what they drew without it."""
     if random.Random(spec.seed * 1_000_033 + step).random() >= share:
         return
-    _set_scores(data, [reward] * spec.small_batch.completions)
+    set_scores(data, [reward] * spec.small_batch.completions)
     data.update(dict.fromkeys(UPDATE_KEYS, 0.0))
 
 

@@ -284,3 +284,85 @@ def test_reward_hacking_against_validation_and_its_twin_where_validation_rises(t
     falling = [faulty[step][VALIDATION_KEY] for step in range(110, 301, 10)]
     assert falling == sorted(falling, reverse=True) and falling[-11:] == [0.0] * 11  # 0 from step 200
     assert healthy[300][VALIDATION_KEY] > healthy[90][VALIDATION_KEY] + 0.2
+
+
+# --- Issue 52: a few prompt groups a step, a loss explosion, truncation saturating, a destroyed run -------
+
+def _issue_52_runs() -> dict[str, RunSpec]:
+    spec = importlib.util.spec_from_file_location("alert_lifecycle", REPO / "bench/alert_lifecycle.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    return {run.name: run for run in bench.ISSUE_52_RUNS}
+
+
+def test_four_prompt_groups_a_step_are_as_noisy_as_the_public_4x4_trl_runs(tmp_path: Path):
+    log = _log(_issue_52_runs()["healthy-four-prompts-trl"], tmp_path)
+    # Each group alike on its own: TRL's share of alike groups in quarters, a median of one in four,
+    # and no update only where every group is alike.
+    shares = _values(log, "frac_reward_zero_std")
+    assert set(shares) <= {0.0, 0.25, 0.5, 0.75, 1.0} and statistics.median(shares) == 0.25
+    assert all((data["actor/grad_norm"] == 0) == (data["frac_reward_zero_std"] == 1) for data in log.values())
+    assert 0 < statistics.fmean(share == 1 for share in shares) < 0.02
+    # 16 completions: a reward mean in sixteenths of its values, a spread of about 0.38 (the public runs:
+    # a median of 0.38, rewards 0.06-0.70 a step).
+    assert 0.33 < statistics.median(_values(log, "critic/score/std")) < 0.43
+    rewards = _values(log, "critic/score/mean")
+    assert 0.35 < statistics.median(rewards) < 0.5 and min(rewards) < 0.15 and max(rewards) > 0.7
+    # Grad norm 0.2-0.8 (median 0.4), now and then 3-5x its median; never near an explosion's 10x.
+    norms = [norm for norm in _values(log, "actor/grad_norm") if norm > 0]
+    deciles = statistics.quantiles(norms, n=10)
+    assert 0.35 < statistics.median(norms) < 0.45 and 0.15 < deciles[0] and deciles[-1] < 0.9
+    assert 3 < max(norms) / statistics.median(norms) < 6
+    # Cut at a cap of 256 tokens: 0 to a few of the 16 completions, a median of 0 or 1.
+    clipped = _values(log, "response_length/clip_ratio")
+    assert all((16 * share).is_integer() for share in clipped)
+    assert statistics.median(clipped) <= 1 / 16 and 0.1 <= statistics.quantiles(clipped, n=10)[-1] <= 0.2
+    assert max(clipped) < 0.5 and max(_values(log, "response_length/max")) == 256
+    entropy = _values(log, "actor/entropy")
+    assert 0.18 <= min(entropy) and max(entropy) <= 0.41
+
+
+def test_a_loss_explosion_leaves_everything_but_the_loss_as_its_healthy_twin_has_it(tmp_path: Path):
+    spec = _issue_52_runs()["loss-explosion-reward-holding"]
+    faulty, healthy = _twins(spec, tmp_path)
+    assert _changed_keys(faulty, healthy) == {"actor/pg_loss"}
+    assert not any("actor/grad_norm" in data for data in faulty.values())  # a log without a grad norm
+    loss = {step: data["actor/pg_loss"] for step, data in faulty.items()}
+    assert statistics.median(loss[step] for step in range(1, 200)) == pytest.approx(0.18, abs=0.02)
+    assert max(abs(loss[step]) for step in range(1, 200)) < 1
+    exploded = [step for step in range(200, 401) if loss[step] >= 1e6]
+    assert all(loss[step] <= 4.5e7 for step in exploded) and 200 in exploded
+    assert 0.7 < len(exploded) / 201 < 0.9
+    assert all(loss[step] == healthy[step]["actor/pg_loss"] for step in range(200, 401) if step not in exploded)
+
+
+def test_truncation_saturates_from_an_agent_runs_level_of_0_6(tmp_path: Path):
+    spec = _issue_52_runs()["truncation-saturates-from-0.6"]
+    faulty, healthy = _twins(spec, tmp_path)
+    assert all(faulty[step] == healthy[step] for step in range(1, 150))
+    # Each step's share drawn over 512 responses: 0.6 and a standard deviation of 0.022 (sqrt(0.24 / 512)).
+    level = [healthy[step]["response_length/clip_ratio"] for step in healthy]
+    assert statistics.fmean(level) == pytest.approx(0.6, abs=0.005)
+    assert statistics.stdev(level) == pytest.approx(0.0217, rel=0.15)
+    assert all((512 * share).is_integer() for share in level)
+    rising = [faulty[step]["response_length/clip_ratio"] for step in (160, 175, 190)]
+    assert rising == sorted(rising) and 0.64 < rising[0] < 0.74 and 0.86 < rising[-1] < 0.96
+    saturated = [faulty[step] for step in range(199, 401)]
+    assert {(data["response_length/clip_ratio"], data["response_length/mean"]) for data in saturated} == {(1.0, 2048.0)}
+    # Cut responses are at the cap, so the mean length follows the share.
+    assert all(data["response_length/mean"] > 2048 * data["response_length/clip_ratio"] for data in healthy.values())
+
+
+def test_a_destroyed_run_samples_uniformly_from_its_vocabulary(tmp_path: Path):
+    spec = _issue_52_runs()["destroyed-entropy-to-vocabulary-log"]
+    faulty, healthy = _twins(spec, tmp_path)
+    assert all(faulty[step] == healthy[step] for step in range(1, 200))
+    uniform = math.log(151_936)  # Qwen2.5's vocabulary: 11.93 nats
+    before = statistics.median(faulty[step]["actor/entropy"] for step in range(150, 200))
+    assert 0.55 < before < 0.7
+    assert faulty[201]["actor/entropy"] > 3 * before  # measurable: 3x its level the second step
+    destroyed = [faulty[step] for step in range(204, 301)]
+    entropy = [data["actor/entropy"] for data in destroyed]
+    assert max(entropy) == pytest.approx(uniform) and statistics.median(entropy) > 0.98 * uniform and min(entropy) > 9
+    assert {(data["critic/score/mean"], data["response_length/clip_ratio"], data["response_length/mean"])
+            for data in destroyed} == {(0.0, 1.0, 2048.0)}
