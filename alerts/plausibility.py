@@ -7,10 +7,14 @@ to differ from. These bounds need none: each is far outside what any healthy run
 """
 
 from dataclasses import dataclass
+import math
+from typing import Annotated
 
 from dashgen.conditions import RUN_NAME, VALUE, Baseline, Signal, all_of, any_of, steps
-from dashgen.config import AreaConfig, Config, Fraction, NonNegative, StepCount
-from dashgen.model import Alert, RuleGroup, Severity
+from dashgen.config import AreaConfig, Between, Config, Fraction, NonNegative, StepCount
+from dashgen.model import Alert, Inhibition, RuleGroup, Severity
+
+TokenCount = Annotated[int, Between(2, None, unit="tokens")]
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,28 @@ class PlausibilityConfig(AreaConfig, area="plausibility"):
     # unmoved), each on one step only; a run broken from its first line stays beyond. At 1.5 s a
     # step the window is the rules' floor instead (about 40 steps, all of them beyond).
     bound_steps: StepCount = 2
+    # VerlRunDestroyed pages on values no run recovers from, over the same bound_steps. Entropy above
+    # destroyed_entropy_fraction of the log of this vocabulary: the model's own makes the bound
+    # tighter; the default is the smallest of the common families (Llama 2, Mistral: 32,000 tokens,
+    # 10.4 nats uniform), so that the bound holds for any larger one (Qwen's 151,936: 11.9 nats).
+    vocabulary_tokens: TokenCount = 32_000
+    # Three quarters: 7.8 nats of a 32,000-token vocabulary, every token drawn as if from ~2,400 equally
+    # likely ones. The corpus' healthy runs stay below 1.7 nats, its degrading runs that recovered
+    # below 4.3; its failures that never did reach 5.4-8.2, and a destroyed run sits at the log of
+    # its vocabulary (11.9 nats for Qwen) or at 9.4-9.8 (issue 52).
+    destroyed_entropy_fraction: Fraction = 0.75
+    # |Policy or value loss| above this: a policy loss per token is an advantage times a probability
+    # ratio, about 1 with group-normalised advantages (at most sqrt(group size): 8 for 64 completions)
+    # and the ratio clipped at 1.2 (verl's dual clip: 3), and a hand-written loop that sums over a
+    # sequence's few thousand tokens stays 100x below this. The corpus' healthy runs stay within 0.9
+    # on two logged steps in a row (141 on one); an unclipped run that recovered logged 64,410 and
+    # then 885 (bench/realruns/custom-qwen25math-15b-grpo-noclip-200-gradnorm-bursts).
+    destroyed_loss_bound: NonNegative = 1e5
+    # Grad norm (before clipping) above this: 1e5 times grad_norm_bound, 1e8 times the default clip.
+    # Clipped, a large norm moves the weights no further than a small one: the unclipped-surrogate
+    # run above logged 6.5e7 and then 1.5e6 and recovered; its failing twin, whose loss went to
+    # 2e32 and NaN, logged 2.9e8 and 4.7e8 (custom-qwen25math-15b-grpo-offpolicy-e2-tb256-200-gradnorm-blowup).
+    destroyed_grad_norm_bound: NonNegative = 1e8
     # VerlRewardNeverPays: over the last never_pays_steps logged steps, the reward nearly never paid
     # and nearly every step had every prompt group's rewards equal (score std 0); or, where the log
     # has TRL's share of such groups (frac_reward_zero_std), its median was above all_equal_share
@@ -122,6 +148,7 @@ def rules(config: Config) -> RuleGroup:
             "the length cap confirm the policy is producing noise; stop the run.",
         ),
     )
+    destroyed = run_destroyed(config, tunables)
     reward = Signal("critic/score/mean")
     score_std = Signal("critic/score/std")
     never_steps = steps(tunables.never_pays_steps)
@@ -191,4 +218,52 @@ def rules(config: Config) -> RuleGroup:
             "Make the data easier or harder, raise the number of generations per prompt or the temperature.",
         ),
     )
-    return RuleGroup("verl-plausibility", (implausible, never_pays))
+    return RuleGroup("verl-plausibility", (implausible, destroyed, never_pays))
+
+
+def run_destroyed(config: Config, tunables: PlausibilityConfig) -> Alert:
+    """VerlRunDestroyed: a value beyond what any run comes back from, on each of its last logged steps."""
+    within = steps(tunables.bound_steps)
+    entropy_bound = tunables.destroyed_entropy_fraction * math.log(tunables.vocabulary_tokens)
+    loss_bound, grad_norm_bound = tunables.destroyed_loss_bound, tunables.destroyed_grad_norm_bound
+    policy_loss = Signal("actor/pg_loss")
+    return Alert.when(
+        "VerlRunDestroyed",
+        # A policy loss is signed: beyond the bound on either side, on each of the steps; a value
+        # loss is a squared error.
+        any_of(Signal("actor/entropy").min_over(within).above(entropy_bound),
+               policy_loss.min_over(within).above(loss_bound), policy_loss.max_over(within).below(-loss_bound),
+               Signal("critic/vf_loss").min_over(within).above(loss_bound),
+               Signal("actor/grad_norm").min_over(within).above(grad_norm_bound)),
+        severity=Severity.CRITICAL,
+        keep_firing_for=config.warning_keep_firing_for,
+        summary="A training signal is where no run comes back from: the policy is noise or the update has blown up.",
+        description=(f"Run {RUN_NAME}: {VALUE} or beyond on each of its last {within}: entropy above "
+                     f"{entropy_bound:.3g} nats ({tunables.destroyed_entropy_fraction:g} of the log of a "
+                     f"{tunables.vocabulary_tokens:,}-token vocabulary), a policy or value loss beyond "
+                     f"{loss_bound:g} either side of 0, or a grad norm above {grad_norm_bound:g}."),
+        meaning="VerlImplausibleValue's bounds are where no healthy run goes; these are orders of magnitude "
+                "further, where no run of the corpus came back from whatever its history: an entropy of "
+                f"{tunables.destroyed_entropy_fraction:.0%} of the log of the vocabulary (the policy samples "
+                "thousands of tokens alike: the text is noise), a loss that needs the policy to put ten thousand "
+                "times the rollout's probability on its tokens, a gradient 1e8 times the default clip. Every later "
+                "step is wasted compute, so it pages. Each bound's origin is in its tunable's comment "
+                "(alerts/plausibility.py).",
+        healthy_runs=("Healthy runs of the corpus stay below 1.7 nats of entropy, within 0.9 of a zero loss and "
+                      "below a grad norm of 75 on two logged steps in a row; its runs that recovered from an "
+                      "instability (an entropy excursion to 4.3 nats, pre-clip grad norms of 1.5e6 and losses of "
+                      "885 on two steps in a row) stay below these bounds too."),
+        next_steps=(
+            "Stop the run: find the first step beyond the bound in the step log and resume from the last "
+            "checkpoint before it.",
+            "Before resuming, lower the learning rate, check the clip settings (an unclipped surrogate blows up "
+            "so) and the rollout engine's and trainer's log-probs.",
+        ),
+    )
+
+
+def inhibitions(config: Config) -> tuple[Inhibition, ...]:
+    return (
+        Inhibition("VerlRunDestroyed", ("VerlImplausibleValue",),
+                   why="A value beyond the page's bound is beyond the warning's too: the page is the one to act on."),
+    )

@@ -215,6 +215,11 @@ class StabilityConfig(AreaConfig, area="stability"):
     # apart, never makes 4. 100 and not fewer: the count reads the exporter's streak, scraped every
     # 15 s, and at 1.5 s a step 100 steps are the 10 scrapes it takes to tell 4 skips apart.
     nonfinite_steps: StepCount = 100
+    # VerlNonFiniteStepsClose pages on a second non-finite step within this many logged steps of
+    # another, in a row or not: a fifth of the updates lost, where a healthy bf16 run overflows once
+    # every few hundred steps (the simulated healthy runs' isolated skips are 490 and 1,200 steps
+    # apart); a run that keeps skipping every 12 steps or more is VerlNonFiniteSteps' to warn on.
+    nonfinite_page_steps: StepCount = 10
 
 
 def rules(config: Config) -> list[RuleGroup]:
@@ -554,8 +559,36 @@ def rules(config: Config) -> list[RuleGroup]:
             "Lower the learning rate, check bf16/fp16 settings, and look for degenerate (empty) responses.",
         ),
     )
+    close, close_steps = steps(tunables.nonfinite_page_steps), tunables.nonfinite_page_steps
+    nonfinite_close = Alert.when(
+        "VerlNonFiniteStepsClose",
+        # Two skips make at least three changes (four once the newer is followed by a finite step);
+        # consecutive ones are VerlNaNMetrics' to page.
+        all_of(streak.changes_over(close).above(2), streak.max_over(close).below(2)),
+        keep_firing_for=config.warning_keep_firing_for,
+        severity=Severity.CRITICAL,
+        summary="Two of the last few steps logged a NaN or infinite grad norm, KL or entropy: the update is breaking.",
+        description=(f"Run {RUN_NAME}: the non-finite streak changed {VALUE} times within the last {close}: at "
+                     f"least two steps with non-finite update statistics among them, not in a row."),
+        meaning="verl skips an update whose grad norm is not finite, so one such step is an overflow it survives "
+                f"(VerlNonFiniteStep). Two within {close_steps} logged steps are a fifth of the updates lost and "
+                "a numerics problem that has taken hold, not a rare overflow: a run whose entropy climbs to noise "
+                "logs NaN grad norms every few steps before it logs them in a row. It pages whether or not they "
+                "are consecutive (consecutive ones are VerlNaNMetrics'). It reads the exporter's streak twice a "
+                "step: at steps shorter than the scrape interval, a skip no scrape falls on is not counted.",
+        untested=("its generated cases hold each signal at a level, and a count of changes needs a streak that "
+                  "moves: tests/rules/stability-test.yaml tests it"),
+        healthy_runs=(f"A healthy bf16 run overflows once every few hundred steps: it needs two non-finite steps "
+                      f"within {close_steps} logged steps, which no healthy run of the corpus or of the simulated "
+                      "benchmark logs."),
+        next_steps=(
+            "Find the non-finite steps in the step log; check grad norm, KL and entropy just before the first.",
+            "Resume from the last good checkpoint; with bf16/fp16 check loss scaling, lower the learning rate, "
+            "and look for empty or zero-length responses in those batches.",
+        ),
+    )
     return [RuleGroup("verl-stability", (divergence, kl_spike, entropy_collapse, entropy_explosion, grad_norm_explosion,
-                                         reference_kl, nan, nonfinite_step, nonfinite_steps))]
+                                         reference_kl, nan, nonfinite_step, nonfinite_steps, nonfinite_close))]
 
 
 def inhibitions(config: Config) -> tuple[Inhibition, ...]:
@@ -564,4 +597,6 @@ def inhibitions(config: Config) -> tuple[Inhibition, ...]:
                                               "VerlRewardCliff"),
                    why="A diverging policy spikes KL, collapses entropy and then loses reward; the divergence "
                        "is the one thing to act on."),
+        Inhibition("VerlNonFiniteStepsClose", ("VerlNonFiniteSteps", "VerlNonFiniteStep"),
+                   why="The skips the page counts are the ones the warning and the info report."),
     )

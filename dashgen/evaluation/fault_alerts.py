@@ -59,7 +59,9 @@ FAULT_ALERTS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "entropy_growth": (frozenset({"VerlEntropyExplosion"}),
                        frozenset({"VerlRewardCliff", "VerlRewardStagnation",
                                   "VerlBatchTokenRunaway", "VerlImplausibleValue", "VerlGradNormExplosion",
-                                  "VerlNonFiniteStep", "VerlNonFiniteSteps", "VerlNaNMetrics"}) | TRUNCATION),
+                                  "VerlNonFiniteStep", "VerlNonFiniteSteps", "VerlNaNMetrics",
+                                  # at 9.8 nats the run is destroyed: a page (issue 52)
+                                  "VerlRunDestroyed", "VerlNonFiniteStepsClose"}) | TRUNCATION),
     # Entropy falling by e every `speed` steps (3.3x in 60 steps, not 10x) while the reward slips.
     "entropy_slow_collapse": (frozenset({"VerlEntropyCollapse"}),
                               frozenset({"VerlRewardStagnation", "VerlRewardCliff", "VerlNoLearningSignal",
@@ -73,7 +75,7 @@ FAULT_ALERTS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
                                frozenset({"VerlResponseLengthCollapse", "VerlGradNormExplosion",
                                           "VerlImplausibleValue", "VerlRewardCliff", "VerlRewardStagnation",
                                           "VerlNoLearningSignal", "VerlBatchTokenRunaway",
-                                          "VerlKLSpike", "VerlEntropyCollapse"}) | TRUNCATION),
+                                          "VerlKLSpike", "VerlEntropyCollapse", "VerlRunDestroyed"}) | TRUNCATION),
     # The validation score falls to 0 over `speed` steps while the training reward keeps rising.
     "reward_hacking_validation": (frozenset({"VerlRewardHacking"}), frozenset({"VerlRewardStagnation"})),
     # Issue 39. The trainer's and the rollout engine's token probabilities part: the mean gap rises

@@ -24,7 +24,7 @@ def build(project, tmp_path, **fields):
 def test_rendered_alertmanager_config_passes_amtool_check_config():
     result = run_tool("amtool", ["check-config", str(REPO / ALERTMANAGER_YML)])
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS" in result.stdout and "4 inhibit rules" in result.stdout
+    assert "SUCCESS" in result.stdout and "6 inhibit rules" in result.stdout
 
 
 def test_missing_amtool_names_the_debian_package(project, tmp_path, monkeypatch):
@@ -93,6 +93,9 @@ def test_inhibitions_stated_next_to_the_alerts_are_rendered_and_in_the_runbook(p
         'alertname="VerlTrainingStalled"': ('alertname="VerlRewardStagnation"', ["project", "experiment"]),
         'alertname="VerlMetricsAbsent"': ('alertname=~"VerlTrainingStalled|VerlRewardStagnation"', ["job", "instance"]),
         'alertname="VerlRunCrashed"': ('alertname=~"VerlTrainingStalled|VerlMetricsAbsent"', ["job", "instance"]),
+        'alertname="VerlNonFiniteStepsClose"': ('alertname=~"VerlNonFiniteSteps|VerlNonFiniteStep"',
+                                                ["project", "experiment"]),
+        'alertname="VerlRunDestroyed"': ('alertname="VerlImplausibleValue"', ["project", "experiment"]),
     }
     runbook = (project / "rendered" / "docs" / "alerts.md").read_text()
     assert "## Routing and inhibition" in runbook
