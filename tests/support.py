@@ -31,6 +31,28 @@ def wait_until(condition, timeout: float, what: str, interval: float = 0.05):
     raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
 
 
+def wait_on_progress(condition, progress, what: str, stall: float = 30.0, interval: float = 0.5,
+                     longest: float = 900.0):
+    """Poll `condition` until it returns something true, and return that. Fail naming `what` only once
+    `progress()` (a count of the steps served, of the panels with data) has not changed for `stall`
+    seconds, or after `longest`: a loaded machine is slower, not stuck, and a fixed deadline read its
+    slowness as a failure."""
+    started = last_change = time.monotonic()
+    seen = progress()
+    while True:
+        result = condition()
+        if result:
+            return result
+        now = time.monotonic()
+        if now - last_change > stall or now - started > longest:
+            raise AssertionError(f"no progress for {now - last_change:.0f} s ({now - started:.0f} s in all) "
+                                 f"waiting for {what}")
+        time.sleep(interval)
+        current = progress()
+        if current != seen:
+            seen, last_change = current, time.monotonic()
+
+
 def dashgen_command(*args: str) -> list[str]:
     """The command line of `dashgen ARGS`, run by this Python."""
     return [sys.executable, "-m", "dashgen", *args]

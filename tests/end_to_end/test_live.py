@@ -22,7 +22,7 @@ from conftest import run
 from dashgen.compiler.dashboards.dashboard_json import iter_panels
 from dashgen.replay.prometheus_server import PrometheusServer, free_port
 from dashgen.evaluation.synthetic_runs import step_line
-from support import firing, wait_until
+from support import wait_on_progress, firing, wait_until
 
 pytestmark = pytest.mark.live
 
@@ -111,17 +111,23 @@ def test_live_chain_from_verl_log_to_panels_and_alerts(live):
     wait_until(lambda: len(prometheus.api("query", query="verl_exporter_steps_total")["result"]) == 2, 30,
                "both exporters scraped", interval=STEP_SECONDS)
     # A series appears with the first scrape after the first line that logs it: on a loaded machine
-    # that can be a few scrapes after the exporters' first.
-    deadline = time.monotonic() + 30
-    while empty := [(title, expr) for title, expr in queries if not prometheus.api("query", query=expr)["result"]]:
-        if time.monotonic() > deadline:
-            break
-        time.sleep(STEP_SECONDS)
-    assert empty == [], f"panels with no data: {empty}"
+    # that can be many scrapes after the exporters' first. Waited on while the runs still step.
+    def empty() -> list[tuple[str, str]]:
+        return [(title, expr) for title, expr in queries if not prometheus.api("query", query=expr)["result"]]
+
+    def steps_served() -> float:
+        return sum(float(series["value"][1])
+                   for series in prometheus.api("query", query="verl_exporter_steps_total")["result"])
+
+    try:
+        wait_on_progress(lambda: not empty(), steps_served, "every verl panel with data", interval=STEP_SECONDS,
+                         longest=300)
+    except AssertionError as error:
+        raise AssertionError(f"{error}; panels with no data: {empty()}") from None
 
     # (b) The divergence (injected at step 45) fires, in the diverging run only.
-    alerts = wait_until(lambda: firing(prometheus, "VerlTrainingDivergence"), 60, "VerlTrainingDivergence firing",
-                        interval=STEP_SECONDS)
+    alerts = wait_on_progress(lambda: firing(prometheus, "VerlTrainingDivergence"), steps_served,
+                              "VerlTrainingDivergence firing", interval=STEP_SECONDS, longest=300)
     assert {a["labels"]["experiment"] for a in alerts} == {"diverging"}
     assert alerts[0]["labels"]["severity"] == "critical"
 

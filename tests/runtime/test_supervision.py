@@ -131,7 +131,8 @@ def test_what_a_trainer_leaves_in_its_group_is_stopped_after_it_exits(supervisin
 def test_a_trainer_that_exits_0_after_a_stop_is_published_stopped(supervising, tmp_path):
     pid_file = tmp_path / "trainer.pid"
     exporter, (trainer,) = supervising("exit0", "--grace", "30s", "--pid-file", str(pid_file))
-    assert int(pid_file.read_text()) == trainer
+    # The file is made before the trainer starts (a bad path fails first) and holds its PID once it has one.
+    assert int(wait_until(lambda: pid_file.read_text().strip(), 10, "the trainer's PID in its file")) == trainer
     exporter.process.send_signal(signal.SIGTERM)
     assert run_end(exporter) == "stopped"
     assert not pid_file.exists()  # removed when the trainer exited, not at the end of the grace period
