@@ -97,6 +97,18 @@ class RewardsConfig(AreaConfig, area="rewards"):
     # of its no_signal_level_steps medians over the run's last no_signal_range_steps, and above the
     # lowest of them.
     no_signal_dead_steps: StepCount = 20
+    # ... and only where the policy loss was exactly 0 on each of them too: TRL with logging_steps
+    # above 1 logs the last step's grad norm beside the mean of the steps' losses, and a healthy run
+    # whose last steps each have every group scoring alike logs a 0 there on 17 lines in a row (the
+    # corpus' rho=2.0 and rho=3.0 GSM8K runs, loss -0.12 to 0.03 beside them). A run without a
+    # gradient has no advantage to make a loss of either. A log without actor/pg_loss is not judged
+    # by this branch.
+    # (3) A reward of exactly 0 with a grad norm of exactly 0 on each of the last
+    # no_signal_zero_reward_steps, judged once half of them are logged (from the 3rd logged step of
+    # a log of every step): nothing paid and nothing updated. Issue 52: a run truncating every
+    # completion from step 1 (reward, grad norm and KL all 0) warned only on its 7th logged step.
+    # No healthy run of the corpus has both exactly 0 on 3 logged steps in a row.
+    no_signal_zero_reward_steps: StepCount = 5
     # The reward's level, read as its median over this many logged steps: its ceiling is the highest
     # such median of the last no_signal_range_steps, its floor the lowest. A reward still moving with
     # its noise then sits below its ceiling: the median of the dead steps is at most the highest median
@@ -217,7 +229,14 @@ def rules(config: Config) -> list[RuleGroup]:
     broken, dead = steps(tunables.no_signal_broken_steps), steps(tunables.no_signal_dead_steps)
     grad_norm = Signal("actor/grad_norm")
     fine_log = Signal(LOG_ROUNDING_METRIC).below(tunables.no_signal_max_rounding)
-    dead_gradient = grad_norm.max_over(dead).after_half_window().below(tolerance)
+    dead_gradient = all_of(grad_norm.max_over(dead).after_half_window().below(tolerance),
+                           Signal("actor/pg_loss").max_over(dead).below(tolerance),
+                           Signal("actor/pg_loss").min_over(dead).above(-tolerance))
+    zero_steps = steps(tunables.no_signal_zero_reward_steps)
+    reward = Signal("critic/score/mean")
+    zero_reward_and_gradient = all_of(reward.max_over(zero_steps).after_half_window().below(tolerance),
+                                      reward.min_over(zero_steps).after_half_window().above(-tolerance),
+                                      grad_norm.max_over(zero_steps).after_half_window().below(tolerance))
     mostly_zero = grad_norm.median_over(dead).after_half_window().below(tolerance)
     saturated_zeros = steps(tunables.saturated_zero_steps)
     # The falls and rises below compare the reward with the extremes of its own medians: its highest
@@ -235,7 +254,8 @@ def rules(config: Config) -> list[RuleGroup]:
         # Zero on the last few steps, and either the log proves the update broken or it has lasted
         # with a reward that is not saturated.
         all_of(grad_norm.max_over(broken).below(tolerance), fine_log,
-               any_of(Signal("frac_reward_zero_std").max_over(broken).below(tolerance),
+               any_of(zero_reward_and_gradient,
+                      Signal("frac_reward_zero_std").max_over(broken).below(tolerance),
                       all_of(Signal("critic/score/std").min_over(broken).above(tolerance),
                              Signal("actor/kl_loss").max_over(broken).below(tolerance),
                              Signal("training/global_step").above(tunables.no_signal_unmoved_step - 1)),
@@ -247,7 +267,8 @@ def rules(config: Config) -> list[RuleGroup]:
                 "steps with the reward below its best or at its lowest.",
         description=(f"Run {RUN_NAME}: the actor grad norm was 0 on each of the last {broken} although every group "
                      f"had rewards that differ or the policy is still the reference from step "
-                     f"{tunables.no_signal_unmoved_step} on, or on each of the last {dead} with the reward below its "
+                     f"{tunables.no_signal_unmoved_step} on, or with the reward exactly 0 on each of the last "
+                     f"{zero_steps}, or 0 with the policy loss 0 on each of the last {dead} with the reward below its "
                      f"best {level_steps.count}-step median of the last {range_steps}, or at its lowest, "
                      f"in a log that prints a 0 only for 0."
                      + "".join(_equal_groups(key, what) for key, what in EQUAL_GROUPS)),
@@ -256,17 +277,24 @@ def rules(config: Config) -> list[RuleGroup]:
                 "the gradient vanishes and the GPUs train nothing. All wrong means the tasks are too hard: the "
                 "reward sits at its lowest. All right means the run has learned its data: the reward sits at the "
                 "highest level it has reached, and that is VerlRewardSaturated's info, not this warning. So a "
-                f"gradient of 0 on {dead} in a row warns only where the reward's median over them is below its "
+                f"gradient and a policy loss of 0 on {dead} in a row warn only where the reward's median over "
+                f"them is below its "
                 f"highest {level_steps.count}-step median of the run's last {range_steps} (falling, or still "
                 f"moving while nothing updates) or not above its lowest (at its floor from the start, or fallen "
-                f"to it). Where the log tells all-wrong and all-right groups apart (prime-rl's reward/solve_none "
+                f"to it). A reward of exactly 0 with a gradient of exactly 0 on each of the last {zero_steps} "
+                f"(judged once half of them are logged) warns at once: nothing paid and nothing updated. "
+                f"Where the log tells all-wrong and all-right groups apart (prime-rl's reward/solve_none "
                 f"and reward/solve_all), the description gives each share, and the dashboard's \"Groups with "
                 f"equal rewards\" panel draws them beside TRL's frac_reward_zero_std, which counts both. The "
                 f"policy loss is no sign of it: GRPO's logged loss is 0 on healthy steps too.",
         healthy_runs=(f"Healthy small-batch GRPO has a grad norm of exactly 0 on 30-60% of its steps (a step whose "
                       f"groups all score alike): it needs 0 on {broken} in a row on which no group scored alike "
                       f"(frac_reward_zero_std 0) or the policy is still exactly the reference (KL 0) from step "
-                      f"{tunables.no_signal_unmoved_step} on, or 0 on {dead} in a row with the reward not saturated. "
+                      f"{tunables.no_signal_unmoved_step} on, or 0 on {dead} in a row with the policy loss 0 on each "
+                      f"(TRL logging every Nth step logs the last step's grad norm beside the mean of their losses) "
+                      f"and "
+                      f"the reward not saturated, or 0 with a reward of exactly 0 on {zero_steps} in a row, which no "
+                      f"healthy run of the corpus has. "
                       f"A run that has learned its data has 0 on nearly every step with the reward pinned at its "
                       f"best: that is VerlRewardSaturated's info. A score std above 0 is no "
                       f"proof: verl's is the whole batch's, and TRL averages it over its logging steps while its grad "
