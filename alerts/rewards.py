@@ -1,4 +1,5 @@
-"""Rewards: a cliff (reward falls far below its recent level) and stagnation (it stops rising)."""
+"""Rewards: a cliff (reward falls far below its recent level), a collapse (far below its best on each of its
+last steps) and stagnation (it stops rising)."""
 
 from dataclasses import dataclass
 from typing import ClassVar
@@ -51,6 +52,25 @@ class RewardsConfig(AreaConfig, area="rewards"):
     # no more pages on the corpus' or the simulated healthy runs. Its baseline still ends
     # reward_cliff_recent_steps back, so at 1.5 s a step the fall stays visible beyond the `for`.
     reward_cliff_smoothing_steps: StepCount = 10
+    # VerlRewardCollapse pages on a collapse the moment it is plain, whatever the run's age (issue 52:
+    # collapses to 0 paged 7 steps late, or never on runs of 40 steps, since VerlRewardCliff's baseline
+    # ends 30 steps back and needs 50 of its steps): each of the reward's last this many logged steps
+    # reward_cliff_collapse_fraction of its level's magnitude (and reward_cliff_min_drop) below its
+    # highest reward_cliff_smoothing_steps median of the last reward_cliff_baseline_steps, a level from
+    # before the fall that exists from the run's first steps, and their median beyond
+    # reward_cliff_noise_z standard errors (4.1 times the step-to-step spread for 3 and 10 steps).
+    # Each step, not only their median: a heavy-tailed reward (the corpus' 2048-game run: -10.5 on 2
+    # steps of 3 against a level of 1) moves a 3-step median by chance.
+    reward_collapse_steps: StepCount = 3
+    # The share of its level's magnitude each of those steps must have fallen: below a quarter of it,
+    # deeper than VerlRewardCliff's half, since it reads fewer steps. The corpus' collapses fall
+    # 94-100% (to 0.00-0.03 from 0.33-0.95); its deepest dip that recovers, 62% (0.83 to 0.26-0.31 on
+    # three logged steps, back at 0.8 ten steps later), which 50% would page.
+    reward_collapse_fraction: Fraction = 0.75
+    # Once firing, it stays firing while the median of those steps is this fraction of the magnitude
+    # (and of reward_cliff_min_drop) below VerlRewardCliff's baseline held from before the collapse:
+    # back above half of it, it resolves.
+    reward_collapse_sustain_fraction: Fraction = 0.5
     # Once firing, it stays firing while the reward is this fraction of the drop (and of the
     # floor) below its held baseline.
     reward_cliff_sustain_fraction: Fraction = 0.5
@@ -189,6 +209,47 @@ def rules(config: Config) -> list[RuleGroup]:
             "Check VerlTrainingDivergence and the KL, grad norm and entropy panels around the same step.",
             "Check that the reward function and the data loader did not change or fail (e.g. a reward "
             "server returning zeros); compare response length and truncation.",
+        ),
+    )
+    collapsed = steps(tunables.reward_collapse_steps)
+    collapse, collapse_sustain = tunables.reward_collapse_fraction, tunables.reward_collapse_sustain_fraction
+    level = Baseline.quietest(smoothing, over=base)
+    collapse_median = Signal("critic/score/mean").median_over(collapsed)
+    collapse_alert = Alert.when(
+        "VerlRewardCollapse",
+        # The median first: the description's value.
+        all_of(collapse_median.falls_by(collapse, of=level, at_least=floor, beyond_noise=tunables.reward_cliff_noise_z),
+               Signal("critic/score/mean").max_over(collapsed).after_half_window().falls_by(
+                   collapse, of=level, at_least=floor)),
+        severity=Severity.CRITICAL,
+        # No `for` in time: each of its steps must have collapsed already, and a minute is 40 steps at
+        # 1.5 s a step but a fraction of one at 55 s.
+        # Against VerlRewardCliff's baseline held from before the collapse: at 1.5 s a step, the 100
+        # steps of the best level take in the collapse within minutes.
+        keep_firing_while=collapse_median.falls_by(collapse_sustain, of=Baseline.held(of=Baseline(base, ending=recent)),
+                                                   at_least=floor * collapse_sustain),
+        summary="Reward collapsed: each of its last steps is far below the level the run had reached.",
+        description=(f"Run {RUN_NAME}: the median of critic/score/mean over its last {collapsed} is {VALUE}, and each "
+                     f"of those steps is more than {collapse:.0%} of its magnitude (and at least {floor:g}) below its "
+                     f"highest {smoothing.count}-step median of the last {base}; their median more than "
+                     f"{tunables.reward_cliff_noise_z:g} standard errors of its own step-to-step noise below it."),
+        meaning="The reward the run had learned to earn is gone on every one of its last steps: a policy destroyed "
+                "by a divergent update, a reward server or tool returning nothing, a data loader feeding the "
+                "wrong split. It judges a run from its first steps against the best level it reached, so it pages "
+                f"once {collapsed} have collapsed, where VerlRewardCliff, whose baseline ends "
+                f"{recent} back and needs half of its {base} logged, needs a median of 10 collapsed steps and a "
+                "run of 80 steps.",
+        healthy_runs=(f"A small-batch reward jumps across its range from step to step and a heavy-tailed one has "
+                      f"outliers: each of the last {collapsed} must be below a quarter of the run's best "
+                      f"{smoothing.count}-step median (and {floor:g} below it), their median beyond "
+                      f"{tunables.reward_cliff_noise_z:g} standard errors of its step-to-step spread. The corpus' "
+                      f"deepest dip that recovered fell 62%; no healthy run of it fires."),
+        next_steps=(
+            "Check VerlTrainingDivergence, the grad norm and the entropy at the step before the collapse: a "
+            "divergent update destroys the policy.",
+            "Check the reward function, its server or tools and the data loader: a reward that returns 0 for "
+            "everything collapses the same way; compare response length and truncation.",
+            "Stop the run and resume from the last checkpoint before the collapse with a lower learning rate.",
         ),
     )
     stagnation = Alert(
@@ -342,4 +403,4 @@ def rules(config: Config) -> list[RuleGroup]:
             "Check the validation score: a held-out set that still improves is worth more steps on new data.",
         ),
     )
-    return RuleGroup("verl-rewards", (cliff, stagnation, no_signal, saturated))
+    return RuleGroup("verl-rewards", (cliff, collapse_alert, stagnation, no_signal, saturated))
