@@ -326,12 +326,11 @@ def rules(config: Config) -> list[RuleGroup]:
         keep_firing_for=config.warning_keep_firing_for,
         summary="The policy gets no learning signal: grad norm has been 0 although rewards differ, or for many "
                 "steps with the reward below its best or at its lowest.",
-        description=(f"Run {RUN_NAME}: the actor grad norm was 0 on each of the last {broken} although every group "
-                     f"had rewards that differ or the policy is still the reference from step "
-                     f"{tunables.no_signal_unmoved_step} on, or with the reward exactly 0 on each of the last "
-                     f"{zero_steps}, or 0 with the policy loss 0 on each of the last {dead} with the reward below its "
-                     f"best {level_steps.count}-step median of the last {range_steps}, or at its lowest, "
-                     f"in a log that prints a 0 only for 0."
+        description=(f"Run {RUN_NAME}: the grad norm was 0 on each of the last {broken} with all groups' rewards "
+                     f"unequal or the policy still the reference (step {tunables.no_signal_unmoved_step} on); with "
+                     f"the reward 0 on each of the last {zero_steps}; or the policy loss 0 on each of the last "
+                     f"{dead} and the reward not at its best or at its lowest; in a log "
+                     f"printing 0 only for 0."
                      + "".join(_equal_groups(key, what) for key, what in EQUAL_GROUPS)),
         meaning="In GRPO, a group whose responses all get the same reward has zero advantage; when every group "
                 "does (all right, all wrong, or a reward that no longer varies, e.g. after a length collapse), "

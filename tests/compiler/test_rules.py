@@ -54,7 +54,9 @@ def test_every_pinned_alert_is_rendered_with_severity_summary_description_runboo
         # framework logs by default and the run never logged
         "VerlSignalStopped", "VerlSignalNeverLogged",
         # issue 35: a zero gradient with the reward at its best is a run that has learned its data
-        "VerlRewardSaturated"}
+        "VerlRewardSaturated",
+        # issue 52: a reward collapsed far below its best on each of its last steps, whatever the run's age
+        "VerlRewardCollapse"}
     for name, rule in alerts.items():
         assert rule["labels"]["severity"] in ("critical", "warning", "info")
         assert rule["annotations"]["summary"] and "{{" not in rule["annotations"]["summary"]
