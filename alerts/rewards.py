@@ -1,4 +1,5 @@
-"""Rewards: a cliff (reward falls far below its recent level) and stagnation (it stops rising)."""
+"""Rewards: a cliff (reward falls far below its recent level), a collapse (far below its best on each of its
+last steps) and stagnation (it stops rising)."""
 
 from dataclasses import dataclass
 from typing import ClassVar
@@ -51,6 +52,25 @@ class RewardsConfig(AreaConfig, area="rewards"):
     # no more pages on the corpus' or the simulated healthy runs. Its baseline still ends
     # reward_cliff_recent_steps back, so at 1.5 s a step the fall stays visible beyond the `for`.
     reward_cliff_smoothing_steps: StepCount = 10
+    # VerlRewardCollapse pages on a collapse the moment it is plain, whatever the run's age (issue 52:
+    # collapses to 0 paged 7 steps late, or never on runs of 40 steps, since VerlRewardCliff's baseline
+    # ends 30 steps back and needs 50 of its steps): each of the reward's last this many logged steps
+    # reward_cliff_collapse_fraction of its level's magnitude (and reward_cliff_min_drop) below its
+    # highest reward_cliff_smoothing_steps median of the last reward_cliff_baseline_steps, a level from
+    # before the fall that exists from the run's first steps, and their median beyond
+    # reward_cliff_noise_z standard errors (4.1 times the step-to-step spread for 3 and 10 steps).
+    # Each step, not only their median: a heavy-tailed reward (the corpus' 2048-game run: -10.5 on 2
+    # steps of 3 against a level of 1) moves a 3-step median by chance.
+    reward_collapse_steps: StepCount = 3
+    # The share of its level's magnitude each of those steps must have fallen: below a quarter of it,
+    # deeper than VerlRewardCliff's half, since it reads fewer steps. The corpus' collapses fall
+    # 94-100% (to 0.00-0.03 from 0.33-0.95); its deepest dip that recovers, 62% (0.83 to 0.26-0.31 on
+    # three logged steps, back at 0.8 ten steps later), which 50% would page.
+    reward_collapse_fraction: Fraction = 0.75
+    # Once firing, it stays firing while the median of those steps is this fraction of the magnitude
+    # (and of reward_cliff_min_drop) below VerlRewardCliff's baseline held from before the collapse:
+    # back above half of it, it resolves.
+    reward_collapse_sustain_fraction: Fraction = 0.5
     # Once firing, it stays firing while the reward is this fraction of the drop (and of the
     # floor) below its held baseline.
     reward_cliff_sustain_fraction: Fraction = 0.5
@@ -97,6 +117,18 @@ class RewardsConfig(AreaConfig, area="rewards"):
     # of its no_signal_level_steps medians over the run's last no_signal_range_steps, and above the
     # lowest of them.
     no_signal_dead_steps: StepCount = 20
+    # ... and only where the policy loss was exactly 0 on each of them too: TRL with logging_steps
+    # above 1 logs the last step's grad norm beside the mean of the steps' losses, and a healthy run
+    # whose last steps each have every group scoring alike logs a 0 there on 17 lines in a row (the
+    # corpus' rho=2.0 and rho=3.0 GSM8K runs, loss -0.12 to 0.03 beside them). A run without a
+    # gradient has no advantage to make a loss of either. A log without actor/pg_loss is not judged
+    # by this branch.
+    # (3) A reward of exactly 0 with a grad norm of exactly 0 on each of the last
+    # no_signal_zero_reward_steps, judged once half of them are logged (from the 3rd logged step of
+    # a log of every step): nothing paid and nothing updated. Issue 52: a run truncating every
+    # completion from step 1 (reward, grad norm and KL all 0) warned only on its 7th logged step.
+    # No healthy run of the corpus has both exactly 0 on 3 logged steps in a row.
+    no_signal_zero_reward_steps: StepCount = 5
     # The reward's level, read as its median over this many logged steps: its ceiling is the highest
     # such median of the last no_signal_range_steps, its floor the lowest. A reward still moving with
     # its noise then sits below its ceiling: the median of the dead steps is at most the highest median
@@ -179,6 +211,47 @@ def rules(config: Config) -> list[RuleGroup]:
             "server returning zeros); compare response length and truncation.",
         ),
     )
+    collapsed = steps(tunables.reward_collapse_steps)
+    collapse, collapse_sustain = tunables.reward_collapse_fraction, tunables.reward_collapse_sustain_fraction
+    level = Baseline.quietest(smoothing, over=base)
+    collapse_median = Signal("critic/score/mean").median_over(collapsed)
+    collapse_alert = Alert.when(
+        "VerlRewardCollapse",
+        # The median first: the description's value.
+        all_of(collapse_median.falls_by(collapse, of=level, at_least=floor, beyond_noise=tunables.reward_cliff_noise_z),
+               Signal("critic/score/mean").max_over(collapsed).after_half_window().falls_by(
+                   collapse, of=level, at_least=floor)),
+        severity=Severity.CRITICAL,
+        # No `for` in time: each of its steps must have collapsed already, and a minute is 40 steps at
+        # 1.5 s a step but a fraction of one at 55 s.
+        # Against VerlRewardCliff's baseline held from before the collapse: at 1.5 s a step, the 100
+        # steps of the best level take in the collapse within minutes.
+        keep_firing_while=collapse_median.falls_by(collapse_sustain, of=Baseline.held(of=Baseline(base, ending=recent)),
+                                                   at_least=floor * collapse_sustain),
+        summary="Reward collapsed: each of its last steps is far below the level the run had reached.",
+        description=(f"Run {RUN_NAME}: the median of critic/score/mean over its last {collapsed} is {VALUE}, and each "
+                     f"of those steps is more than {collapse:.0%} of its magnitude (and at least {floor:g}) below its "
+                     f"highest {smoothing.count}-step median of the last {base}; their median more than "
+                     f"{tunables.reward_cliff_noise_z:g} standard errors of its own step-to-step noise below it."),
+        meaning="The reward the run had learned to earn is gone on every one of its last steps: a policy destroyed "
+                "by a divergent update, a reward server or tool returning nothing, a data loader feeding the "
+                "wrong split. It judges a run from its first steps against the best level it reached, so it pages "
+                f"once {collapsed} have collapsed, where VerlRewardCliff, whose baseline ends "
+                f"{recent} back and needs half of its {base} logged, needs a median of 10 collapsed steps and a "
+                "run of 80 steps.",
+        healthy_runs=(f"A small-batch reward jumps across its range from step to step and a heavy-tailed one has "
+                      f"outliers: each of the last {collapsed} must be below a quarter of the run's best "
+                      f"{smoothing.count}-step median (and {floor:g} below it), their median beyond "
+                      f"{tunables.reward_cliff_noise_z:g} standard errors of its step-to-step spread. The corpus' "
+                      f"deepest dip that recovered fell 62%; no healthy run of it fires."),
+        next_steps=(
+            "Check VerlTrainingDivergence, the grad norm and the entropy at the step before the collapse: a "
+            "divergent update destroys the policy.",
+            "Check the reward function, its server or tools and the data loader: a reward that returns 0 for "
+            "everything collapses the same way; compare response length and truncation.",
+            "Stop the run and resume from the last checkpoint before the collapse with a lower learning rate.",
+        ),
+    )
     stagnation = Alert(
         name="VerlRewardStagnation",
         severity=Severity.INFO,
@@ -217,7 +290,14 @@ def rules(config: Config) -> list[RuleGroup]:
     broken, dead = steps(tunables.no_signal_broken_steps), steps(tunables.no_signal_dead_steps)
     grad_norm = Signal("actor/grad_norm")
     fine_log = Signal(LOG_ROUNDING_METRIC).below(tunables.no_signal_max_rounding)
-    dead_gradient = grad_norm.max_over(dead).after_half_window().below(tolerance)
+    dead_gradient = all_of(grad_norm.max_over(dead).after_half_window().below(tolerance),
+                           Signal("actor/pg_loss").max_over(dead).below(tolerance),
+                           Signal("actor/pg_loss").min_over(dead).above(-tolerance))
+    zero_steps = steps(tunables.no_signal_zero_reward_steps)
+    reward = Signal("critic/score/mean")
+    zero_reward_and_gradient = all_of(reward.max_over(zero_steps).after_half_window().below(tolerance),
+                                      reward.min_over(zero_steps).after_half_window().above(-tolerance),
+                                      grad_norm.max_over(zero_steps).after_half_window().below(tolerance))
     mostly_zero = grad_norm.median_over(dead).after_half_window().below(tolerance)
     saturated_zeros = steps(tunables.saturated_zero_steps)
     # The falls and rises below compare the reward with the extremes of its own medians: its highest
@@ -235,7 +315,8 @@ def rules(config: Config) -> list[RuleGroup]:
         # Zero on the last few steps, and either the log proves the update broken or it has lasted
         # with a reward that is not saturated.
         all_of(grad_norm.max_over(broken).below(tolerance), fine_log,
-               any_of(Signal("frac_reward_zero_std").max_over(broken).below(tolerance),
+               any_of(zero_reward_and_gradient,
+                      Signal("frac_reward_zero_std").max_over(broken).below(tolerance),
                       all_of(Signal("critic/score/std").min_over(broken).above(tolerance),
                              Signal("actor/kl_loss").max_over(broken).below(tolerance),
                              Signal("training/global_step").above(tunables.no_signal_unmoved_step - 1)),
@@ -245,28 +326,35 @@ def rules(config: Config) -> list[RuleGroup]:
         keep_firing_for=config.warning_keep_firing_for,
         summary="The policy gets no learning signal: grad norm has been 0 although rewards differ, or for many "
                 "steps with the reward below its best or at its lowest.",
-        description=(f"Run {RUN_NAME}: the actor grad norm was 0 on each of the last {broken} although every group "
-                     f"had rewards that differ or the policy is still the reference from step "
-                     f"{tunables.no_signal_unmoved_step} on, or on each of the last {dead} with the reward below its "
-                     f"best {level_steps.count}-step median of the last {range_steps}, or at its lowest, "
-                     f"in a log that prints a 0 only for 0."
+        description=(f"Run {RUN_NAME}: the grad norm was 0 on each of the last {broken} with all groups' rewards "
+                     f"unequal or the policy still the reference (step {tunables.no_signal_unmoved_step} on); with "
+                     f"the reward 0 on each of the last {zero_steps}; or the policy loss 0 on each of the last "
+                     f"{dead} and the reward not at its best or at its lowest; in a log "
+                     f"printing 0 only for 0."
                      + "".join(_equal_groups(key, what) for key, what in EQUAL_GROUPS)),
         meaning="In GRPO, a group whose responses all get the same reward has zero advantage; when every group "
                 "does (all right, all wrong, or a reward that no longer varies, e.g. after a length collapse), "
                 "the gradient vanishes and the GPUs train nothing. All wrong means the tasks are too hard: the "
                 "reward sits at its lowest. All right means the run has learned its data: the reward sits at the "
                 "highest level it has reached, and that is VerlRewardSaturated's info, not this warning. So a "
-                f"gradient of 0 on {dead} in a row warns only where the reward's median over them is below its "
+                f"gradient and a policy loss of 0 on {dead} in a row warn only where the reward's median over "
+                f"them is below its "
                 f"highest {level_steps.count}-step median of the run's last {range_steps} (falling, or still "
                 f"moving while nothing updates) or not above its lowest (at its floor from the start, or fallen "
-                f"to it). Where the log tells all-wrong and all-right groups apart (prime-rl's reward/solve_none "
+                f"to it). A reward of exactly 0 with a gradient of exactly 0 on each of the last {zero_steps} "
+                f"(judged once half of them are logged) warns at once: nothing paid and nothing updated. "
+                f"Where the log tells all-wrong and all-right groups apart (prime-rl's reward/solve_none "
                 f"and reward/solve_all), the description gives each share, and the dashboard's \"Groups with "
                 f"equal rewards\" panel draws them beside TRL's frac_reward_zero_std, which counts both. The "
                 f"policy loss is no sign of it: GRPO's logged loss is 0 on healthy steps too.",
         healthy_runs=(f"Healthy small-batch GRPO has a grad norm of exactly 0 on 30-60% of its steps (a step whose "
                       f"groups all score alike): it needs 0 on {broken} in a row on which no group scored alike "
                       f"(frac_reward_zero_std 0) or the policy is still exactly the reference (KL 0) from step "
-                      f"{tunables.no_signal_unmoved_step} on, or 0 on {dead} in a row with the reward not saturated. "
+                      f"{tunables.no_signal_unmoved_step} on, or 0 on {dead} in a row with the policy loss 0 on each "
+                      f"(TRL logging every Nth step logs the last step's grad norm beside the mean of their losses) "
+                      f"and "
+                      f"the reward not saturated, or 0 with a reward of exactly 0 on {zero_steps} in a row, which no "
+                      f"healthy run of the corpus has. "
                       f"A run that has learned its data has 0 on nearly every step with the reward pinned at its "
                       f"best: that is VerlRewardSaturated's info. A score std above 0 is no "
                       f"proof: verl's is the whole batch's, and TRL averages it over its logging steps while its grad "
@@ -314,4 +402,4 @@ def rules(config: Config) -> list[RuleGroup]:
             "Check the validation score: a held-out set that still improves is worth more steps on new data.",
         ),
     )
-    return RuleGroup("verl-rewards", (cliff, stagnation, no_signal, saturated))
+    return RuleGroup("verl-rewards", (cliff, collapse_alert, stagnation, no_signal, saturated))

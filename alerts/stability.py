@@ -594,7 +594,7 @@ def rules(config: Config) -> list[RuleGroup]:
 def inhibitions(config: Config) -> tuple[Inhibition, ...]:
     return (
         Inhibition("VerlTrainingDivergence", ("VerlKLSpike", "VerlEntropyCollapse", "VerlEntropyExplosion",
-                                              "VerlRewardCliff"),
+                                              "VerlRewardCliff", "VerlRewardCollapse"),
                    why="A diverging policy spikes KL, collapses entropy and then loses reward; the divergence "
                        "is the one thing to act on."),
         Inhibition("VerlNonFiniteStepsClose", ("VerlNonFiniteSteps", "VerlNonFiniteStep"),

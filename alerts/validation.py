@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 
 from dashgen.catalog import VALIDATION_FAMILIES
-from dashgen.conditions import RUN_NAME, VALUE, Baseline, Signal, all_of, steps
+from dashgen.conditions import RUN_NAME, VALUE, Baseline, Signal, all_of, any_of, steps
 from dashgen.config import AreaConfig, Config, Duration, Fraction, NonNegative, StepCount
 from dashgen.model import Alert, RuleGroup, Severity
 
@@ -37,6 +37,11 @@ class ValidationConfig(AreaConfig, area="validation"):
     # rarely holds for the whole window falls 0.1 only by a 4-sigma chance (and a fraction of a
     # score near 0 is nothing).
     hacking_validation_min_fall: NonNegative = 0.1
+    # ... or, for a score near 0, to below this (its highest value of those steps) by the fraction
+    # alone: a validation going from 0.4% to 0% while the training reward climbs 0.08 -> 0.8 (issue 52)
+    # falls a few thousandths, far short of the least fall above, yet keeps nothing of its level.
+    # 1%: a score below it on a validation set of a few hundred prompts is a handful of answers.
+    hacking_validation_near_zero: NonNegative = 0.01
     # The training reward (critic/score/mean) is read as its median over this many steps...
     hacking_reward_steps: StepCount = 20
     # ... and compared with its median over this many steps ending hacking_validation_steps ago:
@@ -73,7 +78,9 @@ def rules(config: Config) -> RuleGroup:
     hacking = Alert.when(
         "VerlRewardHacking",
         # The validation score first: the alert carries its data_source, variable and metric.
-        all_of(validation.falls_by(fall, of=level, at_least=floor),
+        all_of(any_of(validation.falls_by(fall, of=level, at_least=floor),
+                      all_of(validation.falls_by(fall, of=level),
+                             validation.below(tunables.hacking_validation_near_zero))),
                reward.rises_by(rise, of=Baseline(reward_before, ending=val_steps),
                                beyond_noise=tunables.hacking_reward_noise_z)),
         severity=Severity.WARNING,
@@ -84,8 +91,8 @@ def rules(config: Config) -> RuleGroup:
                 "gaming the reward.",
         description=(f"Run {RUN_NAME}: validation {{{{ $labels.data_source }}}} {{{{ $labels.variable }}}}/"
                      f"{{{{ $labels.metric }}}} (its highest value of the last {val_steps}) is {VALUE}, more than "
-                     f"{fall:.0%} (and at least {floor:g}) below its highest median of {level_steps} within the last "
-                     f"{val_over}, while "
+                     f"{fall:.0%} (and at least {floor:g}, or to below {tunables.hacking_validation_near_zero:g}) "
+                     f"below its highest median of {level_steps} within the last {val_over}, while "
                      f"critic/score/mean's median of its last {reward_steps} rose more than {rise:.0%} above its "
                      f"median of the {reward_before} before the last {val_steps}, beyond "
                      f"{tunables.hacking_reward_noise_z:g} "

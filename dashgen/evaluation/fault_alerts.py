@@ -7,11 +7,11 @@ TRUNCATION = frozenset({"VerlResponseTruncation", "VerlResponseTruncationHigh"})
 # fault kind -> (alerts that must fire, alerts it may also raise)
 FAULT_ALERTS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "divergence": (frozenset({"VerlTrainingDivergence"}),
-                   frozenset({"VerlKLSpike", "VerlEntropyCollapse", "VerlRewardCliff", "VerlRewardStagnation",
-                              "VerlBatchTokenRunaway"}) | TRUNCATION),
+                   frozenset({"VerlKLSpike", "VerlEntropyCollapse", "VerlRewardCliff", "VerlRewardCollapse",
+                              "VerlRewardStagnation", "VerlBatchTokenRunaway"}) | TRUNCATION),
     "kl_spike": (frozenset({"VerlKLSpike"}), frozenset()),
     "entropy_collapse": (frozenset({"VerlEntropyCollapse"}), frozenset({"VerlRewardStagnation"})),
-    "reward_cliff": (frozenset({"VerlRewardCliff"}), frozenset({"VerlRewardStagnation"})),
+    "reward_cliff": (frozenset({"VerlRewardCliff"}), frozenset({"VerlRewardCollapse", "VerlRewardStagnation"})),
     "reward_hacking": (frozenset({"VerlBatchTokenRunaway"}), TRUNCATION),
     "truncation": (frozenset({"VerlResponseTruncation"}), frozenset({"VerlResponseTruncationHigh"})),
     # The held last step is a flat reward; Alertmanager inhibits the stagnation it causes.
@@ -23,7 +23,8 @@ FAULT_ALERTS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "rollout_aborts": (frozenset({"VerlRolloutAborts"}), frozenset()),
     # Entropy rising several-fold within a few steps, responses running to the length cap.
     "entropy_explosion": (frozenset({"VerlEntropyExplosion"}),
-                          frozenset({"VerlRewardCliff", "VerlRewardStagnation", "VerlBatchTokenRunaway"}) | TRUNCATION),
+                          frozenset({"VerlRewardCliff", "VerlRewardCollapse", "VerlRewardStagnation",
+                                     "VerlBatchTokenRunaway"}) | TRUNCATION),
     # Responses shrink to a few tokens while the reward stays up (hacked by minimal answers).
     "length_collapse": (frozenset({"VerlResponseLengthCollapse"}),
                         frozenset({"VerlEntropyCollapse", "VerlRewardStagnation", "VerlNoLearningSignal"})),
@@ -44,7 +45,7 @@ FAULT_ALERTS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     # Reference KL ~11,000 and grad norm ~420,000 from `at`; from `at + speed` a reward of 0 and
     # every completion cut at the length cap (a public run logged every 10th step).
     "implausible_start": (frozenset({"VerlImplausibleValue"}),
-                          frozenset({"VerlReferenceKLBlowUp", "VerlRewardCliff",
+                          frozenset({"VerlReferenceKLBlowUp", "VerlRewardCliff", "VerlRewardCollapse",
                                      "VerlRewardStagnation", "VerlNoLearningSignal", "VerlKLSpike",
                                      "VerlTrainingDivergence", "VerlBatchTokenRunaway", "VerlGradNormExplosion",
                                      "VerlEntropyCollapse", "VerlEntropyExplosion", "VerlResponseLengthCollapse"})
@@ -57,14 +58,15 @@ FAULT_ALERTS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     # Entropy doubling every `speed` steps up to 13x (0.76 to 9.8 in a public verl agent run at
     # 2,400-4,800 s a step) while the reward falls to 0; its NaN grad norms are the spec's skipped steps.
     "entropy_growth": (frozenset({"VerlEntropyExplosion"}),
-                       frozenset({"VerlRewardCliff", "VerlRewardStagnation",
+                       frozenset({"VerlRewardCliff", "VerlRewardCollapse", "VerlRewardStagnation",
                                   "VerlBatchTokenRunaway", "VerlImplausibleValue", "VerlGradNormExplosion",
                                   "VerlNonFiniteStep", "VerlNonFiniteSteps", "VerlNaNMetrics",
                                   # at 9.8 nats the run is destroyed: a page (issue 52)
                                   "VerlRunDestroyed", "VerlNonFiniteStepsClose"}) | TRUNCATION),
     # Entropy falling by e every `speed` steps (3.3x in 60 steps, not 10x) while the reward slips.
     "entropy_slow_collapse": (frozenset({"VerlEntropyCollapse"}),
-                              frozenset({"VerlRewardStagnation", "VerlRewardCliff", "VerlNoLearningSignal",
+                              frozenset({"VerlRewardStagnation", "VerlRewardCliff", "VerlRewardCollapse",
+                                         "VerlNoLearningSignal",
                                          "VerlResponseLengthCollapse"})),
     # Issue 40. Grad norm alone: about 12x, 36x, then 120x its level on consecutive steps; KL,
     # entropy and reward as before (a public unclipped off-policy run: at most 4.6, then 34, 80, 292).
@@ -73,7 +75,8 @@ FAULT_ALERTS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     # 50 steps in a public run), grad norm 13x, PPO clip fraction to 0.7, responses to ~4 tokens.
     "late_entropy_explosion": (frozenset({"VerlEntropyExplosion"}),
                                frozenset({"VerlResponseLengthCollapse", "VerlGradNormExplosion",
-                                          "VerlImplausibleValue", "VerlRewardCliff", "VerlRewardStagnation",
+                                          "VerlImplausibleValue", "VerlRewardCliff", "VerlRewardCollapse",
+                                          "VerlRewardStagnation",
                                           "VerlNoLearningSignal", "VerlBatchTokenRunaway",
                                           "VerlKLSpike", "VerlEntropyCollapse", "VerlRunDestroyed"}) | TRUNCATION),
     # The validation score falls to 0 over `speed` steps while the training reward keeps rising.
@@ -89,12 +92,14 @@ FAULT_ALERTS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "saturation": (frozenset(), frozenset({"VerlRewardSaturated", "VerlRewardStagnation"})),
     # Its failing twin: the same zero gradient with every completion scoring the lowest reward.
     "reward_floor": (frozenset({"VerlNoLearningSignal"}),
-                     frozenset({"VerlRewardNeverPays", "VerlRewardCliff", "VerlRewardStagnation",
+                     frozenset({"VerlRewardNeverPays", "VerlRewardCliff", "VerlRewardCollapse",
+                                "VerlRewardStagnation",
                                 "VerlEntropyCollapse", "VerlEntropyExplosion", "VerlResponseLengthCollapse"})),
     # Issues 35/40. A run that learned, then every rollout of every step scores the lowest reward
     # (exactly 0, std 0, grad norm 0) from `at` + `speed` on: a policy collapsed onto answers that earn nothing.
     "reward_collapse": (frozenset({"VerlRewardNeverPays"}),
-                        frozenset({"VerlNoLearningSignal", "VerlRewardCliff", "VerlRewardStagnation",
+                        frozenset({"VerlNoLearningSignal", "VerlRewardCliff", "VerlRewardCollapse",
+                                   "VerlRewardStagnation",
                                    "VerlEntropyCollapse", "VerlEntropyExplosion", "VerlResponseLengthCollapse"})),
     # Issue 52. A policy loss from its level (0.18) to 1e6-4.5e7 on most steps from `at`, the reward,
     # KL and entropy as before, in a log without a grad norm (a hand-written loop's, a TRL table's):

@@ -17,13 +17,17 @@ def _alert(module, config, name):
 
 def test_reward_hacking_compares_validation_with_its_level_and_the_reward_with_its_own_past():
     hacking = _alert(validation, config_from({}), "VerlRewardHacking")
-    fall, rise = comparisons(hacking.condition)
+    fall, fall_to_near_zero, near_zero, rise = comparisons(hacking.condition)
     # Validation first: the alert carries its data_source, variable and metric labels.
     assert fall.signal.ref == "verl_val_core" and fall.op == "<"
     # Every validation point of the last 80 steps below the highest 100-step median of the last 300.
     assert fall.signal.reduction == "max" and fall.signal.window == Steps(80)
     assert fall.baseline.window == Steps(100) and fall.baseline.over == Steps(300)
     assert (fall.fraction, fall.at_least, fall.beyond_noise) == (0.25, 0.1, 0.0)
+    # Or the same fall by the fraction alone, to below 0.01: a score near 0 has no 0.1 to lose (issue 52).
+    assert (fall_to_near_zero.signal, fall_to_near_zero.baseline) == (fall.signal, fall.baseline)
+    assert (fall_to_near_zero.fraction, fall_to_near_zero.at_least) == (0.25, 0.0)
+    assert near_zero.signal == fall.signal and (near_zero.op, near_zero.value) == ("<", 0.01)
     assert rise.signal.ref == "critic/score/mean" and rise.op == ">" and not rise.negated
     # The reward against its median from before the validation window: both over the same span.
     assert rise.signal.window == Steps(20) and rise.baseline.window == Steps(50) and rise.baseline.ending == Steps(80)
@@ -37,13 +41,14 @@ def test_reward_hacking_compares_validation_with_its_level_and_the_reward_with_i
 def test_a_team_tunes_reward_hacking_in_its_validation_section():
     config = config_from({"validation": {"hacking_validation_steps": 40, "hacking_validation_level_median_steps": 50,
                                          "hacking_validation_level_steps": 200, "hacking_validation_fall_fraction": 0.5,
-                                         "hacking_reward_noise_z": 5}})
+                                         "hacking_reward_noise_z": 5, "hacking_validation_near_zero": 0.02}})
     hacking = _alert(validation, config, "VerlRewardHacking")
-    fall, rise = comparisons(hacking.condition)
+    fall, fall_to_near_zero, near_zero, rise = comparisons(hacking.condition)
     assert fall.signal.window == Steps(40) and fall.baseline.window == Steps(50) and fall.baseline.over == Steps(200)
-    assert fall.fraction == 0.5 and rise.beyond_noise == 5.0 and rise.baseline.ending == Steps(40)
-    assert "more than 50% (and at least 0.1) below its highest median of 50 steps within the last 200 steps" in \
-        hacking.description
+    assert fall.fraction == fall_to_near_zero.fraction == 0.5 and near_zero.value == 0.02
+    assert rise.beyond_noise == 5.0 and rise.baseline.ending == Steps(40)
+    assert ("more than 50% (and at least 0.1, or to below 0.02) below its highest median of 50 steps within the last "
+            "200 steps") in hacking.description
 
 
 def test_truncation_warns_on_a_rise_from_the_runs_level_and_reports_a_high_share_as_an_info():

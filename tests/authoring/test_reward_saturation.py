@@ -52,8 +52,21 @@ def test_the_info_holds_where_the_warnings_long_zero_stretch_does_not_and_the_tu
     # The warning reads the reward only in its branch of 20 zeros in a row; its other branches do not.
     branches = alerts["VerlNoLearningSignal"].condition.conditions[-1]
     assert isinstance(branches, AnyOf)
-    assert [bool(_reward_shifts(branch)) for branch in branches.conditions] == [False, False, True]
+    assert [bool(_reward_shifts(branch)) for branch in branches.conditions] == [False, False, False, True]
     assert isinstance(branches.conditions[-1], AllOf)
+
+
+def test_a_reward_and_a_gradient_of_exactly_0_warn_within_5_steps_and_20_zeros_need_a_policy_loss_of_0():
+    alerts = _alerts(config_from({"rewards": {"no_signal_zero_reward_steps": 4}}))
+    zero_reward, _, _, dead = alerts["VerlNoLearningSignal"].condition.conditions[-1].conditions
+    # Issue 52: nothing paid and nothing updated, on each of the last steps, judged once half are logged.
+    reads = {(c.signal.ref, c.signal.reduction, c.op, c.value) for c in comparisons(zero_reward)}
+    assert reads == {("critic/score/mean", "max", "<", 1e-9), ("critic/score/mean", "min", ">", -1e-9),
+                     ("actor/grad_norm", "max", "<", 1e-9)}
+    assert all(c.signal.window == Steps(4) and c.signal.half_logged for c in comparisons(zero_reward))
+    # TRL logging every Nth step: the last step's grad norm of 0 beside a mean loss that moved is no dead gradient.
+    losses = {(c.signal.reduction, c.op, c.value) for c in comparisons(dead) if c.signal.ref == "actor/pg_loss"}
+    assert losses == {("max", "<", 1e-9), ("min", ">", -1e-9)}
 
 
 def test_the_info_needs_fewer_zeros_in_a_row_than_the_warning():

@@ -56,8 +56,6 @@ OPEN_ON_TUNE: dict[str, str] = {
         "an answer reward of -1.0 on every step, with format rewards keeping the total varying: nothing reads it",
     "trl-qwen25-7b-gsm8k-grpo-rho100-seed44-cap-excursion":
         "a 50-step stretch at the length cap warns as truncation at 95",
-    "trl-qwen25-7b-gsm8k-grpo-rho200-seed43": "warns 'no learning signal' at 120",
-    "trl-qwen25-7b-gsm8k-grpo-rho300-seed44": "warns 'no learning signal' at 200",
 }
 
 
