@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from dashgen.conditions import RUN_NAME, VALUE, Baseline, Signal, steps
+from dashgen.conditions import RUN_NAME, VALUE, Baseline, Signal, all_of, steps
 from dashgen.config import AreaConfig, Config, Duration, Factor, Fraction, NonNegative, StepCount
 
 
@@ -37,6 +37,14 @@ class RolloutConfig(AreaConfig, area="rollout"):
     # Once firing, it stays firing while the share is this fraction of the rise (and of the floor)
     # above its level: a share drifting up wavers around the onset's margins.
     truncation_sustain_fraction: Fraction = 0.5
+    # VerlResponseTruncationSaturating, a high share saturating: the share's median of its last
+    # truncation_steps risen by at least this much, in the share's own units, above the same level as
+    # VerlResponseTruncation's (and beyond truncation_noise_z), to above truncation_saturated_share. A
+    # share of 0.6 cannot double; 0.6 to 0.9, then 1.0 for 185 steps, is a run whose every answer is
+    # cut (issue 52).
+    truncation_saturation_rise: Fraction = 0.25
+    # The share that rise must reach: 4 in 5 responses cut.
+    truncation_saturated_share: Fraction = 0.8
     # VerlResponseTruncationHigh (an info): the share's median of its last truncation_steps above
     # this, whether the run has had it from its first steps (its max_response_length) or it rose.
     truncation_threshold: Fraction = 0.1
@@ -45,6 +53,23 @@ class RolloutConfig(AreaConfig, area="rollout"):
     truncation_high_sustain_fraction: Fraction = 0.5
     # How long the share must stay above the threshold before VerlResponseTruncationHigh fires.
     truncation_high_for: Duration = "1m"
+    # VerlResponseTruncationFlatReward: the share's median over truncation_flat_steps above this
+    # while the reward is flat at its floor: nearly half of the answers cut. The corpus' healthy and
+    # degrading agent runs hold 0.2-0.42 (tune: verl-qwen25-3b-opd-truncation-*); issue 52's failed
+    # run 0.50-0.58 from its first step.
+    truncation_flat_reward_share: Fraction = 0.45
+    # The steps the share's level and the reward's median are taken over.
+    truncation_flat_steps: StepCount = 20
+    # A reward is flat when its median has risen less than this fraction of its magnitude above its
+    # lowest such median of the run: a noisy flat reward's median sits about a third above its lowest
+    # of many medians by chance, a learning run's (the healthy TRL minesweeper run: -5.3 to +3 with
+    # 80-99% cut) far more.
+    truncation_flat_reward_rise_fraction: Fraction = 0.5
+    # The reward must not have risen that much above its median of this many steps ending this many
+    # steps ago either, which exists once half of them are logged: a young run is at its floor by
+    # definition, and a learning run's reward may take 100 steps to leave it (the minesweeper run,
+    # logged every 10th step, was within a third of it until step 110).
+    truncation_flat_reward_history_steps: StepCount = 100
     # VerlResponseLengthCollapse: mean response length (median of the last length_median_steps)
     # below this fraction of its highest such median within the last length_rate_steps: a fall
     # fast for the run's rhythm (305 to 14 tokens within 3 steps), from the run's first steps on.
@@ -72,9 +97,10 @@ def rules(config: Config) -> RuleGroup:
     factor, floor = tunables.truncation_rise_factor, tunables.truncation_rise_floor
     early_level = Baseline.quietest(steps(tunables.truncation_level_median_steps), over=level_over)
     sustain = tunables.truncation_sustain_fraction
+    noise_z = tunables.truncation_noise_z
     truncation = Alert.when(
         "VerlResponseTruncation",
-        clip_ratio.rises_by(factor - 1, of=early_level, at_least=floor, beyond_noise=tunables.truncation_noise_z),
+        clip_ratio.rises_by(factor - 1, of=early_level, at_least=floor, beyond_noise=noise_z),
         severity=Severity.WARNING,
         for_=tunables.truncation_for,
         keep_firing_while=clip_ratio.rises_by((factor - 1) * sustain, of=early_level, at_least=floor * sustain),
@@ -84,7 +110,7 @@ def rules(config: Config) -> RuleGroup:
         description=(f"Run {RUN_NAME}: {{{{ $value | humanizePercentage }}}} of responses hit max_response_length "
                      f"(median of its last {share_steps}), above {factor:g}x its lowest {early_level.window} median within the "
                      f"last {level_over}, by at least {floor:.0%} of responses and beyond "
-                     f"{tunables.truncation_noise_z:g} standard errors of its step-to-step noise."),
+                     f"{noise_z:g} standard errors of its step-to-step noise."),
         meaning="Truncated responses get no final answer, so they usually score zero. A share that grows during "
                 "the run means the policy is drifting to longer outputs than the budget allows, or is looping; "
                 "a share that was high from the run's first steps is its configuration, which "
@@ -97,6 +123,39 @@ def rules(config: Config) -> RuleGroup:
             "Compare with response length mean/max: a steady rise means longer reasoning, a jump means loops.",
             "Raise data.max_response_length if the budget is too tight, or add an overlong penalty.",
         ),
+    )
+    saturation_rise, saturated = tunables.truncation_saturation_rise, tunables.truncation_saturated_share
+    # A rise by saturation_rise of the share is also that fraction of any level below 1: the floor
+    # binds, not the fraction.
+    truncation_saturating = Alert.when(
+        "VerlResponseTruncationSaturating",
+        all_of(clip_ratio.rises_by(saturation_rise, of=early_level, at_least=saturation_rise, beyond_noise=noise_z),
+               clip_ratio.above(saturated)),
+        severity=Severity.WARNING,
+        for_=tunables.truncation_for,
+        keep_firing_while=all_of(
+            clip_ratio.rises_by(saturation_rise * sustain, of=early_level, at_least=saturation_rise * sustain),
+            clip_ratio.above(saturated * sustain)),
+        keep_firing_for=config.warning_keep_firing_for,
+        summary="A high share of responses cut at the maximum response length has risen to nearly all of them.",
+        description=(f"Run {RUN_NAME}: {{{{ $value | humanizePercentage }}}} of responses hit max_response_length "
+                     f"(median of its last {share_steps}), by at least {saturation_rise:.0%} of responses above its "
+                     f"lowest {early_level.window} median within the last {level_over}, beyond {noise_z:g} standard "
+                     f"errors of its step-to-step noise, to above {saturated:.0%}."),
+        meaning="A run that started with many answers cut (its budget) now has nearly every answer cut: a share "
+                "of 60% cannot double, so VerlResponseTruncation does not see it, but 60% to 90% and then 100% "
+                "leaves the policy no complete answer to learn from.",
+        healthy_runs=(f"An agent run's share swings between 30% and 60% from step to step; a healthy TRL run holds "
+                      f"80-99% from its first step: it needs the 5-step median to rise by {saturation_rise:.0%} of "
+                      f"responses above the run's lowest 20-step median, beyond {noise_z:g} standard errors of its "
+                      f"step-to-step spread, to above {saturated:.0%}."),
+        next_steps=(
+            "Compare with response length mean/max and the reward: answers growing into the cap, or looping?",
+            "Raise data.max_response_length, or add an overlong penalty.",
+        ),
+        untested=("a generated case moves a share from one healthy level to one crossed level, and a rise by 25 "
+                  "points to above 80% needs a high level to start from: its fixture in tests/rules/rollout-test.yaml "
+                  "rises from 60% to 95%"),
     )
     threshold = tunables.truncation_threshold
     truncation_high = Alert.when(
@@ -117,6 +176,41 @@ def rules(config: Config) -> RuleGroup:
             "If the run was set up this way, nothing; otherwise raise data.max_response_length or add an "
             "overlong penalty, since cut responses usually score zero.",
         ),
+    )
+    flat_steps = steps(tunables.truncation_flat_steps)
+    flat_share = tunables.truncation_flat_reward_share
+    flat_rise = tunables.truncation_flat_reward_rise_fraction
+    history = steps(tunables.truncation_flat_reward_history_steps)
+    reward = Signal("critic/score/mean").median_over(flat_steps).after_half_window()
+    truncation_flat_reward = Alert.when(
+        "VerlResponseTruncationFlatReward",
+        all_of(Signal("response_length/clip_ratio").median_over(flat_steps).after_half_window().above(flat_share),
+               reward.does_not_rise_by(flat_rise, of=Baseline.quietest(flat_steps, over=level_over)),
+               reward.does_not_rise_by(flat_rise, of=Baseline(history, ending=history))),
+        severity=Severity.WARNING,
+        for_=tunables.truncation_for,
+        keep_firing_for=config.warning_keep_firing_for,
+        summary="Many responses are cut at the maximum response length while the reward stays flat at its floor.",
+        description=(f"Run {RUN_NAME}: {{{{ $value | humanizePercentage }}}} of responses hit max_response_length "
+                     f"(median of its last {flat_steps}; threshold {flat_share:.0%}) while the reward's median over "
+                     f"them has risen less than {flat_rise:.0%} above its lowest such median within the last "
+                     f"{level_over} and above its median of the {history} before the last {history}."),
+        meaning="The length budget cuts nearly half the answers or more, and the run does not learn: cut answers "
+                "score nothing, so the budget, not the task, sets the reward. A high share with a rising reward "
+                "is a run learning within its budget (VerlResponseTruncationHigh, an info).",
+        healthy_runs=(f"Agent runs are published with 20-40% of their answers cut, and a healthy TRL run has 80-99% "
+                      f"cut while its reward rises from -14 to +8: it needs the share's {flat_steps.count}-step median "
+                      f"above {flat_share:.0%} and the reward's not {flat_rise:.0%} above its lowest level of the run nor "
+                      f"above its median of the {history.count} steps before the last {history.count}, judged once "
+                      f"half of those are logged."),
+        next_steps=(
+            "Raise data.max_response_length (the reasoning does not fit the budget), or add an overlong penalty "
+            "or a shorter output format.",
+            "Read sample responses of recent steps: looping, or reasoning cut before its answer?",
+        ),
+        untested=("a flat reward is the fault and a generated case holds each signal at a level, taking that for "
+                  "healthy: its fixture in tests/rules/rollout-test.yaml holds the reward flat, and rising, for 200 "
+                  "steps"),
     )
     aborts = Alert(
         name="VerlRolloutAborts",
@@ -161,4 +255,5 @@ def rules(config: Config) -> RuleGroup:
             "spread (all equal rewards give GRPO no signal).",
         ),
     )
-    return RuleGroup("verl-rollout", (truncation, truncation_high, aborts, length_collapse))
+    return RuleGroup("verl-rollout", (truncation, truncation_saturating, truncation_high, truncation_flat_reward, aborts,
+                                      length_collapse))
