@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from dashgen.conditions import RUN_NAME, VALUE, Baseline, Signal, all_of, steps
+from dashgen.conditions import RUN_NAME, VALUE, Baseline, Signal, all_of, any_of, steps
 from dashgen.config import AreaConfig, Config, Duration, Factor, Fraction, NonNegative, StepCount
 
 
@@ -82,6 +82,24 @@ class RolloutConfig(AreaConfig, area="rollout"):
     # evaluation that sees it, since a median of 5 steps is 3 short ones already; a minute is 40
     # steps at 1.5 s a step, close to the 60 steps within which the fall is visible.
     length_collapse_for: Duration = "0s"
+    # Its second branch, a fall with the reward falling: the length's median of its last
+    # length_fast_steps below this fraction of the same highest median, while the reward falls. Healthy
+    # runs shorten their answers while the reward climbs (305 to 35 tokens in 5 steps, tune:
+    # custom-qwen25math-15b-grpo-masked-normalize-200); failed ones while it falls (1759 to 623 tokens
+    # with the reward -0.68 to -0.97, tune: verl-qwen3-4b-opd-len1-collapse).
+    length_fall_fraction: Fraction = 0.6
+    # The steps each median of that branch is taken over, the length's and the reward's: three, so a
+    # fall is read on its third step, and one odd step is no fall.
+    length_fast_steps: StepCount = 3
+    # Standard errors of the length's own step-to-step noise that fall must exceed: a small-batch run's
+    # length swings from 90 to 400 tokens between steps, and its 3-step median halves by chance (tune:
+    # unsloth-llama31-8b-gsm8k-grpo, at 3 standard errors; unsloth-gptoss-20b-2048-game-grpo-stopped-432).
+    length_fall_noise_z: NonNegative = 5.0
+    # The reward's fall: its median of the last length_fast_steps this fraction below its highest
+    # length_median_steps median within the last length_rate_steps.
+    length_reward_fall_fraction: Fraction = 0.1
+    # Standard errors of the reward's own step-to-step noise the fall must exceed.
+    length_reward_noise_z: NonNegative = 3.0
     # VerlRolloutAborts: share of rollout requests aborted above this.
     rollout_abort_threshold: Fraction = 0.05
     # How long the share must stay above it before VerlRolloutAborts warns.
@@ -232,9 +250,17 @@ def rules(config: Config) -> RuleGroup:
     )
     length_steps, length_over = steps(tunables.length_median_steps), steps(tunables.length_rate_steps)
     length = Signal("response_length/mean").median_over(length_steps)
+    longest = Baseline.quietest(length_steps, over=length_over)
+    fast_steps = steps(tunables.length_fast_steps)
+    length_falling_with_reward = all_of(
+        Signal("response_length/mean").median_over(fast_steps).falls_by(
+            1 - tunables.length_fall_fraction, of=longest, beyond_noise=tunables.length_fall_noise_z),
+        Signal("critic/score/mean").median_over(fast_steps).falls_by(
+            tunables.length_reward_fall_fraction, of=Baseline.quietest(length_steps, over=length_over),
+            beyond_noise=tunables.length_reward_noise_z))
     length_collapse = Alert.when(
         "VerlResponseLengthCollapse",
-        length.below(tunables.length_collapse_fraction, times=Baseline.quietest(length_steps, over=length_over)),
+        any_of(length.below(tunables.length_collapse_fraction, times=longest), length_falling_with_reward),
         severity=Severity.WARNING,
         for_=tunables.length_collapse_for,
         keep_firing_for=config.warning_keep_firing_for,
@@ -242,13 +268,20 @@ def rules(config: Config) -> RuleGroup:
                 "with minimal answers.",
         description=(f"Run {RUN_NAME}: the mean response length (median of its last {length_steps}) is {VALUE} "
                      f"tokens, below {tunables.length_collapse_fraction:.0%} of its highest such median within the "
-                     f"last {length_over}."),
+                     f"last {length_over}; or its median of the last {fast_steps} below "
+                     f"{tunables.length_fall_fraction:.0%} of it, beyond {tunables.length_fall_noise_z:g} standard "
+                     f"errors of its noise, while the reward's median of its last {fast_steps} fell "
+                     f"{tunables.length_reward_fall_fraction:.0%} below its highest {length_steps} median within the "
+                     f"last {length_over}, beyond {tunables.length_reward_noise_z:g} standard errors of its noise."),
         meaning="A length collapse: the policy found that short (often empty or single-token) answers score, or "
                 "it collapsed onto a degenerate output. The reward may stay up while the model stops solving "
                 "the task (reward hacking).",
         healthy_runs=("Healthy runs shorten their answers as they learn a format, over tens of steps: it needs the "
                       "5-step median below 30% of its highest 5-step median within the last 60 steps, a fall to a "
-                      "third in a few steps (305 to 14 tokens within 3 steps in a public run)."),
+                      "third in a few steps (305 to 14 tokens within 3 steps in a public run); or the 3-step median "
+                      "below 60% of it, beyond 5 standard errors of the length's noise, while the reward's 3-step "
+                      "median falls by 10% beyond 3 standard errors of its own: healthy runs shorten their answers "
+                      "while the reward climbs."),
         next_steps=(
             "Read sample responses of recent steps: are they empty, one token, or a fixed string?",
             "Check the reward function for answers it scores without content; check entropy and the score "
