@@ -2,8 +2,10 @@
 dashgen/evaluation/scoring.py scores the alerts a backtest of them raised)."""
 
 # The one place that names the alerts each fault is judged on; rename an alert here.
-# A fault that cuts more responses at the length cap may raise both: the rise warns, the high share is an info.
-TRUNCATION = frozenset({"VerlResponseTruncation", "VerlResponseTruncationHigh"})
+# A fault that cuts more responses at the length cap may raise these: the rise warns, as do a high
+# share saturating and a share at the cap with a flat reward; the high share is an info.
+TRUNCATION = frozenset({"VerlResponseTruncation", "VerlResponseTruncationHigh", "VerlResponseTruncationSaturating",
+                        "VerlResponseTruncationFlatReward"})
 # fault kind -> (alerts that must fire, alerts it may also raise)
 FAULT_ALERTS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "divergence": (frozenset({"VerlTrainingDivergence"}),
