@@ -104,8 +104,8 @@ FAULT_ALERTS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "loss_explosion": (frozenset({"VerlLossExplosion"}), frozenset({"VerlRunDestroyed", "VerlImplausibleValue"})),
     # A share of responses cut at the cap of 0.6 from the first step (an agent run's setup) rising
     # to 1.0 over `speed` steps and staying: 0.6 cannot double, so it is judged as saturating.
-    "truncation_saturation": (frozenset({"VerlResponseTruncation"}),
-                              frozenset({"VerlResponseTruncationHigh", "VerlBatchTokenRunaway", "VerlRewardStagnation"})),
+    "truncation_saturation": (frozenset({"VerlResponseTruncationSaturating"}),
+                              frozenset({"VerlBatchTokenRunaway", "VerlRewardStagnation"}) | TRUNCATION),
     # The policy samples uniformly: entropy to the log of the vocabulary, the reward to 0 and every
     # response cut at the cap within `speed` steps. Nothing comes back from it: a page.
     "destroyed": (frozenset({"VerlRunDestroyed"}),
