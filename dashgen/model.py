@@ -263,8 +263,8 @@ class Alert:
     condition: Condition | None = None
     # Hysteresis in the vocabulary: once firing, stay firing while this (weaker) condition holds.
     keep_firing_while: Condition | None = None
-    # Why this alert has no rule test, when neither a fixture in tests/rules/ nor a generated
-    # test covers it; `dashgen test` fails on an untested alert without a reason.
+    # Why this alert has no generated rule test (its fixtures in tests/rules/ test it), or no rule
+    # test at all; `dashgen test` fails on an untested alert without a reason.
     untested: str = ""
 
     @classmethod

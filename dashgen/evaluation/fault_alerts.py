@@ -2,8 +2,10 @@
 dashgen/evaluation/scoring.py scores the alerts a backtest of them raised)."""
 
 # The one place that names the alerts each fault is judged on; rename an alert here.
-# A fault that cuts more responses at the length cap may raise both: the rise warns, the high share is an info.
-TRUNCATION = frozenset({"VerlResponseTruncation", "VerlResponseTruncationHigh"})
+# A fault that cuts more responses at the length cap may raise these: the rise warns, as do a high
+# share saturating and a share at the cap with a flat reward; the high share is an info.
+TRUNCATION = frozenset({"VerlResponseTruncation", "VerlResponseTruncationHigh", "VerlResponseTruncationSaturating",
+                        "VerlResponseTruncationFlatReward"})
 # fault kind -> (alerts that must fire, alerts it may also raise)
 FAULT_ALERTS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "divergence": (frozenset({"VerlTrainingDivergence"}),
@@ -107,8 +109,8 @@ FAULT_ALERTS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "loss_explosion": (frozenset({"VerlLossExplosion"}), frozenset({"VerlRunDestroyed", "VerlImplausibleValue"})),
     # A share of responses cut at the cap of 0.6 from the first step (an agent run's setup) rising
     # to 1.0 over `speed` steps and staying: 0.6 cannot double, so it is judged as saturating.
-    "truncation_saturation": (frozenset({"VerlResponseTruncation"}),
-                              frozenset({"VerlResponseTruncationHigh", "VerlBatchTokenRunaway", "VerlRewardStagnation"})),
+    "truncation_saturation": (frozenset({"VerlResponseTruncationSaturating"}),
+                              frozenset({"VerlBatchTokenRunaway", "VerlRewardStagnation"}) | TRUNCATION),
     # The policy samples uniformly: entropy to the log of the vocabulary, the reward to 0 and every
     # response cut at the cap within `speed` steps. Nothing comes back from it: a page.
     "destroyed": (frozenset({"VerlRunDestroyed"}),

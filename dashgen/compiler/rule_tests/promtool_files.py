@@ -54,14 +54,10 @@ def generated_test_files(rule_files: list[str], module_alerts: list[Alert], cata
     queries = SourceQueries(config)  # the series and labels in the metric source's names
     tests: dict[float, list[dict]] = {duration_seconds(config.rule_interval): []}
     for alert in module_alerts:
-        if alert.condition is None:
+        # An alert that says why it has no generated test (untested=...) is tested by its fixtures.
+        if alert.condition is None or alert.untested.strip():
             continue
-        try:
-            cases = [case for case in alert_cases(alert, catalog, config, statistics) if not case.unreachable]
-        except UntestableAlert:
-            if alert.untested.strip():
-                continue
-            raise
+        cases = [case for case in alert_cases(alert, catalog, config, statistics) if not case.unreachable]
         for case in cases:
             experiment = f"{alert.name}-{case.name}"
             firing = queries.input_series(
