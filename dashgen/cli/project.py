@@ -177,7 +177,7 @@ def test(root: Path, config_path: Path | None, keep_generated: Path | None, modu
 
     from dashgen.compiler.rule_tests.fixture_names import fixtures_for_source, refuse_missing_rule_files
     from dashgen.compiler.rule_tests.fixture_statistics import fixtures_with_statistics
-    from dashgen.compiler.output.targets.prometheus import panel_annotations
+    from dashgen.compiler.output.targets.prometheus import panel_links
     from dashgen.compiler.project import compile_project
     from dashgen.compiler.rule_tests.failure_report import explain_failures, unreachable_branches
     from dashgen.compiler.rule_tests.promtool_files import alerts_tested_by_fixtures, write_generated_tests
@@ -217,10 +217,8 @@ def test(root: Path, config_path: Path | None, keep_generated: Path | None, modu
     folder = Path(tempfile.mkdtemp(prefix="dashgen-generated-tests-"))
     try:
         generated = write_generated_tests(folder, project.rules, alerts, config)
-        panel_links = {alert.name: panel_annotations(alert.name, config, project.alert_panels)
-                       for alert in project.alerts}
         fixtures = fixtures_with_statistics(fixtures, project.step_statistics, config.rule_interval,
-                                            folder / "fixtures", config.runbook_base_url, panel_links)
+                                            folder / "fixtures", config.runbook_base_url, panel_links(project))
         if keep_generated is not None:
             try:
                 shutil.copytree(folder, keep_generated, dirs_exist_ok=True)

@@ -9,6 +9,7 @@ import yaml
 from conftest import REPO, run, tree_digest
 from dashgen.compiler.compiled import AlertRule, CompiledAlert, CompiledGroup, RecordingRule, RuleFile
 from dashgen.compiler.rule_tests.fixture_statistics import fixtures_with_statistics
+from dashgen.compiler.output.targets.prometheus import panel_links
 from dashgen.compiler.project import compile_project
 from dashgen.compiler.rule_tests.promtool_files import files_read_by, rules_read_by, write_generated_tests
 from dashgen.config import Config, duration_seconds
@@ -108,7 +109,8 @@ def test_the_fixtures_and_each_alerts_cases_at_the_rule_interval_pass(tmp_path):
     whole command, with them, is test_promtool_fixtures_pass (slow)."""
     config = Config()
     project = compile_project(REPO, config)
-    fixtures = fixtures_with_statistics(FIXTURES, project.step_statistics, config.rule_interval, tmp_path / "fixtures")
+    fixtures = fixtures_with_statistics(FIXTURES, project.step_statistics, config.rule_interval, tmp_path / "fixtures",
+                                        config.runbook_base_url, panel_links(project))
     generated = write_generated_tests(tmp_path, project.rules, project.alerts, config)
     every_rule_interval = [path for path in generated if "-every-5m-" not in path.name]
     assert 0 < len(every_rule_interval) < len(generated)

@@ -59,6 +59,11 @@ def panel_annotations(name: str, config: Config, panels: Mapping[str, AlertPanel
     return links
 
 
+def panel_links(project: CompiledProject) -> dict[str, dict[str, str]]:
+    """Each compiled alert's panel annotations, by name (what `dashgen test`'s fixture copies expect)."""
+    return {alert.name: panel_annotations(alert.name, project.config, project.alert_panels) for alert in project.alerts}
+
+
 def _rule_model(rule: RecordingRule | CompiledAlert, config: Config, panels: Mapping[str, AlertPanel]) -> dict[str, Any]:
     if isinstance(rule, RecordingRule):
         return {"record": rule.record, "expr": rule.expr}
