@@ -35,8 +35,9 @@ def test_the_corpus_holds_what_the_issue_asks_for():
 # The holdout split is never tuned on (bench/realruns/README.md), so it is judged here as
 # bench/realruns.py prints it: in totals, never run by run (a list of what fires on each holdout run
 # is what tuning on it starts from). The totals are pinned: a change that moves one, either way,
-# fails here, and the pin moves with the change's note. Issue 35 is open until they are perfect.
-HOLDOUT_TOTALS = {"healthy runs clean": (11, 13), "failures caught": (4, 12),
+# fails here, and the pin moves with the change's note. The second holdout (issue 52) before its
+# alert changes: healthy clean 11/13, failures caught 4/12.
+HOLDOUT_TOTALS = {"healthy runs clean": (11, 13), "failures caught": (8, 12),
                   "degrading runs without a critical": (3, 3), "healthy runs paged critical": (0, 13)}
 
 # Tune runs added to show a class of failure or false alarm the alerts do not yet handle (issue 40,
@@ -55,7 +56,7 @@ OPEN_ON_TUNE: dict[str, str] = {
     "unsloth-gemma3-1b-quantqa-grpo-answer-never-pays":
         "an answer reward of -1.0 on every step, with format rewards keeping the total varying: nothing reads it",
     "trl-qwen25-7b-gsm8k-grpo-rho100-seed44-cap-excursion":
-        "a 50-step stretch at the length cap warns as truncation at 95",
+        "a 50-step stretch at the length cap warns as truncation at 95, and as saturating truncation at 130",
 }
 
 
