@@ -5,9 +5,9 @@ log: `mlruns/<experiment>/<run>/metrics/<key>`, one file per key (a key's `/` ma
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Iterator
+from dashgen.formats.records import step_lines
 
 METRICS = "metrics"
 # The most metric files read from one run: verl logs a few hundred keys.
@@ -76,8 +76,4 @@ def step_records(path: Path) -> list[tuple[int, dict[str, float]]]:
 
 def step_log_lines(path: Path) -> Iterator[bytes]:
     """An MLflow run as verl's step-log lines ({"step": N, "data": {...}}), for the step-log reader."""
-    records = step_records(path)
-    if not records:
-        raise ValueError("an MLflow run without any logged metric")
-    for step, data in records:
-        yield json.dumps({"step": step, "data": data}, sort_keys=True).encode()
+    return step_lines(step_records(path), "an MLflow run without any logged metric")

@@ -9,11 +9,11 @@ transformers' callback writes `train/<key>` and `eval/<key>`, read as TRL's keys
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Iterator
 
 from dashgen.formats.trl import LOGGER_TRAIN, logger_key
+from dashgen.formats.records import step_lines
 
 VERSION_MARK = b"brain.Event:"
 _HEAD_BYTES = 256
@@ -61,8 +61,4 @@ def step_records(path: Path) -> list[tuple[int, dict[str, float]]]:
 
 def step_log_lines(path: Path) -> Iterator[bytes]:
     """An event file as verl's step-log lines ({"step": N, "data": {...}}), for the step-log reader."""
-    records = step_records(path)
-    if not records:
-        raise ValueError("a TensorBoard event file without any scalar")
-    for step, data in records:
-        yield json.dumps({"step": step, "data": data}, sort_keys=True).encode()
+    return step_lines(step_records(path), "a TensorBoard event file without any scalar")

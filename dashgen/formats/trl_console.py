@@ -11,17 +11,16 @@ Keys are TRL's, read as formats/trl.py reads them.
 from __future__ import annotations
 
 import ast
-import json
 import re
 from pathlib import Path
 from typing import Iterator
 
 from dashgen.formats.trl import EVAL_PREFIX, SUMMARY_KEYS, step_data
+from dashgen.formats.records import step_lines, text_head
 
 _DICT = re.compile(r"\{'[^{}]*\}")
 # A bare nan or inf is no Python literal: it is quoted, and read back as a float.
 _BARE = re.compile(r"(?<![\w'.])(-?)(nan|inf)\b")
-_HEAD_BYTES = 64 << 10
 _TRAINING_KEYS = ("loss", "reward", "grad_norm")
 
 
@@ -42,12 +41,8 @@ def printed_dicts(text: str) -> list[dict]:
 
 def is_trl_console(path: Path) -> bool:
     """Whether `path` is text holding transformers' printed training dicts (not a JSON document)."""
-    try:
-        if not path.is_file():
-            return False
-        with open(path, "rb") as handle:
-            head = handle.read(_HEAD_BYTES).decode("utf-8", errors="replace")
-    except OSError:
+    head = text_head(path)
+    if head is None:
         return False
     if head.lstrip().startswith(("{\"", "[", "{\n")):
         return False
@@ -71,7 +66,4 @@ def step_records(text: str) -> list[tuple[int, dict]]:
 def step_log_lines(path: Path) -> Iterator[bytes]:
     """A console log of printed dicts as verl's step-log lines, for the step-log reader."""
     records = step_records(path.read_text(encoding="utf-8", errors="replace"))
-    if not records:
-        raise ValueError("no training log dict ({'loss': ...}) in it")
-    for step, data in records:
-        yield json.dumps({"step": step, "data": data}, sort_keys=True).encode()
+    return step_lines(records, "no training log dict ({'loss': ...}) in it")

@@ -10,17 +10,16 @@ how finely a log prints from the values themselves, so such a 0 is not taken for
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Iterable, Iterator
+from dashgen.formats.records import step_lines, text_head
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 # `step:12 - ` where a word starts (after a prefix such as Ray's "(TaskRunner pid=1) ").
 CONSOLE_STEP = re.compile(r"(?:^|[\s)\]])step:(\d{1,15}) - (.*)$")
 _NUMPY_WRAP = re.compile(r"^np\.(?:float|int)\d*\((.*)\)$")
 # How much of a file is read to recognise a console log.
-_HEAD_BYTES = 64 << 10
 
 
 def console_value(text: str) -> float | None:
@@ -65,12 +64,8 @@ def console_records(lines: Iterable[str]) -> list[tuple[int, dict[str, float]]]:
 def is_console_log(path: Path) -> bool:
     """Whether `path` is a console log: text whose first line is not a JSON object (verl's step log
     and a trainer state start with `{`), holding a step line within its first 64 KiB."""
-    try:
-        if not path.is_file():
-            return False
-        with open(path, "rb") as handle:
-            head = handle.read(_HEAD_BYTES).decode("utf-8", errors="replace")
-    except OSError:
+    head = text_head(path)
+    if head is None:
         return False
     if head.lstrip().startswith("{"):
         return False
@@ -81,7 +76,4 @@ def step_log_lines(path: Path) -> Iterator[bytes]:
     """A console log as verl's step-log lines ({"step": N, "data": {...}}), for the step-log reader."""
     with open(path, encoding="utf-8", errors="replace") as handle:
         records = console_records(handle)
-    if not records:
-        raise ValueError("a console log without any `step:N - key:value` line")
-    for step, data in records:
-        yield json.dumps({"step": step, "data": data}, sort_keys=True).encode()
+    return step_lines(records, "a console log without any `step:N - key:value` line")

@@ -20,6 +20,7 @@ from typing import Iterator
 
 from dashgen.bounded_read import parse_nested
 from dashgen.formats.trl import logger_key
+from dashgen.formats.records import step_lines, text_head
 
 # Columns that number a row, most meaningful first.
 STEP_KEYS = ("training/global_step", "train/global_step", "_step", "Step", "step")
@@ -27,17 +28,12 @@ TRL_STEP = "train/global_step"
 # Step columns that are no logged value (verl's training/global_step is one: it stays in the data).
 _NOT_DATA = frozenset({"_step", "Step", "step", TRL_STEP})
 _PANEL_EXTREMES = ("__MIN", "__MAX")
-_HEAD_BYTES = 64 << 10
 
 
 def is_wandb_export(path: Path) -> bool:
     """Whether `path` holds W&B history rows (JSON) or a W&B CSV export, known by its first bytes."""
-    try:
-        if not path.is_file():
-            return False
-        with open(path, "rb") as handle:
-            head = handle.read(_HEAD_BYTES).decode("utf-8", errors="replace")
-    except OSError:
+    head = text_head(path)
+    if head is None:
         return False
     stripped = head.lstrip()
     if stripped.startswith("["):
@@ -106,7 +102,4 @@ def step_log_lines(path: Path) -> Iterator[bytes]:
         records = step_records(_rows(path))
     except (ValueError, csv.Error) as exc:
         raise ValueError(str(exc)) from None
-    if not records:
-        raise ValueError("a W&B export without any row numbered by a training step")
-    for step, data in records:
-        yield json.dumps({"step": step, "data": data}, sort_keys=True).encode()
+    return step_lines(records, "a W&B export without any row numbered by a training step")
