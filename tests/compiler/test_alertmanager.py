@@ -89,7 +89,8 @@ def test_inhibitions_stated_next_to_the_alerts_are_rendered_and_in_the_runbook(p
     rules = {r["source_matchers"][0]: (r["target_matchers"][0], r["equal"]) for r in rendered(project)["inhibit_rules"]}
     assert rules == {
         'alertname="VerlTrainingDivergence"': (
-            'alertname=~"VerlKLSpike|VerlEntropyCollapse|VerlEntropyExplosion|VerlRewardCliff"', ["project", "experiment"]),
+            'alertname=~"VerlKLSpike|VerlEntropyCollapse|VerlEntropyExplosion|VerlRewardCliff|VerlRewardCollapse"',
+            ["project", "experiment"]),
         'alertname="VerlTrainingStalled"': ('alertname="VerlRewardStagnation"', ["project", "experiment"]),
         'alertname="VerlMetricsAbsent"': ('alertname=~"VerlTrainingStalled|VerlRewardStagnation"', ["job", "instance"]),
         'alertname="VerlRunCrashed"': ('alertname=~"VerlTrainingStalled|VerlMetricsAbsent"', ["job", "instance"]),
@@ -101,7 +102,7 @@ def test_inhibitions_stated_next_to_the_alerts_are_rendered_and_in_the_runbook(p
     assert "## Routing and inhibition" in runbook
     assert ("| [VerlTrainingDivergence](#verltrainingdivergence) | [VerlKLSpike](#verlklspike), "
             "[VerlEntropyCollapse](#verlentropycollapse), [VerlEntropyExplosion](#verlentropyexplosion), "
-            "[VerlRewardCliff](#verlrewardcliff) | project, experiment |"
+            "[VerlRewardCliff](#verlrewardcliff), [VerlRewardCollapse](#verlrewardcollapse) | project, experiment |"
             ) in runbook
 
 

@@ -208,4 +208,5 @@ def test_a_reward_cliff_and_truncation_fire_after_their_for_and_nothing_critical
     late = 12 if kind == "reward_cliff" else 3
     assert DIVERGES_AT + for_steps - 1 <= firing[0]["start_step"] <= DIVERGES_AT + for_steps + late
     critical = {a["alertname"] for a in report["alerts"] if a["severity"] == "critical" and a["firing"]}
-    assert critical <= {alertname}
+    # A cliff to far below the reward's best is a collapse too (VerlRewardCollapse, issue 52).
+    assert critical <= {alertname} | ({"VerlRewardCollapse"} if kind == "reward_cliff" else set())

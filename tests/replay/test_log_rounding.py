@@ -31,13 +31,14 @@ def test_a_line_shows_its_finest_digit_and_whole_numbers_say_nothing():
 
 
 def _dead_gradient_log(path: Path, decimals: int | None) -> Path:
-    """60 steps; from step 31 the grad norm is 0 although the groups' rewards differ."""
+    """60 steps; from step 31 the grad norm is 0 although the groups' rewards differ, and so is the policy
+    loss (GRPO's loss is 0 where no advantage is left; VerlNoLearningSignal's 20-step branch asks both)."""
     lines = []
     for step in range(1, 61):
         data = {key: value for key, value in step_data(step).items() if not key.startswith("val-")}
         data["critic/score/std"] = 0.3 + 0.01 * math.sin(step)
         if step > 30:
-            data["actor/grad_norm"] = 0.0
+            data["actor/grad_norm"] = data["actor/pg_loss"] = 0.0
         if decimals is not None:  # as verl's console prints it
             data = {key: round(value, decimals) if isinstance(value, float) else value for key, value in data.items()}
         lines.append(json.dumps({"step": step, "data": data}))
