@@ -265,6 +265,14 @@ def test_stall_and_nan_alerts_rebuilt_on_rl_insight_series_fire_in_promtool(proj
     rules = project / "rendered" / "rules"
     fixture = yaml.safe_load(REBUILT_ALERTS_TEST)
     fixture["rule_files"] = [str(rules / name) for name in ("source-rl_insight.yaml", "progress.yaml", "stability.yaml")]
+    # The panel each alert links to (the rendered annotations), as `dashgen test` adds them to a fixture.
+    from dashgen.compiler.output.targets.prometheus import panel_links
+    from dashgen.compiler.project import compile_project
+    from dashgen.compiler.rule_tests.fixture_statistics import DEFAULT_RUNBOOK_BASE, with_project_annotations
+    from dashgen.config import load_config
+
+    compiled = compile_project(project, load_config(None, project))
+    with_project_annotations(fixture, DEFAULT_RUNBOOK_BASE, panel_links(compiled))
     path = project / "rebuilt-test.yaml"
     path.write_text(yaml.safe_dump(fixture, sort_keys=False))
     result = subprocess.run(["promtool", "test", "rules", str(path)], capture_output=True, text=True)
