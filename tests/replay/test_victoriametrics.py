@@ -131,12 +131,13 @@ def test_lint_dry_runs_the_victoria_metrics_files_as_they_are(project: Path):
     folder = set_up_project(project)
     result = run("lint", "--root", str(project))
     assert result.exit_code == 0, result.output
-    assert "vmalert -dryRun: 12 rule files in rendered/victoriametrics/rules/ load" in result.output
+    files = len(list((project / "rendered" / "victoriametrics" / "rules").glob("*.yaml")))
+    assert files >= 12 and f"vmalert -dryRun: {files} rule files in rendered/victoriametrics/rules/ load" in result.output
     # A file edited after the build is checked as it is, not repaired first.
     rules = folder / "memory.yaml"
     rules.write_text(rules.read_text().replace("    for: ", "    keep_firing_for: 15m\n    for: ", 1))
     result = run("lint", "--root", str(project))
-    assert result.exit_code != 0 and "vmalert -dryRun: 12 rule files in rendered/victoriametrics/rules/ FAILED" in result.output
+    assert result.exit_code != 0 and f"vmalert -dryRun: {files} rule files in rendered/victoriametrics/rules/ FAILED" in result.output
 
 
 @pytest.mark.heavy
