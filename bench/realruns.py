@@ -19,6 +19,7 @@ import sys
 import time
 from pathlib import Path
 
+from dashgen.config.loading import load_config
 from dashgen.review.comparison import judge
 from dashgen.review.corpus import public_corpus
 from dashgen.review.report import format_score, scores_by_split
@@ -30,6 +31,8 @@ REPO = Path(__file__).resolve().parent.parent
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, default=REPO, help="the project whose alerts are judged")
+    parser.add_argument("--config", type=Path, help="a YAML file overriding fields of the config, as dashgen's "
+                        "--config (default: the built-in config, whatever dashgen.yaml the project has)")
     parser.add_argument("--json", action="store_true", help="print the verdicts as JSON")
     parser.add_argument("--holdout-runs", action="store_true",
                         help="also list the holdout split run by run (by default only its totals: it is never tuned on, "
@@ -37,7 +40,7 @@ def main() -> int:
     args = parser.parse_args()
     runs = find_runs([public_corpus()])
     began = time.perf_counter()
-    judged = judge(runs, args.root)
+    judged = judge(runs, args.root, load_config(args.config, args.root) if args.config else None)
     seconds = time.perf_counter() - began
 
     def listed(one) -> bool:
