@@ -69,7 +69,7 @@ def rules(config: Config) -> RuleGroup:
              (LOG_PPL_DIFF, tunables.log_ppl_diff_min_rise))
     mismatch = Alert.when(
         "VerlTrainRolloutMismatch",
-        any_of(*(gap.median_over(rise_steps).rises_by(factor - 1, of=level, at_least=floor, beyond_noise=z)
+        any_of(*(gap.median_over(rise_steps).rises_to(factor, of=level, at_least=floor, beyond_noise=z)
                  for gap, floor in rises)),
         severity=Severity.WARNING,
         keep_firing_for=config.warning_keep_firing_for,

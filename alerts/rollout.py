@@ -118,7 +118,7 @@ def rules(config: Config) -> RuleGroup:
     noise_z = tunables.truncation_noise_z
     truncation = Alert.when(
         "VerlResponseTruncation",
-        clip_ratio.rises_by(factor - 1, of=early_level, at_least=floor, beyond_noise=noise_z),
+        clip_ratio.rises_to(factor, of=early_level, at_least=floor, beyond_noise=noise_z),
         severity=Severity.WARNING,
         for_=tunables.truncation_for,
         keep_firing_while=clip_ratio.rises_by((factor - 1) * sustain, of=early_level, at_least=floor * sustain),
@@ -253,8 +253,8 @@ def rules(config: Config) -> RuleGroup:
     longest = Baseline.quietest(length_steps, over=length_over)
     fast_steps = steps(tunables.length_fast_steps)
     length_falling_with_reward = all_of(
-        Signal("response_length/mean").median_over(fast_steps).falls_by(
-            1 - tunables.length_fall_fraction, of=longest, beyond_noise=tunables.length_fall_noise_z),
+        Signal("response_length/mean").median_over(fast_steps).falls_to(
+            tunables.length_fall_fraction, of=longest, beyond_noise=tunables.length_fall_noise_z),
         Signal("critic/score/mean").median_over(fast_steps).falls_by(
             tunables.length_reward_fall_fraction, of=Baseline.quietest(length_steps, over=length_over),
             beyond_noise=tunables.length_reward_noise_z))

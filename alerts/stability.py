@@ -1,6 +1,7 @@
 """Training stability: divergence of the policy update, KL spikes, entropy collapse, NaNs."""
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from dashgen.catalog import NONFINITE_LOSS_STREAK_METRIC, NONFINITE_STREAK_METRIC
 from dashgen.conditions import RUN_NAME, VALUE, Baseline, Signal, all_of, any_of, steps
@@ -16,6 +17,11 @@ REWARD = Signal("critic/score/mean")
 @dataclass(frozen=True)
 class StabilityConfig(AreaConfig, area="stability"):
     """The tunables of alerts/stability.py: the config file's `stability:` section."""
+
+    retired: ClassVar[dict[str, str]] = {
+        "reference_kl_rise_factor": "VerlReferenceKLBlowUp's rise is reference_kl_rise_multiple now, the multiple "
+                                    "of the quiet level it names: the old factor 9 meant 10x, so write 10 for it",
+    }
 
     # VerlTrainingDivergence compares each signal with its quietest level within this many logged
     # steps (the lowest median over divergence_smoothing_steps for KL and grad norm, the highest
@@ -172,10 +178,10 @@ class StabilityConfig(AreaConfig, area="stability"):
     # Standard errors of its step-to-step noise the rise must exceed.
     grad_norm_explosion_noise_z: NonNegative = 5.0
     # VerlReferenceKLBlowUp: KL to the reference policy (actor/kl_loss; TRL's kl), its median of
-    # the last reference_kl_steps, rising by this multiple of its quietest such median within the
+    # the last reference_kl_steps, above this multiple of its quietest such median within the
     # last reference_kl_over_steps, and by at least reference_kl_min_rise. It rises smoothly by
     # design under a KL penalty (0 to 0.2 over 200 steps) and spikes for a step in healthy runs.
-    reference_kl_rise_factor: Factor = 9.0
+    reference_kl_rise_multiple: Factor = 10.0
     # The least rise of reference KL, in its own units, that counts.
     reference_kl_min_rise: NonNegative = 0.3
     # The steps each median of reference KL is taken over.
@@ -236,8 +242,8 @@ def rules(config: Config) -> list[RuleGroup]:
         name="VerlTrainingDivergence",
         severity=Severity.CRITICAL,
         condition=all_of(
-            KL.median_over(steps(tunables.divergence_kl_median_steps)).rises_by(
-                tunables.divergence_kl_factor - 1, of=baseline, at_least=tunables.divergence_kl_min_rise,
+            KL.median_over(steps(tunables.divergence_kl_median_steps)).rises_to(
+                tunables.divergence_kl_factor, of=baseline, at_least=tunables.divergence_kl_min_rise,
                 beyond_noise=tunables.divergence_noise_z),
             GRAD_NORM.max_over(recent).above(tunables.divergence_grad_norm_factor, times=baseline),
             ENTROPY.min_over(recent).below(tunables.divergence_entropy_factor, times=baseline),
@@ -301,7 +307,7 @@ def rules(config: Config) -> list[RuleGroup]:
         # Judged once half of its steps are logged: a GRPO run's first update moves the policy by 0.15
         # (bench/realruns/custom-qwen25math-15b-grpo-clip-asym-200), then 0.04, 0.03, ...
         condition=all_of(kl_median.above(tunables.kl_spike_threshold),
-                         kl_median.rises_by(tunables.kl_spike_rise_factor - 1,
+                         kl_median.rises_to(tunables.kl_spike_rise_factor,
                                             of=Baseline.quietest(kl_steps, over=kl_over),
                                             beyond_noise=tunables.kl_spike_noise_z)),
         keep_firing_for=config.warning_keep_firing_for,
@@ -340,14 +346,14 @@ def rules(config: Config) -> list[RuleGroup]:
     slow_reward_ending = steps(tunables.entropy_slow_reward_ending_steps)
     entropy_collapse = Alert.when(
         "VerlEntropyCollapse",
-        any_of(all_of(ENTROPY.median_over(entropy_median).falls_by(
-                          1 - tunables.entropy_collapse_fraction, of=entropy_level,
+        any_of(all_of(ENTROPY.median_over(entropy_median).falls_to(
+                          tunables.entropy_collapse_fraction, of=entropy_level,
                           beyond_noise=tunables.entropy_collapse_noise_z),
                       reward_now.does_not_rise_by(tunables.entropy_reward_rise_fraction,
                                                   of=Baseline.quietest(steps(tunables.entropy_reward_steps),
                                                                        over=recent_steps), beyond_noise=noise)),
-               all_of(ENTROPY.median_over(entropy_median).falls_by(
-                          1 - tunables.entropy_slow_collapse_fraction,
+               all_of(ENTROPY.median_over(entropy_median).falls_to(
+                          tunables.entropy_slow_collapse_fraction,
                           of=Baseline.quietest(entropy_median, over=slow_steps),
                           beyond_noise=tunables.entropy_collapse_noise_z),
                       reward_now.falls_by(tunables.entropy_reward_fall_fraction,
@@ -388,11 +394,11 @@ def rules(config: Config) -> list[RuleGroup]:
     fast_steps, fast_factor = steps(tunables.entropy_explosion_fast_steps), tunables.entropy_explosion_fast_factor
     entropy_explosion = Alert.when(
         "VerlEntropyExplosion",
-        any_of(ENTROPY.median_over(explosion_steps).rises_by(
-                   tunables.entropy_explosion_factor - 1, of=entropy_before_rise,
+        any_of(ENTROPY.median_over(explosion_steps).rises_to(
+                   tunables.entropy_explosion_factor, of=entropy_before_rise,
                    at_least=tunables.entropy_explosion_min_rise, beyond_noise=tunables.entropy_explosion_noise_z),
-               ENTROPY.median_over(fast_steps).rises_by(
-                   fast_factor - 1, of=entropy_before_rise, at_least=tunables.entropy_explosion_fast_min_rise)),
+               ENTROPY.median_over(fast_steps).rises_to(
+                   fast_factor, of=entropy_before_rise, at_least=tunables.entropy_explosion_fast_min_rise)),
         for_=tunables.entropy_explosion_for,
         keep_firing_for=config.warning_keep_firing_for,
         severity=Severity.WARNING,
@@ -422,14 +428,14 @@ def rules(config: Config) -> list[RuleGroup]:
     grad_level = Baseline.quietest(steps(tunables.grad_norm_level_steps), over=grad_over)
     grad_norm_explosion = Alert.when(
         "VerlGradNormExplosion",
-        GRAD_NORM.median_over(grad_steps).rises_by(
-            tunables.grad_norm_explosion_factor - 1, of=grad_level, at_least=tunables.grad_norm_explosion_min_rise,
+        GRAD_NORM.median_over(grad_steps).rises_to(
+            tunables.grad_norm_explosion_factor, of=grad_level, at_least=tunables.grad_norm_explosion_min_rise,
             beyond_noise=tunables.grad_norm_explosion_noise_z),
         # Against the level held from before the fault (the lowest median of grad_over steps, read back
         # baseline_hold_window): a lasting fault, which the quietest level of the last 100 steps takes in
         # within 150 s at 1.5 s a step, stays firing.
-        keep_firing_while=GRAD_NORM.median_over(grad_steps).rises_by(
-            tunables.grad_norm_explosion_sustain_factor - 1, of=Baseline.held(of=Baseline(grad_over, ending=grad_steps))),
+        keep_firing_while=GRAD_NORM.median_over(grad_steps).rises_to(
+            tunables.grad_norm_explosion_sustain_factor, of=Baseline.held(of=Baseline(grad_over, ending=grad_steps))),
         severity=Severity.WARNING,
         summary="The gradient norm exploded far above its own level: the update is becoming unstable.",
         description=(f"Run {RUN_NAME}: the median of actor/grad_norm over its last {grad_steps} is {VALUE}, above "
@@ -456,15 +462,15 @@ def rules(config: Config) -> list[RuleGroup]:
     kl_ref_over = steps(tunables.reference_kl_over_steps)
     reference_kl = Alert.when(
         "VerlReferenceKLBlowUp",
-        KL_REF.median_over(kl_ref_steps).rises_by(
-            tunables.reference_kl_rise_factor, of=Baseline.quietest(kl_ref_steps, over=kl_ref_over),
+        KL_REF.median_over(kl_ref_steps).rises_to(
+            tunables.reference_kl_rise_multiple, of=Baseline.quietest(kl_ref_steps, over=kl_ref_over),
             at_least=tunables.reference_kl_min_rise, beyond_noise=tunables.reference_kl_noise_z),
         for_=tunables.reference_kl_for,
         keep_firing_for=config.warning_keep_firing_for,
         severity=Severity.WARNING,
         summary="KL to the reference policy has blown up: the policy is leaving what it was trained from.",
         description=(f"Run {RUN_NAME}: the median of actor/kl_loss (KL to the reference) over its last "
-                     f"{kl_ref_steps} is {VALUE}: more than {tunables.reference_kl_rise_factor:g}x above its quietest "
+                     f"{kl_ref_steps} is {VALUE}: above {tunables.reference_kl_rise_multiple:g}x its quietest "
                      f"such median within the last {kl_ref_over}, at least {tunables.reference_kl_min_rise:g} "
                      f"above it, and beyond {tunables.reference_kl_noise_z:g} standard errors of its step-to-step noise."),
         meaning="KL to the reference (not to the old policy, which is actor/ppo_kl and VerlKLSpike's) grows "

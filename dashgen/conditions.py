@@ -208,6 +208,18 @@ class Signal:
         `beyond_noise`, as falls_by)."""
         return Shift(self, ">", fraction, of, at_least, beyond_noise)
 
+    def rises_to(self, multiple: float, of: Baseline, at_least: float = 0.0, beyond_noise: float = 0.0) -> "Shift":
+        """Above `multiple` times the baseline (10: ten times its level; for a baseline below 0, above
+        it by multiple - 1 times its magnitude), with `at_least` and `beyond_noise` as falls_by. The
+        same as rises_by(multiple - 1), for a tunable that says what it multiplies."""
+        return Shift(self, ">", multiple - 1, of, at_least, beyond_noise)
+
+    def falls_to(self, share: float, of: Baseline, at_least: float = 0.0, beyond_noise: float = 0.0) -> "Shift":
+        """Below `share` of the baseline (0.6: under 60% of its level; for a baseline below 0, below it
+        by 1 - share of its magnitude), with `at_least` and `beyond_noise` as falls_by. The same as
+        falls_by(1 - share), for a tunable that says what is left."""
+        return Shift(self, "<", 1 - share, of, at_least, beyond_noise)
+
     def does_not_rise_by(self, fraction: float, of: Baseline, at_least: float = 0.0,
                          beyond_noise: float = 0.0) -> "Shift":
         """The negation of rises_by with the same arguments: the signal has not risen that far
@@ -438,8 +450,9 @@ def _comparison_problem(c: Comparison) -> str | None:
         return None
     if baseline is None:
         return f"{ref}: falls_by and rises_by compare with a Baseline(...) (of=)"
-    word = "falls_by" if c.op == "<" else "rises_by"
-    return (_number_problem(f"{ref}: the fraction of {word}()", c.fraction, positive=True)
+    word, same = ("falls_by", "falls_to(s) is falls_by(1 - s)") if c.op == "<" else ("rises_by", "rises_to(m) is rises_by(m - 1)")
+    fraction_problem = _number_problem(f"{ref}: the fraction of {word}()", c.fraction, positive=True)
+    return (fraction_problem and f"{fraction_problem} ({same})"
             or _number_problem(f"{ref}: at_least of {word}()", c.at_least, non_negative=True)
             or _number_problem(f"{ref}: beyond_noise of {word}()", c.beyond_noise, non_negative=True)
             or (None if isinstance(c.negated, bool) else f"{ref}: negated is {c.negated!r}, not True or False"))

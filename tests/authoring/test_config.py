@@ -61,6 +61,11 @@ def write_config(project, text: str):
     ("rewards: {reward_stagnation_window: 30m}\n",
      "rewards: reward_stagnation_window is no longer a field: VerlRewardStagnation counts logged steps now: set "
      "reward_stagnation_steps"),
+    # A factor renamed for what it multiplies: 9 meant 10x, and the same 9 under the new name is 9x.
+    ("stability: {reference_kl_rise_factor: 9}\n",
+     "stability: reference_kl_rise_factor is no longer a field: VerlReferenceKLBlowUp's rise is "
+     "reference_kl_rise_multiple now, the multiple of the quiet level it names: the old factor 9 meant 10x, so write "
+     "10 for it"),
     ("act: {command_timeout: 0s}\n", "act.command_timeout: '0s' must be longer than 0s"),
     ("rule_interval: 1m\nrule_interval: 2m\n", "field 'rule_interval' is given twice"),
     ("- a\n- b\n", "config must be a mapping of field: value"),

@@ -145,6 +145,12 @@ VALUES = {
                                      "the fraction of rises_by() is -0.5; it must be greater than 0"),
     "falls_by nothing": ("kl.falls_by(0, of=Baseline('1h'))",
                          "the fraction of falls_by() is 0; it must be greater than 0"),
+    "rises_to its own level": ("kl.rises_to(1, of=Baseline('1h'))",
+                               "the fraction of rises_by() is 0; it must be greater than 0 (rises_to(m) is "
+                               "rises_by(m - 1))"),
+    "falls_to more than its level": ("kl.falls_to(1.5, of=Baseline('1h'))",
+                                     "the fraction of falls_by() is -0.5; it must be greater than 0 (falls_to(s) is "
+                                     "falls_by(1 - s))"),
     "a negative floor": ("kl.falls_by(0.5, of=Baseline('1h'), at_least=-1)",
                          "at_least of falls_by() is -1; it must be 0 or more"),
     "an infinite floor": ("kl.rises_by(0.5, of=Baseline('1h'), at_least=float('inf'))",
