@@ -193,6 +193,22 @@ class StabilityConfig(AreaConfig, area="stability"):
     reference_kl_noise_z: NonNegative = 5.0
     # How long the rise must hold before VerlReferenceKLBlowUp fires.
     reference_kl_for: Duration = "1m"
+    # VerlReferenceKLBlowUp also warns on a KL to the reference still climbing after the reward has
+    # nothing left to give (issue 52: KL 0.38 to 1.0 while the reward sat at 0.99 with its spread
+    # near 0 warned 15 steps late): its median of the last reference_kl_steps above this multiple of
+    # its median of as many steps ending reference_kl_saturated_ending_steps ago (and by
+    # reference_kl_min_rise, beyond reference_kl_noise_z), while the reward's median of those steps
+    # is within reward_saturated_tolerance of its highest such median of the last
+    # reference_kl_over_steps, and its spread within groups (critic/score/std,
+    # median of those steps) is below reward_saturated_spread. A run still learning has a spread;
+    # a saturated one whose KL climbs drifts for nothing.
+    reference_kl_saturated_multiple: Factor = 2.0
+    reference_kl_saturated_ending_steps: StepCount = 20
+    # A share of the reward's magnitude: 0.99 against a best of 1.0 is at its best.
+    reward_saturated_tolerance: Fraction = 0.02
+    # A score std below this: nearly every completion of every group scores alike (0.05 of a 0/1
+    # reward is about one completion in 400 that differs).
+    reward_saturated_spread: NonNegative = 0.05
     # VerlEntropyExplosion also fires, before entropy's noise can be read, when its median of the
     # last entropy_explosion_fast_steps is this multiple of its level before the rise (10x), by at
     # least entropy_explosion_fast_min_rise nats: the spread needs three logged values before the
@@ -460,11 +476,20 @@ def rules(config: Config) -> list[RuleGroup]:
     )
     kl_ref_steps = steps(tunables.reference_kl_steps)
     kl_ref_over = steps(tunables.reference_kl_over_steps)
+    ending = steps(tunables.reference_kl_saturated_ending_steps)
+    reward_range = Baseline.quietest(kl_ref_steps, over=kl_ref_over)
+    tolerance, spread = tunables.reward_saturated_tolerance, tunables.reward_saturated_spread
+    reward_saturated = all_of(REWARD.median_over(kl_ref_steps).does_not_fall_by(tolerance, of=reward_range),
+                              Signal("critic/score/std").median_over(kl_ref_steps).below(spread))
     reference_kl = Alert.when(
         "VerlReferenceKLBlowUp",
-        KL_REF.median_over(kl_ref_steps).rises_to(
-            tunables.reference_kl_rise_multiple, of=Baseline.quietest(kl_ref_steps, over=kl_ref_over),
-            at_least=tunables.reference_kl_min_rise, beyond_noise=tunables.reference_kl_noise_z),
+        any_of(KL_REF.median_over(kl_ref_steps).rises_to(
+                   tunables.reference_kl_rise_multiple, of=Baseline.quietest(kl_ref_steps, over=kl_ref_over),
+                   at_least=tunables.reference_kl_min_rise, beyond_noise=tunables.reference_kl_noise_z),
+               all_of(KL_REF.median_over(kl_ref_steps).rises_to(
+                          tunables.reference_kl_saturated_multiple, of=Baseline(kl_ref_steps, ending=ending),
+                          at_least=tunables.reference_kl_min_rise, beyond_noise=tunables.reference_kl_noise_z),
+                      reward_saturated)),
         for_=tunables.reference_kl_for,
         keep_firing_for=config.warning_keep_firing_for,
         severity=Severity.WARNING,
@@ -472,16 +497,23 @@ def rules(config: Config) -> list[RuleGroup]:
         description=(f"Run {RUN_NAME}: the median of actor/kl_loss (KL to the reference) over its last "
                      f"{kl_ref_steps} is {VALUE}: above {tunables.reference_kl_rise_multiple:g}x its quietest "
                      f"such median within the last {kl_ref_over}, at least {tunables.reference_kl_min_rise:g} "
-                     f"above it, and beyond {tunables.reference_kl_noise_z:g} standard errors of its step-to-step noise."),
+                     f"above it, and beyond {tunables.reference_kl_noise_z:g} standard errors of its step-to-step noise; "
+                     f"or above {tunables.reference_kl_saturated_multiple:g}x its median of {kl_ref_steps} ending "
+                     f"{ending} ago, as far and beyond as much noise, while the reward is at its best (within "
+                     f"{tolerance:.0%}) with a score std below {spread:g}."),
         meaning="KL to the reference (not to the old policy, which is actor/ppo_kl and VerlKLSpike's) grows "
                 "smoothly under a KL penalty by design and spikes for single steps in healthy runs; a sustained "
                 "rise by an order of magnitude means the KL term no longer holds the policy: a KL coefficient too "
                 "small for the learning rate, reward hacking, or an update that has gone unstable (grad norm "
-                "spikes usually come with it).",
+                "spikes usually come with it). Once the reward is saturated (every completion right, no spread "
+                "within groups) GRPO has no advantage to learn from, so a KL that still climbs is drift the reward "
+                "does not pay for: a smaller rise warns then.",
         healthy_runs=("KL to the reference grows smoothly under a KL penalty by design (0 to 0.2 over 200 steps) "
                       "and spikes for single steps, and a one-prompt run's swings over an order of magnitude between "
                       "steps: it needs the 10-step median 10x its quietest 10-step median of the last 200 steps, 0.3 "
-                      "above it, and beyond 5 standard errors of its step-to-step spread."),
+                      "above it, and beyond 5 standard errors of its step-to-step spread. A KL that doubles within 30 "
+                      "steps warns only once the reward has saturated: at its best, with next to no spread between "
+                      "completions, a learning run has nothing left to buy with it."),
         next_steps=(
             "Compare with the grad norm and the reward: a KL rise without a reward gain is drift, not learning.",
             "Raise the KL coefficient (kl_loss_coef; TRL's beta) or lower the learning rate; resume from the "
