@@ -1,6 +1,6 @@
 # make build:     set up a virtualenv, install dashgen, compile its modules, render rendered/.
 # make test:      the same set-up plus Prometheus', Alertmanager's and VictoriaMetrics' tools, then
-#                 `dashgen check` and the suite, two workers a core, less the exhaustive `slow` tests (~2.75 min on 2 cores).
+#                 ruff's linter (`make style`), `dashgen check` and the suite, two workers a core, less the exhaustive `slow` tests (~2.75 min on 2 cores).
 # make test-fast: the edit loop: no live servers or processes, no heavy tool runs (~30 s on 2 cores).
 # make test-slow: only the `slow` tests: the exhaustive ones (every rule replayed on VictoriaMetrics, many killed
 #                 builds) and the chains of minutes (fresh installs, the public corpus, promtool on mutated rules).
@@ -22,7 +22,7 @@ IMPORTED_MODULES = yaml, jinja2, click, grafanalib, jsonschema, promql_parser, p
 # Debian's package; apt needs root, so use sudo when not root and it exists.
 SUDO   := $(shell [ "$$(id -u)" -ne 0 ] && command -v sudo >/dev/null && echo sudo)
 
-.PHONY: build compile check lint test test-fast test-slow test-all rules-test prometheus alertmanager victoria-metrics bench clean
+.PHONY: build compile check lint style test test-fast test-slow test-all rules-test prometheus alertmanager victoria-metrics bench clean
 
 $(BIN)/dashgen: pyproject.toml
 	@# The pip that venv installs (23 or later) installs all of this: upgrading it first cost a trip to the index.
@@ -83,11 +83,15 @@ lint: compile prometheus alertmanager victoria-metrics
 rules-test: compile prometheus alertmanager victoria-metrics
 	$(BIN)/dashgen test
 
-test: compile prometheus alertmanager victoria-metrics
+# ruff's linter ([tool.ruff] in pyproject.toml): an unused import or an undefined name fails the suite first.
+style: $(BIN)/dashgen
+	$(BIN)/ruff check dashgen alerts panels tests bench
+
+test: compile style prometheus alertmanager victoria-metrics
 	$(BIN)/dashgen check
 	$(PYTEST) -m "not slow"
 
-test-fast: compile prometheus alertmanager victoria-metrics
+test-fast: compile style prometheus alertmanager victoria-metrics
 	$(BIN)/python -m pytest -q -n $(TEST_FAST_WORKERS) -m "not live and not heavy and not slow"
 
 test-slow: compile prometheus alertmanager victoria-metrics

@@ -4,6 +4,7 @@ from dataclasses import dataclass
 
 from dashgen.conditions import RUN_NAME, VALUE, Baseline, Signal, all_of, any_of, steps
 from dashgen.config import AreaConfig, Config, Duration, Factor, Fraction, NonNegative, StepCount
+from dashgen.model import Alert, RuleGroup, Severity
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,6 @@ class RolloutConfig(AreaConfig, area="rollout"):
     rollout_abort_threshold: Fraction = 0.05
     # How long the share must stay above it before VerlRolloutAborts warns.
     rollout_abort_for: Duration = "10m"
-from dashgen.model import Alert, RuleGroup, Severity
 
 
 def rules(config: Config) -> RuleGroup:

@@ -5,8 +5,8 @@ from typing import ClassVar
 
 from dashgen.catalog import NONFINITE_LOSS_STREAK_METRIC, NONFINITE_STREAK_METRIC
 from dashgen.conditions import RUN_NAME, VALUE, Baseline, Signal, all_of, any_of, steps
-from dashgen.config import AreaConfig, Config, Duration, Factor, Fraction, Interval, NonNegative, StepCount
-from dashgen.model import ON_RUN, Alert, Inhibition, RuleGroup, Severity
+from dashgen.config import AreaConfig, Config, Duration, Factor, Fraction, NonNegative, StepCount
+from dashgen.model import Alert, Inhibition, RuleGroup, Severity
 
 STREAK = f"{NONFINITE_STREAK_METRIC}{{$verl}}"
 KL, GRAD_NORM, ENTROPY = Signal("actor/ppo_kl"), Signal("actor/grad_norm"), Signal("actor/entropy")

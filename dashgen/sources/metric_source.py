@@ -18,7 +18,6 @@ from typing import Callable, Mapping
 from dashgen.catalog import Catalog, Metric, Origin
 from dashgen.config import Config
 from dashgen.errors import BuildError
-from dashgen.model import Recording
 from dashgen.records import record
 
 

@@ -68,7 +68,7 @@ def test_a_trainer_that_exits_0_without_a_step_is_not_published_finished(supervi
     metrics = wait_until(lambda: (m := exporter.metrics()) and run_state(m) == state and m, 20, f"state {state}")
     labels = '{experiment="exp",project="proj"}'
     assert metrics[f"verl_run_exit_code{labels}"] == 0
-    assert metrics[f'verl_run_state{{experiment="exp",project="proj",state="finished"}}'] == 0
+    assert metrics['verl_run_state{experiment="exp",project="proj",state="finished"}'] == 0
     exporter.process.send_signal(signal.SIGTERM)
     out, err = exporter.process.communicate(timeout=10)
     assert exporter.process.returncode == 0
