@@ -223,6 +223,14 @@ class StabilityConfig(AreaConfig, area="stability"):
     # the slower branch's entropy_explosion_min_rise, so that a 10x rise of a small entropy (0.08 to 0.8)
     # fires by this branch alone.
     entropy_explosion_fast_min_rise: NonNegative = 0.75
+    # VerlEntropyExplosion also fires, whatever the level before, where that 3-step median is above
+    # this many nats: every token drawn as if from ~20 equally likely ones (e^3), text that is no
+    # longer language. 1.8x the highest 3-step median of a healthy run of the corpus (1.65:
+    # trl-gptoss-20b-minesweeper-grpo-zero-gradnorm; the others stay below 1.25); the corpus'
+    # explosions pass it on their way to 5.4-8.1 nats (custom-qwen25math-15b-grpo-e16-entropy-blowup:
+    # 0.85 to 2.4, 4.3 in three steps, which the relative branches read only two steps later), and two
+    # degrading runs' bursts reach 3.8-3.9, which a warning may name.
+    entropy_explosion_ceiling: NonNegative = 3.0
     # Once firing, VerlGradNormExplosion stays firing while the grad norm's median of the last
     # grad_norm_explosion_steps is still this multiple of its level before the rise (3x), and
     # resolves once it is not: a spike that has passed. Kept firing 15 minutes instead, two spikes
@@ -414,7 +422,8 @@ def rules(config: Config) -> list[RuleGroup]:
                    tunables.entropy_explosion_factor, of=entropy_before_rise,
                    at_least=tunables.entropy_explosion_min_rise, beyond_noise=tunables.entropy_explosion_noise_z),
                ENTROPY.median_over(fast_steps).rises_to(
-                   fast_factor, of=entropy_before_rise, at_least=tunables.entropy_explosion_fast_min_rise)),
+                   fast_factor, of=entropy_before_rise, at_least=tunables.entropy_explosion_fast_min_rise),
+               ENTROPY.median_over(fast_steps).above(tunables.entropy_explosion_ceiling)),
         for_=tunables.entropy_explosion_for,
         keep_firing_for=config.warning_keep_firing_for,
         severity=Severity.WARNING,
@@ -424,7 +433,8 @@ def rules(config: Config) -> list[RuleGroup]:
                      f"{explosion_over}, by at least {tunables.entropy_explosion_min_rise:g} nats and beyond "
                      f"{tunables.entropy_explosion_noise_z:g} standard errors of its step-to-step noise; or its "
                      f"median over its last {fast_steps} is above {fast_factor:g}x that level, by at least "
-                     f"{tunables.entropy_explosion_fast_min_rise:g} nats."),
+                     f"{tunables.entropy_explosion_fast_min_rise:g} nats; or that median is above "
+                     f"{tunables.entropy_explosion_ceiling:g} nats, whatever the level before."),
         meaning="The opposite failure of a collapse: the policy's token distribution flattens, responses fill "
                 "with noise and run to the length cap, and the reward falls. Usually an update that left the "
                 "trust region (learning rate, stale rollouts, a numerics problem between the rollout engine "
@@ -433,7 +443,8 @@ def rules(config: Config) -> list[RuleGroup]:
                       "small-batch runs: it needs the 5-step median 3x above the lowest 10-step median of the last "
                       "200 steps, by a whole nat, and beyond 5 standard errors of its step-to-step spread; or, "
                       "before that spread can be read (three logged values before the window), the 3-step median "
-                      "10x that level and 0.75 nats above it (a healthy run of the corpus: at most 5x and 0.53 nats)."),
+                      "10x that level and 0.75 nats above it (a healthy run of the corpus: at most 5x and 0.53 nats); or the "
+                      "3-step median above 3 nats, which no healthy run of the corpus reaches (1.65 at most)."),
         next_steps=(
             "Check the response length and its clip ratio, and read a few recent responses.",
             "Compare the rollout engine's and the trainer's log-probs (a mismatch after a version change), "
