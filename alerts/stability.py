@@ -203,6 +203,7 @@ class StabilityConfig(AreaConfig, area="stability"):
     # median of those steps) is below reward_saturated_spread. A run still learning has a spread;
     # a saturated one whose KL climbs drifts for nothing.
     reference_kl_saturated_multiple: Factor = 2.0
+    # The steps back that earlier median ends: a doubling within 30 steps.
     reference_kl_saturated_ending_steps: StepCount = 20
     # A share of the reward's magnitude: 0.99 against a best of 1.0 is at its best.
     reward_saturated_tolerance: Fraction = 0.02

@@ -274,7 +274,7 @@ class Alert:
     def __post_init__(self) -> None:
         """A condition's thresholds, factors and windows are checked here, where the alert is
         written, so a mistake is named with the alert (and the loader adds the file and line)."""
-        from dashgen.conditions import condition_problem
+        from dashgen.condition_checks import condition_problem
         from dashgen.errors import DefinitionError
 
         for name, condition in (("condition", self.condition), ("keep_firing_while", self.keep_firing_while)):

@@ -6,7 +6,8 @@ import pytest
 from dashgen.catalog import CATALOG
 from dashgen.compiler.rules.condition_compiler import ConditionCompiler
 from dashgen.compiler.rules.rule_files import baseline_defaults
-from dashgen.conditions import Signal, condition_problem, steps
+from dashgen.condition_checks import condition_problem
+from dashgen.conditions import Signal, steps
 from dashgen.config import Config
 
 

@@ -6,7 +6,8 @@ import pytest
 import yaml
 
 from conftest import run
-from dashgen.conditions import Baseline, Gain, Signal, condition_problem, steps
+from dashgen.condition_checks import condition_problem
+from dashgen.conditions import Baseline, Gain, Signal, steps
 from dashgen.config import config_from
 from dashgen_alerts import rewards
 
