@@ -273,7 +273,7 @@ def validation_families(held: dict[ValidationSeries, float], run: tuple[str, str
 class VerlPrometheusLogger:
     """For people who build verl's Tracking themselves: `log(data, step)` like any backend.
 
-    >>> from dashgen.sources.step_statistics import load_statistics
+    >>> from dashgen.sources.statistics_file import load_statistics
     >>> logger = VerlPrometheusLogger("gsm8k", "ppo-7b",
     ...     step_statistics=load_statistics(Path("rendered/exporter/step-statistics.yaml")))
     >>> logger.log({"actor/ppo_kl": 0.01}, step=1)

@@ -14,7 +14,7 @@ import dashgen.runtime.log_follower
 from dashgen.runtime.log_follower import LogFollower
 import dashgen.runtime.log_tail
 from dashgen.runtime.log_tail import lines_backwards, read_tail, recent_records
-from dashgen.sources.step_statistics import rendered_statistics
+from dashgen.sources.statistics_file import rendered_statistics
 from dashgen.formats.verl_log import MAX_VALIDATION_SERIES
 
 from conftest import REPO

@@ -12,9 +12,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 from dashgen.errors import BuildError
 from dashgen.runtime.exporter import RunState
 from dashgen.promtool import run_promtool
-from dashgen.sources.step_statistics import (ServedStatistics, StepStatistic, StepStatistics, dump_statistics,
-                                             load_statistics, parse_name, quantile, statistics_in,
-                                             step_to_step_spread)
+from dashgen.sources.statistics_file import dump_statistics, load_statistics
+from dashgen.sources.step_statistics import (ServedStatistics, StepStatistic, StepStatistics, parse_name, quantile,
+                                             statistics_in, step_to_step_spread)
 
 from conftest import REPO
 
