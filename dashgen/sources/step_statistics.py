@@ -61,6 +61,14 @@ class StepStatistic:
     half_logged: bool = False
 
     def __post_init__(self) -> None:
+        if not isinstance(self.series, str) or not self.series:
+            raise ValueError(f"series {self.series!r}: expected a series' name, not {_kind(self.series)}")
+        if not isinstance(self.reduction, str):
+            raise ValueError(f"step statistic of {self.series}: reduction {self.reduction!r}: expected a name ("
+                             f"{', '.join(REDUCTIONS)} or a quantile p1 to p99), not {_kind(self.reduction)}")
+        if not isinstance(self.half_logged, bool):
+            raise ValueError(f"step statistic of {self.series}: half_logged {self.half_logged!r}: expected true or "
+                             f"false, not {_kind(self.half_logged)}")
         for name in ("steps", "ending", "of_median"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
@@ -88,6 +96,14 @@ class StepStatistic:
     def reach(self) -> int:
         """How many steps back the newest step it reads values from."""
         return self.ending + self.steps + self.of_median
+
+
+def _kind(value: object) -> str:
+    """What a YAML value is, in a message: a list, a mapping, a number, a text (an empty one)."""
+    if value == "":
+        return "an empty text"
+    kinds = {list: "a list", dict: "a mapping", str: "a text", bool: "true or false", type(None): "null"}
+    return kinds.get(type(value), "a number" if isinstance(value, (int, float)) else f"a {type(value).__name__}")
 
 
 def _median(values: Iterable[float]) -> float:
