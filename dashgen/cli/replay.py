@@ -262,7 +262,7 @@ def preview(run_path: Path | None, out_dir: Path | None, strict: bool, allow_emp
     from dashgen.replay.backtest import RuleSet
     from dashgen.replay.matplotlib_check import require_matplotlib
     from dashgen.replay.preview import draw_dashboard, preview_data
-    from dashgen.replay.preview.partials import partial_path, remove_abandoned_partials
+    from dashgen.replay.preview.partials import drawing_partials, partial_path
     from dashgen.replay.preview.query import backfilled
     from dashgen.replay.preview.stamp import dashboard_digest
 
@@ -281,36 +281,36 @@ def preview(run_path: Path | None, out_dir: Path | None, strict: bool, allow_emp
     rules = RuleSet(project.rules.recording_rules, project.rules.alert_rules, project.step_statistics)
     drawn: list[tuple[Path, Path, str]] = []  # (partial, final path, what to say)
     out_dir.mkdir(parents=True, exist_ok=True)
-    remove_abandoned_partials(out_dir)
-    try:
-        with backfilled(run_path, config, catalog, timing, rules) as (server, run):
-            queried = [(dashboard, *preview_data(server, dashboard.model, run, catalog, scrape_interval,
-                                                 dashboard.module)) for dashboard in project.dashboards]
-        for dashboard, results, _ in queried:
-            titles = {panel["id"]: panel["title"] for panel in _all_panels(dashboard.model)}
-            empty += [f"{dashboard.uid}: {titles[panel_id]!r}" for panel_id, result in results.items()
-                      if result.reads_verl and not result.has_data]
-        if empty and strict:  # said before drawing anything: drawing is most of a preview's time
-            raise BuildError(f"{run_path}: panels reading verl's series have no data (a key the run does not log, or "
-                             f"a query that selects nothing; without --strict they are drawn as \"No data\"); no "
-                             f"preview in {out_dir} was replaced:\n  " + "\n  ".join(empty))
-        if empty:
-            panels = "1 panel reading verl's series has" if len(empty) == 1 else \
-                f"{len(empty)} panels reading verl's series have"
-            click.echo(f"{run_path}: {panels} no data (keys this run does not log), drawn as \"No data\":\n  "
-                       + "\n  ".join(empty))
-        for dashboard, results, events in queried:
-            path = out_dir / f"{dashboard.uid}.png"
-            drawn.append((partial_path(path), path, f"{sum(r.has_data for r in results.values())} of "
-                                                      f"{len(results)} panels with data"))
-            draw_dashboard(dashboard.model, results, events, run, drawn[-1][0],
-                           dashboard_digest(dashboard_to_text(dashboard.model)))
-        for partial, path, said in drawn:  # only once every dashboard is drawn and good
-            os.replace(partial, path)
-            click.echo(f"{path}: {said}")
-    finally:
-        for partial, _, _ in drawn:
-            partial.unlink(missing_ok=True)
+    with drawing_partials(out_dir):
+        try:
+            with backfilled(run_path, config, catalog, timing, rules) as (server, run):
+                queried = [(dashboard, *preview_data(server, dashboard.model, run, catalog, scrape_interval,
+                                                     dashboard.module)) for dashboard in project.dashboards]
+            for dashboard, results, _ in queried:
+                titles = {panel["id"]: panel["title"] for panel in _all_panels(dashboard.model)}
+                empty += [f"{dashboard.uid}: {titles[panel_id]!r}" for panel_id, result in results.items()
+                          if result.reads_verl and not result.has_data]
+            if empty and strict:  # said before drawing anything: drawing is most of a preview's time
+                raise BuildError(f"{run_path}: panels reading verl's series have no data (a key the run does not log, "
+                                 f"or a query that selects nothing; without --strict they are drawn as \"No data\"); "
+                                 f"no preview in {out_dir} was replaced:\n  " + "\n  ".join(empty))
+            if empty:
+                panels = "1 panel reading verl's series has" if len(empty) == 1 else \
+                    f"{len(empty)} panels reading verl's series have"
+                click.echo(f"{run_path}: {panels} no data (keys this run does not log), drawn as \"No data\":\n  "
+                           + "\n  ".join(empty))
+            for dashboard, results, events in queried:
+                path = out_dir / f"{dashboard.uid}.png"
+                drawn.append((partial_path(path), path, f"{sum(r.has_data for r in results.values())} of "
+                                                          f"{len(results)} panels with data"))
+                draw_dashboard(dashboard.model, results, events, run, drawn[-1][0],
+                               dashboard_digest(dashboard_to_text(dashboard.model)))
+            for partial, path, said in drawn:  # only once every dashboard is drawn and good
+                os.replace(partial, path)
+                click.echo(f"{path}: {said}")
+        finally:
+            for partial, _, _ in drawn:
+                partial.unlink(missing_ok=True)
 
 
 # The run a project without the sample drew from (a wheel-installed one): a verl PPO run of the public

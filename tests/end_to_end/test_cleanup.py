@@ -147,13 +147,15 @@ def test_sigkill_during_drawing_leaves_a_partial_the_next_preview_removes(tmp_pa
         wait_until(lambda: any(out.glob(".verl-training.png.*")) or process.poll() is not None, 120,
                    "the second preview being drawn", interval=0.01)
         process.kill()
-        process.communicate(timeout=60)
+        # Not reaped yet: a zombie, whose PID still answers kill(pid, 0), until its parent waits for it.
+        wait_until(lambda: not alive(process.pid), 10, "the preview to die")
+        assert [p.name for p in out.glob("*.png")] == []  # none replaced before all are drawn
+        again = dashgen(args, tmp_path / "tmp")
+        _, stderr = again.communicate(timeout=300)
     finally:
         process.kill()
+        process.communicate(timeout=60)
         for pid in processes_mentioning(str(tmp_path / "tmp")):
             os.kill(pid, signal.SIGKILL)
-    assert [p.name for p in out.glob("*.png")] == []  # none replaced before all are drawn
-    again = dashgen(args, tmp_path / "tmp")
-    _, stderr = again.communicate(timeout=300)
     assert again.returncode == 0, stderr
     assert sorted(p.name for p in out.iterdir()) == ["verl-compare-runs.png", "verl-training.png"]
