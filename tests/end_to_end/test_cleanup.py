@@ -65,6 +65,28 @@ def test_sigterm_during_backtest_stops_prometheus_and_removes_its_tsdb(tmp_path)
     assert list(tmpdir.iterdir()) == []
 
 
+@pytest.mark.parametrize("signum", [signal.SIGTERM, pytest.param(signal.SIGHUP, marks=slow_chain)])
+def test_a_signal_while_promtool_makes_blocks_leaves_no_head_folder(tmp_path, signum):
+    """promtool's TSDB head folder (head*, in its $TMPDIR) stayed in the system's when a SIGTERM cut
+    its backtest short; a SIGHUP (a closed terminal) ended dashgen with no clean-up at all."""
+    run_file = write_run(tmp_path / "runs" / "synthetic" / "long.jsonl", "healthy", 3000)
+    tmpdir = tmp_path / "tmp"
+    process = dashgen(["backtest", str(run_file), "--root", str(REPO)], tmpdir)
+    try:
+        wait_until(lambda: any(tmpdir.rglob("head*")) or process.poll() is not None, 120,
+                   "promtool's head folder", interval=0.01)
+        process.send_signal(signum)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        process.kill()
+        for pid in processes_mentioning(str(tmpdir)):
+            os.kill(pid, signal.SIGKILL)
+    assert process.returncode == 128 + signum, stderr
+    assert "Traceback" not in stderr and f"terminated ({signal.Signals(signum).name}); cleaned up" in stderr
+    assert list(tmpdir.iterdir()) == []
+    assert processes_mentioning(str(tmpdir)) == []
+
+
 @slow_chain
 def test_sigint_during_promtool_test_leaves_no_head_folders(tmp_path):
     tmpdir = tmp_path / "tmp"
