@@ -65,7 +65,8 @@ def test_sigterm_during_backtest_stops_prometheus_and_removes_its_tsdb(tmp_path)
     assert list(tmpdir.iterdir()) == []
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, pytest.param(signal.SIGHUP, marks=slow_chain)])
+@slow_chain  # a run long enough that promtool is caught at work: 45 s
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
 def test_a_signal_while_promtool_makes_blocks_leaves_no_head_folder(tmp_path, signum):
     """promtool's TSDB head folder (head*, in its $TMPDIR) stayed in the system's when a SIGTERM cut
     its backtest short; a SIGHUP (a closed terminal) ended dashgen with no clean-up at all."""
