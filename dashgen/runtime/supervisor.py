@@ -11,10 +11,10 @@ runs on unwatched.
 
 After the trainer exits, what it left in its process group, and on Linux what it daemonised (the
 exporter is its subreaper, so a double-forked daemon in a session of its own is reparented to it),
-is stopped as the trainer would have been (SIGTERM, SIGKILL after the kill timeout), its PID file is removed, the log is read a last
-time (a buffered writer's final lines), the end is published, and /metrics stays up for the
-grace period so Prometheus scrapes the final state before the exporter goes away. A signal once
-the trainer has exited ends the grace period at once.
+is stopped as the trainer would have been (SIGTERM, SIGKILL after the kill timeout), its PID file
+is removed, the log is read a last time (a buffered writer's final lines), the end is published,
+and /metrics stays up for the grace period so Prometheus scrapes the final state before the
+exporter goes away. A signal once the trainer has exited ends the grace period at once.
 """
 
 from __future__ import annotations
