@@ -260,7 +260,11 @@ class StepStatistics:
             if stat.of_median:
                 key = (stat.series, stat.of_median)
                 self._median_reach[key] = max(self._median_reach.get(key, 0), stat.steps + stat.ending + FLOOR_STEPS)
-        self.reach = max(self._reach.values(), default=0)  # how far back a tail start reads the log
+        # How far back a tail start reads the log: a median kept `median reach` steps back was taken,
+        # then, over the values the series held, themselves kept its reach back (a window of few
+        # values reads back to MIN_WINDOW_VALUES of them, however many steps that is, up to there).
+        self.reach = max([*self._reach.values(), *(steps + self._reach[series]
+                                                    for (series, _), steps in self._median_reach.items())], default=0)
         # Keyed by series, or by a family's member (dashgen.formats.verl_log.ValidationSeries),
         # whose histories are made as members appear and dropped once all they hold is past reach.
         self._values: dict[Member, _History] = {series: _History(steps) for series, steps in self._reach.items()
@@ -306,6 +310,14 @@ class StepStatistics:
                 history.add(step, self.clock, _median(window))
             history.prune(step)
         self._drop_members(step)
+
+    def logged_before(self, steps: dict[Member, int]) -> None:
+        """Before the first observe: each series or member had a value at that step already (a tail
+        start's records begin later), which a window's half-logged test reads."""
+        self._add_members(steps)
+        for key, step in steps.items():
+            if key in self._values:
+                self._values[key].first_step = step
 
     def _add_members(self, logged: dict[Member, float]) -> None:
         for key in logged:
