@@ -194,7 +194,8 @@ class LogFollower:
         before = logged = None
         if records and oldest_at > 0:
             before = read_tail(fd, oldest_at, self.max_line_bytes, self.state.catalog)
-            logged = logged_before(fd, oldest_at, records[0][0], reads.series - FAMILIES, self.max_line_bytes, reads)
+            given = set().union(*(reads.gives(data) for _, data in records)) - FAMILIES  # none: no window to judge
+            logged = logged_before(fd, oldest_at, records[0][0], given, self.max_line_bytes, reads)
         self.state.take_recent(records, before, logged)
         self._previous_step = self.state.last_step
         self._head = os.pread(fd, min(HEAD_BYTES, offset), 0)
