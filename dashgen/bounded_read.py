@@ -31,6 +31,25 @@ def read_bounded(path: Path, limit: int) -> bytes:
     return data
 
 
+class NotText(ValueError):
+    """The file is binary (NUL bytes) or not UTF-8; the message says which and where."""
+
+
+def read_text(path: Path, limit: int) -> str:
+    """`path` as UTF-8 text, read as at most `limit` bytes first: TooLarge, NotText for a binary
+    file, OSError if it cannot be read (unreadable, a folder). One clear error naming the file is
+    the caller's, never a UnicodeDecodeError traceback."""
+    data = read_bounded(path, limit)
+    nul = data.find(b"\0")
+    if nul >= 0:
+        raise NotText(f"a binary file (a NUL byte at offset {nul:,}), not text")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise NotText(f"not UTF-8 text (byte {data[exc.start]:#04x} at offset {exc.start:,}): a binary "
+                      f"file?") from None
+
+
 def parse_nested(load: Callable[[Text], Any], text: Text) -> Any:
     """`load(text)` (json.loads, a yaml loader), with nesting deeper than Python's recursion goes
     and integers of thousands of digits as Unparseable, never a RecursionError or a bare ValueError:

@@ -29,7 +29,8 @@ config_option = click.option("--config", "config_path", type=click.Path(dir_okay
 def built_step_statistics(root: Path, command: str, doing: str):
     """The statistics over steps the project's rules read, as its last build listed them; none, said
     on stderr, for a project never built (`doing`: what the command does with them)."""
-    from dashgen.sources.step_statistics import ServedStatistics, rendered_statistics, statistics_path
+    from dashgen.sources.statistics_file import rendered_statistics, statistics_path
+    from dashgen.sources.step_statistics import ServedStatistics
 
     statistics = rendered_statistics(root)
     if statistics is None:

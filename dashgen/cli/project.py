@@ -175,7 +175,8 @@ def test(root: Path, config_path: Path | None, keep_generated: Path | None, modu
     import shutil
     import tempfile
 
-    from dashgen.compiler.rule_tests.fixture_names import fixtures_for_source, refuse_missing_rule_files
+    from dashgen.compiler.rule_tests.fixture_names import (fixtures_for_source, readable_fixtures,
+                                                           refuse_missing_rule_files)
     from dashgen.compiler.rule_tests.fixture_statistics import fixtures_with_statistics
     from dashgen.compiler.output.targets.prometheus import panel_links
     from dashgen.compiler.project import compile_project
@@ -191,8 +192,8 @@ def test(root: Path, config_path: Path | None, keep_generated: Path | None, modu
     project = compile_project(root, config)
     # Under another source, dashgen's own fixtures (in the exporter's names) are left out, a team's
     # in the exporter's names refused; the generated tests are in the source's names.
-    fixtures, left_out = fixtures_for_source(sorted((root / "tests" / "rules").glob("*.yaml")),
-                                             project.source, project.metrics, config)
+    fixtures, left_out = fixtures_for_source(readable_fixtures(root / "tests" / "rules"), project.source,
+                                             project.metrics, config)
     if left_out:
         click.echo(f"source {config.source}: dashgen's own {len(left_out)} fixture(s) of tests/rules/ are in the "
                    f"exporter's names and not run; the alerts written with Alert.when are tested in the source's "

@@ -41,6 +41,40 @@ def _timing_options(command):
     return command
 
 
+# The steps a replay takes by default, and from how many it says it will take minutes. Each step's
+# statistics over steps are computed as the exporter computes them, then every scrape of the run is
+# written: on a shared 2-core machine a 20,000-step log took 2 minutes to read and 4.5 to backfill,
+# and a 200,000-step one 9 minutes of silence before this bound.
+MAX_REPLAY_STEPS = 50_000
+LONG_REPLAY_STEPS = 5_000
+
+
+def _max_steps_option(command):
+    return click.option("--max-steps", type=click.IntRange(min=0), default=MAX_REPLAY_STEPS, show_default=True,
+                        help="Refuse a run of more step-log lines than this, before replaying any (a longer replay "
+                             "takes tens of minutes); 0: no limit.")(command)
+
+
+def _bounded_replay(command: str, run_paths: list[Path], max_steps: int) -> None:
+    """BuildError for a run over --max-steps, said before any is replayed (a whole read would take
+    minutes); a note for one long enough to take minutes, so the wait is not silent."""
+    from dashgen.replay.backfill import count_lines
+
+    limit = max_steps or math.inf
+    for path in run_paths:
+        if not path.is_file():
+            continue  # the reader says what is wrong with it (or reads an MLflow run's folder)
+        lines = count_lines(path, int(min(limit, 10 ** 18)))
+        if lines > limit:
+            raise BuildError(f"{path}: more than {max_steps:,} step-log lines; a replay of that many takes tens of "
+                             f"minutes (every step's statistics are computed, then every scrape written). Give "
+                             f"--max-steps with a larger number, or 0, to replay it anyway, or cut the log to the "
+                             f"steps you want (e.g. `tail -n 20000`)")
+        if lines > LONG_REPLAY_STEPS:
+            click.echo(f"dashgen {command}: {path}: {lines:,} step-log lines; replaying them takes minutes",
+                       err=True)
+
+
 # Times a run may start at: from the Unix epoch to the end of year 9999 (what RFC 3339 can spell).
 LATEST_START = 253402300799.0
 
@@ -146,11 +180,12 @@ def _check_plot_path(path: Path) -> None:
 @click.option("--instance", default=None, help="Label value; default: backfill/<project>/<experiment>.")
 @click.option("--unknown-keys/--no-unknown-keys", default=True, show_default=True,
               help="Also backfill keys the catalog does not know, named by the same rule.")
+@_max_steps_option
 @root_option
 @config_option
 def backfill(run_path: Path, tsdb_dir: Path, start: str | None, scrape_interval: str | None,
              default_step_time: str, run_end: str | None, hold: str | None, project: str | None,
-             experiment: str | None, instance: str | None, unknown_keys: bool, root: Path,
+             experiment: str | None, instance: str | None, unknown_keys: bool, max_steps: int, root: Path,
              config_path: Path | None) -> None:
     """Turn a recorded verl run into Prometheus blocks, as if `dashgen export` had been scraped."""
     from dashgen.project_metrics import project_catalog
@@ -167,6 +202,7 @@ def backfill(run_path: Path, tsdb_dir: Path, start: str | None, scrape_interval:
             raise BuildError(f"{option} {value!r}: give a label value, or leave the option out for its default")
     _writable_folder(tsdb_dir, "--tsdb")
     find_binary("promtool")
+    _bounded_replay("backfill", [run_path], max_steps)
     run = read_run(run_path, run_labels(run_path, config.verl_job, project, experiment, instance), timing,
                    export_unknown=unknown_keys, catalog=project_catalog(root),
                    step_statistics=built_step_statistics(root, "backfill", "writing"))
@@ -197,9 +233,10 @@ def backfill(run_path: Path, tsdb_dir: Path, start: str | None, scrape_interval:
               help="Also draw reward, KL, entropy and grad norm with the firing intervals shaded (PNG).")
 @click.option("--rules", "rule_files", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Backtest this Prometheus rule file instead of the project's alerts (repeatable).")
+@_max_steps_option
 def backtest(run_paths: tuple[Path, ...], root: Path, config_path: Path | None, start: str | None,
              scrape_interval: str | None, default_step_time: str, run_end: str | None, hold: str | None,
-             output_format: str, plot_path: Path | None, rule_files: tuple[Path, ...]) -> None:
+             output_format: str, plot_path: Path | None, rule_files: tuple[Path, ...], max_steps: int) -> None:
     """Replay recorded runs through a real Prometheus and show when each alert would have fired.
 
     GPU alerts need Ray's or DCGM's metrics, which verl's step log does not hold: they never fire here.
@@ -215,6 +252,7 @@ def backtest(run_paths: tuple[Path, ...], root: Path, config_path: Path | None, 
     if plot_path is not None:
         _check_plot_path(plot_path)
         require_matplotlib("--plot")
+    _bounded_replay("backtest", list(run_paths), max_steps)
     outcomes = run_backtest(list(run_paths), root, config, timing,
                             say=lambda message: click.echo(f"dashgen backtest: {message}", err=True),
                             rule_files=list(rule_files) or None)
@@ -242,10 +280,11 @@ PREVIEW_START = "2025-01-01T00:00:00Z"
 @click.option("--allow-empty", is_flag=True, hidden=True)  # the default since --strict; kept for old scripts
 @click.option("--start", default=PREVIEW_START, show_default=True,
               help="When the run began (Unix seconds or RFC 3339): fixed, so the same run draws the same PNG.")
+@_max_steps_option
 @root_option
 @config_option
-def preview(run_path: Path | None, out_dir: Path | None, strict: bool, allow_empty: bool, start: str, root: Path,
-            config_path: Path | None) -> None:
+def preview(run_path: Path | None, out_dir: Path | None, strict: bool, allow_empty: bool, start: str, max_steps: int,
+            root: Path, config_path: Path | None) -> None:
     """Draw each dashboard to a PNG from real query results over a recorded run.
 
     The run (default: the sample run examples/runs/gsm8k/ppo-qwen-7b.jsonl of the project, or
@@ -262,7 +301,7 @@ def preview(run_path: Path | None, out_dir: Path | None, strict: bool, allow_emp
     from dashgen.replay.backtest import RuleSet
     from dashgen.replay.matplotlib_check import require_matplotlib
     from dashgen.replay.preview import draw_dashboard, preview_data
-    from dashgen.replay.preview.partials import partial_path, remove_abandoned_partials
+    from dashgen.replay.preview.partials import drawing_partials, partial_path
     from dashgen.replay.preview.query import backfilled
     from dashgen.replay.preview.stamp import dashboard_digest
 
@@ -274,6 +313,7 @@ def preview(run_path: Path | None, out_dir: Path | None, strict: bool, allow_emp
         raise BuildError(f"{run_path}: no such step log; give a verl run's JSONL (dashgen preview RUN.jsonl)")
     out_dir = out_dir or root / RENDERED / PREVIEW
     _writable_folder(out_dir, "--out")
+    _bounded_replay("preview", [run_path], max_steps)
     scrape_interval = duration_seconds(config.scrape_interval)
     timing = Timing(start=_parse_time(start), scrape_interval=scrape_interval)
     catalog = project.metrics
@@ -281,36 +321,36 @@ def preview(run_path: Path | None, out_dir: Path | None, strict: bool, allow_emp
     rules = RuleSet(project.rules.recording_rules, project.rules.alert_rules, project.step_statistics)
     drawn: list[tuple[Path, Path, str]] = []  # (partial, final path, what to say)
     out_dir.mkdir(parents=True, exist_ok=True)
-    remove_abandoned_partials(out_dir)
-    try:
-        with backfilled(run_path, config, catalog, timing, rules) as (server, run):
-            queried = [(dashboard, *preview_data(server, dashboard.model, run, catalog, scrape_interval,
-                                                 dashboard.module)) for dashboard in project.dashboards]
-        for dashboard, results, _ in queried:
-            titles = {panel["id"]: panel["title"] for panel in _all_panels(dashboard.model)}
-            empty += [f"{dashboard.uid}: {titles[panel_id]!r}" for panel_id, result in results.items()
-                      if result.reads_verl and not result.has_data]
-        if empty and strict:  # said before drawing anything: drawing is most of a preview's time
-            raise BuildError(f"{run_path}: panels reading verl's series have no data (a key the run does not log, or "
-                             f"a query that selects nothing; without --strict they are drawn as \"No data\"); no "
-                             f"preview in {out_dir} was replaced:\n  " + "\n  ".join(empty))
-        if empty:
-            panels = "1 panel reading verl's series has" if len(empty) == 1 else \
-                f"{len(empty)} panels reading verl's series have"
-            click.echo(f"{run_path}: {panels} no data (keys this run does not log), drawn as \"No data\":\n  "
-                       + "\n  ".join(empty))
-        for dashboard, results, events in queried:
-            path = out_dir / f"{dashboard.uid}.png"
-            drawn.append((partial_path(path), path, f"{sum(r.has_data for r in results.values())} of "
-                                                      f"{len(results)} panels with data"))
-            draw_dashboard(dashboard.model, results, events, run, drawn[-1][0],
-                           dashboard_digest(dashboard_to_text(dashboard.model)))
-        for partial, path, said in drawn:  # only once every dashboard is drawn and good
-            os.replace(partial, path)
-            click.echo(f"{path}: {said}")
-    finally:
-        for partial, _, _ in drawn:
-            partial.unlink(missing_ok=True)
+    with drawing_partials(out_dir):
+        try:
+            with backfilled(run_path, config, catalog, timing, rules) as (server, run):
+                queried = [(dashboard, *preview_data(server, dashboard.model, run, catalog, scrape_interval,
+                                                     dashboard.module)) for dashboard in project.dashboards]
+            for dashboard, results, _ in queried:
+                titles = {panel["id"]: panel["title"] for panel in _all_panels(dashboard.model)}
+                empty += [f"{dashboard.uid}: {titles[panel_id]!r}" for panel_id, result in results.items()
+                          if result.reads_verl and not result.has_data]
+            if empty and strict:  # said before drawing anything: drawing is most of a preview's time
+                raise BuildError(f"{run_path}: panels reading verl's series have no data (a key the run does not log, "
+                                 f"or a query that selects nothing; without --strict they are drawn as \"No data\"); "
+                                 f"no preview in {out_dir} was replaced:\n  " + "\n  ".join(empty))
+            if empty:
+                panels = "1 panel reading verl's series has" if len(empty) == 1 else \
+                    f"{len(empty)} panels reading verl's series have"
+                click.echo(f"{run_path}: {panels} no data (keys this run does not log), drawn as \"No data\":\n  "
+                           + "\n  ".join(empty))
+            for dashboard, results, events in queried:
+                path = out_dir / f"{dashboard.uid}.png"
+                drawn.append((partial_path(path), path, f"{sum(r.has_data for r in results.values())} of "
+                                                          f"{len(results)} panels with data"))
+                draw_dashboard(dashboard.model, results, events, run, drawn[-1][0],
+                               dashboard_digest(dashboard_to_text(dashboard.model)))
+            for partial, path, said in drawn:  # only once every dashboard is drawn and good
+                os.replace(partial, path)
+                click.echo(f"{path}: {said}")
+        finally:
+            for partial, _, _ in drawn:
+                partial.unlink(missing_ok=True)
 
 
 # The run a project without the sample drew from (a wheel-installed one): a verl PPO run of the public

@@ -133,12 +133,14 @@ Address = Annotated[str, HostPort()]
 # Kubernetes names and labels (DNS-1123 label; label key and value syntax of the API reference).
 DnsLabel = Annotated[str, Matches(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", "monitoring (a DNS-1123 label: up to 63 of "
                                                                         "a-z 0-9 -, starting and ending alphanumeric)")]
-# A label or annotation key: an optional DNS-1123 subdomain prefix of at most 253 characters and
-# '/', then a name of at most 63.
-LabelKey = Annotated[str, Matches(r"((?=[^/]{1,253}/)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+# A label or annotation key: an optional DNS-1123 subdomain prefix of at most 253 characters, each
+# of its dot-separated labels a DNS-1123 label of at most 63, and '/', then a name of at most 63.
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
+LabelKey = Annotated[str, Matches(rf"((?=[^/]{{1,253}}/){_DNS_LABEL}(\.{_DNS_LABEL})*/)?"
                                   r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?",
-                                  "app.kubernetes.io/name (an optional prefix of up to 253 of a-z 0-9 - . and '/', "
-                                  "then up to 63 of A-Z a-z 0-9 - _ ., starting and ending alphanumeric)")]
+                                  "app.kubernetes.io/name (an optional prefix of up to 253 of a-z 0-9 - ., each part "
+                                  "between dots up to 63, and '/', then up to 63 of A-Z a-z 0-9 - _ ., starting and "
+                                  "ending alphanumeric)")]
 # A container port's name (IANA_SVC_NAME): up to 15 of a-z 0-9 -, at least one letter, no '-' at
 # either end nor two in a row.
 PortName = Annotated[str, Matches(r"(?=.{1,15}$)(?=.*[a-z])[a-z0-9]+(-[a-z0-9]+)*",

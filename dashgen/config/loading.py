@@ -9,7 +9,7 @@ from typing import Any, Callable, Iterable
 import yaml
 
 from dashgen.bounded_read import TooLarge, parse_nested, read_bounded
-from dashgen.config.checking import _type_name
+from dashgen.config.checking import _schema, _type_name
 from dashgen.config.fields import ConfigError
 from dashgen.config.schema import Config, Section, _core_field_names
 from dashgen.errors import get_close_matches
@@ -114,6 +114,10 @@ def read_overrides(path: Path, known_sections: Callable[[], Iterable[type[Sectio
         moved = moved_field_problem(key, data[key])
         if moved:
             raise ConfigError(f"{path}: {moved}")
+        if key in known and isinstance(data[key], dict):  # no core field takes a mapping: a section's
+            raise ConfigError(f"{path}: {key}: a mapping, as a section or alert area takes, under the name of a "
+                              f"core config field ({_type_name(_core_field_hint(key))}): a section or alert area "
+                              f"cannot be named {key!r} (name it otherwise), and the field takes a value")
         if key in known or isinstance(data[key], dict):
             continue  # a field, or a section (checked once the sections are known)
         home = [s for s in (known_sections() if known_sections else ())
@@ -152,3 +156,7 @@ def config_from(data: dict[str, Any], source: Path | None = None) -> Config:
     object.__setattr__(config, "_sections", {k: v for k, v in data.items() if k not in core})
     object.__setattr__(config, "_source", source)
     return config
+
+
+def _core_field_hint(name: str) -> Any:
+    return next(hint for f, hint in _schema(Config).items() if f.name == name)

@@ -306,5 +306,11 @@ def check_section_class(cls: type[Section]) -> None:
         if hint is object:
             raise ConfigError(f"{where}.{f.name} is typed object, which checks nothing a dashgen.yaml gives; type "
                               f"it as a number kind, Duration, StepCount or a Literal (see dashgen/config/fields.py)")
+    if issubclass(cls, AreaConfig):
+        _refuse_raw_text(cls)  # said first: such a field's default may be any text
+    try:
+        cls()
+    except ConfigError as exc:  # a default that breaks its own annotation is the module's, not dashgen.yaml's
+        raise ConfigError(f"{where}.{exc.message} (the default in {_defined_in(cls)}; fix it there)") from None
 
 

@@ -115,13 +115,19 @@ def _finite(raw: int | float) -> float | None:
 
 
 def step_records(state: dict) -> list[tuple[int, dict]]:
-    """(step, data) per logged step, in step order; entries of one step (training and eval) merge."""
+    """(step, data) per logged step, in step order; entries of one step (training and eval) merge.
+
+    A log_history whose steps go below 0 (a trainer state edited, or written by a trainer that
+    counts from an offset) is read with its steps moved up so the lowest is 0, their order and
+    spacing kept: verl's step log, which the readers take, has no negative step."""
     by_step: dict[int, dict] = {}
     for entry in state.get("log_history") or ():
-        if not isinstance(entry, dict) or not isinstance(entry.get("step"), int) or SUMMARY_KEYS & entry.keys():
+        step = entry.get("step") if isinstance(entry, dict) else None
+        if isinstance(step, bool) or not isinstance(step, int) or SUMMARY_KEYS & entry.keys():
             continue
-        by_step.setdefault(entry["step"], {}).update(step_data(entry))
-    return sorted(by_step.items())
+        by_step.setdefault(step, {}).update(step_data(entry))
+    offset = -min(by_step) if by_step and min(by_step) < 0 else 0
+    return sorted((step + offset, data) for step, data in by_step.items())
 
 
 def step_log_lines(path: Path) -> Iterator[bytes]:

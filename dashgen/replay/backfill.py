@@ -275,6 +275,22 @@ def _run_lines(path: Path) -> Iterator[Iterator[bytes | None]]:
         yield _bounded_lines(handle)
 
 
+def count_lines(path: Path, limit: int) -> int:
+    """The run's non-empty step-log lines (an upper bound of its steps), counted without decoding
+    them, up to `limit` + 1: a million-line log is not read whole to say it is over the limit."""
+    counted = 0
+    try:
+        with _run_lines(path) as lines:
+            for line in lines:
+                if line is None or line.strip():
+                    counted += 1
+                    if counted > limit:
+                        break
+    except OSError as exc:
+        raise BuildError(f"{path}: cannot read the step log: {exc.strerror or exc}") from None
+    return counted
+
+
 def _bounded_lines(handle) -> Iterator[bytes | None]:
     """The file's lines; None for one longer than the exporter's MAX_LINE_BYTES (not held in memory)."""
     while True:

@@ -4,6 +4,10 @@ A `with` block removes its folder however it ends, but SIGKILL ends no block. So
 holds a lock file that its run keeps locked (flock) while it lives; the kernel releases the lock
 when the process dies, however it dies. Before making its own folder, a run removes the folders
 of its kind whose lock nobody holds: what a killed run left behind.
+
+The tools a run starts meanwhile get a $TMPDIR inside its folder: what they leave there when they
+are stopped (promtool's TSDB head folders, `head*`, when a SIGTERM cuts a backtest short) goes
+with the folder, instead of staying in the system's temporary folder for good.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import fcntl
 import os
 import shutil
 import tempfile
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -28,11 +33,31 @@ def work_dir(purpose: str) -> Iterator[Path]:
     try:
         lock = _hold_lock(folder)
         try:
-            yield folder
+            with _children_tmpdir(folder / "tmp"):
+                yield folder
         finally:
             os.close(lock)
     finally:
         _remove(folder)
+
+
+@contextmanager
+def _children_tmpdir(folder: Path) -> Iterator[None]:
+    """$TMPDIR of the processes started in the block: `folder`. From the main thread only, where the
+    blocks nest (os.environ is the process' own: another thread's block could restore it out of turn)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    folder.mkdir()
+    previous = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = str(folder)
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = previous
 
 
 def _remove(folder: Path) -> None:

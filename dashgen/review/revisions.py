@@ -24,7 +24,7 @@ from dashgen.records import record
 from dashgen.replay.backtest import RuleSet, load_rules
 from dashgen.replay.work_dir import work_dir
 from dashgen.review.compiled_rules import rule_set_from_json
-from dashgen.sources.step_statistics import STEP_STATISTICS_FILE, load_statistics
+from dashgen.sources.statistics_file import STEP_STATISTICS_FILE, load_statistics
 
 STATISTICS_FILE = Path(STEP_STATISTICS_FILE)
 

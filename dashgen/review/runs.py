@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from dashgen.bounded_read import TooLarge, parse_nested, read_bounded
+from dashgen.bounded_read import NotText, TooLarge, parse_nested, read_text
 from dashgen.errors import BuildError
 from dashgen.records import record
 from dashgen.replay.backfill import recorded_format
@@ -124,12 +124,14 @@ def read_run_folder(folder: Path) -> LabelledRun:
         return LabelledRun(folder.name, steps)
     try:
         meta = parse_nested(lambda text: yaml.load(text, Loader=_LabelLoader),
-                            read_bounded(meta_path, RUN_FILE_BYTES).decode())
+                            read_text(meta_path, RUN_FILE_BYTES))
     except TooLarge as exc:
         raise BuildError(f"{meta_path}: {exc}; a run's labels are a few lines") from None
+    except NotText as exc:
+        raise BuildError(f"{meta_path}: {exc}; a run's labels are a few lines of YAML") from None
     except OSError as exc:
         raise BuildError(f"{meta_path}: cannot be read: {exc.strerror or exc}") from None
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+    except yaml.YAMLError as exc:
         raise BuildError(f"{meta_path}: not YAML: {exc}") from None
     if meta is None:
         meta = {}

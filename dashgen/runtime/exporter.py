@@ -118,16 +118,23 @@ class RunState:
         """How many steps back the step statistics read: what a tail start reads again for them."""
         return self._statistics.reach
 
-    def take_recent(self, records: list[tuple[int, dict]]) -> None:
-        """The last steps' records before a tail start, oldest first: the step statistics' history."""
+    def take_recent(self, records: list[tuple[int, dict]], before: TailStart | None = None,
+                    logged_before: dict[str, int] | None = None) -> None:
+        """The last steps' records before a tail start, oldest first: the step statistics' history;
+        `before`: what a whole read left before them (read_tail where the oldest starts), if any;
+        `logged_before`: the series a record before them gave a value, since the run last restarted,
+        each with its step (log_tail.logged_before)."""
         with self._lock:
             self.version += 1
             held = self._validation
-            # The results held along them: those the records log (a tail start reads back no
-            # further than the statistics reach, so none from a test step before them).
-            self._validation = {}
+            # The results held along them: those a test step before them left, then those they log.
+            self._validation = before.validation if before is not None else {}
+            previous = before.newest[0] if before is not None and before.newest is not None else None
+            if records and (previous is None or previous <= records[0][0]):  # no restart at the first
+                self._statistics.logged_before({**(logged_before or {}),
+                                                **dict.fromkeys(self._validation, previous)})
             for index, (step, data) in enumerate(records):
-                restarted = index > 0 and step < records[index - 1][0]
+                restarted = step < (records[index - 1][0] if index > 0 else previous if previous is not None else step)
                 self._validation = held_validation(self._validation, self._mapper.validation(data, counting=False),
                                                    restarted)
                 self._observe(step, self._logged(data))
@@ -273,7 +280,7 @@ def validation_families(held: dict[ValidationSeries, float], run: tuple[str, str
 class VerlPrometheusLogger:
     """For people who build verl's Tracking themselves: `log(data, step)` like any backend.
 
-    >>> from dashgen.sources.step_statistics import load_statistics
+    >>> from dashgen.sources.statistics_file import load_statistics
     >>> logger = VerlPrometheusLogger("gsm8k", "ppo-7b",
     ...     step_statistics=load_statistics(Path("rendered/exporter/step-statistics.yaml")))
     >>> logger.log({"actor/ppo_kl": 0.01}, step=1)

@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from dashgen.runtime.exporter import RunState
-from dashgen.runtime.log_tail import HistoryCounter, HistoryCounts, last_line_end, read_tail, recent_records
+from dashgen.runtime.log_tail import (HistoryCounter, HistoryCounts, last_line_end, logged_before, read_tail,
+                                      recent_records_from)
+from dashgen.sources.step_statistics import FAMILIES
 from dashgen.runtime.log_watch import LogChanges
 from dashgen.formats.verl_log import LineError, is_training_line, parse_line
 
@@ -184,8 +186,17 @@ class LogFollower:
         fd = self._file.fileno()
         offset = last_line_end(fd, size)
         self.state.resume(read_tail(fd, offset, self.max_line_bytes, self.state.catalog))
-        self.state.take_recent(recent_records(fd, offset, self.state.statistics_reach, self.max_line_bytes,
-                                              self.state.statistics_input()))
+        reads = self.state.statistics_input()
+        records, oldest_at = recent_records_from(fd, offset, self.state.statistics_reach, self.max_line_bytes, reads)
+        # What a whole read held before them: the validation results of a test step before the
+        # records, which it served along them (a log with gaps holds no test step within the reach),
+        # and which series it had a value of (a window is half-logged from the series' first value).
+        before = logged = None
+        if records and oldest_at > 0:
+            before = read_tail(fd, oldest_at, self.max_line_bytes, self.state.catalog)
+            given = set().union(*(reads.gives(data) for _, data in records)) - FAMILIES  # none: no window to judge
+            logged = logged_before(fd, oldest_at, records[0][0], given, self.max_line_bytes, reads)
+        self.state.take_recent(records, before, logged)
         self._previous_step = self.state.last_step
         self._head = os.pread(fd, min(HEAD_BYTES, offset), 0)
         self._offset = offset

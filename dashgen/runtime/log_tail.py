@@ -115,7 +115,14 @@ class StatisticsInput(Protocol):
 
 def recent_records(fd: int, offset: int, steps_back: int, max_line_bytes: int,
                    reads: StatisticsInput | None = None) -> list[tuple[int, dict]]:
-    """The step records of the last `steps_back` steps before `offset`, oldest first: what the
+    """recent_records_from's records alone."""
+    return recent_records_from(fd, offset, steps_back, max_line_bytes, reads)[0]
+
+
+def recent_records_from(fd: int, offset: int, steps_back: int, max_line_bytes: int,
+                        reads: StatisticsInput | None = None) -> tuple[list[tuple[int, dict]], int]:
+    """The step records of the last `steps_back` steps before `offset`, oldest first, and where the
+    oldest of their lines starts (what a whole read left before them is read_tail's there): what the
     step statistics read of them, not past a restart (a step that goes back), whose earlier lines
     are another attempt's.
 
@@ -125,9 +132,10 @@ def recent_records(fd: int, offset: int, steps_back: int, max_line_bytes: int,
     clock. The others are skimmed for their step, not decoded."""
     records: list[tuple[int, dict]] = []  # newest first
     if steps_back <= 0:
-        return records
+        return records, offset
     run: _OneStep | None = None  # the lines of the step being walked through
     newest: int | None = None
+    oldest_at = offset
     for start, line in lines_backwards(fd, offset, max_line_bytes):
         if line is None or not line.strip():
             continue
@@ -145,6 +153,7 @@ def recent_records(fd: int, offset: int, steps_back: int, max_line_bytes: int,
             continue
         if run is not None:
             records.extend(run.records(fd, max_line_bytes))
+            oldest_at = run.oldest_at
             if step > run.step or step <= newest - steps_back:
                 run = None
                 break
@@ -153,7 +162,53 @@ def recent_records(fd: int, offset: int, steps_back: int, max_line_bytes: int,
         run.add(start, line, data)
     if run is not None:
         records.extend(run.records(fd, max_line_bytes))
-    return records[::-1]
+        oldest_at = run.oldest_at
+    return records[::-1], oldest_at
+
+
+def logged_before(fd: int, offset: int, first_step: int, series: Collection[str], max_line_bytes: int,
+                  reads: StatisticsInput) -> dict[str, int]:
+    """Of `series`, those a record before `offset` gives a value with no restart between it and the
+    record at `offset` (step `first_step`), each with the step of the newest such value: what a
+    whole read's history held before the records a tail start reads back (a series logged only now
+    and then may have no value among them, and a window is half-logged by its first value). Lines
+    that surely give none are skimmed for their step; a restart seen so is checked decoding all."""
+    try:
+        return _logged_before(fd, offset, first_step, series, max_line_bytes, reads, skim=True)
+    except _RestartSeen:
+        return _logged_before(fd, offset, first_step, series, max_line_bytes, reads, skim=False)
+
+
+def _logged_before(fd: int, offset: int, later: int, series: Collection[str], max_line_bytes: int,
+                   reads: StatisticsInput, skim: bool) -> dict[str, int]:
+    found: dict[str, int] = {}
+    missing = set(series)
+    test = reads.may_give(missing) if missing else None
+    for _, line in lines_backwards(fd, offset, max_line_bytes):
+        if test is None:
+            break
+        if line is None or not line.strip():
+            continue
+        if skim and not test(line):
+            step = _leading_step(line)
+            if step is not None:
+                if step > later:
+                    raise _RestartSeen  # or garbage whose start reads as a step
+                later = step
+                continue
+        try:
+            step, data = parse_line(line)
+        except LineError:
+            continue
+        if step > later:
+            break  # a restart: the history before it was cleared
+        later = step
+        given = missing.intersection(reads.gives(data))
+        if given:
+            found.update(dict.fromkeys(given, step))
+            missing -= given
+            test = reads.may_give(missing) if missing else None
+    return found
 
 
 class _OneStep:
@@ -202,6 +257,11 @@ class _OneStep:
 
     def skim(self, start: int, line: bytes) -> None:
         self._skimmed = (start, line)
+
+    @property
+    def oldest_at(self) -> int:
+        """Where the oldest of the step's lines walked through starts."""
+        return self._skimmed[0] if self._skimmed is not None else self._oldest_at
 
     def records(self, fd: int, max_line_bytes: int) -> list[tuple[int, dict]]:
         """This step's records that decide what a whole read leaves, newest first."""

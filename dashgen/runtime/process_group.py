@@ -8,13 +8,17 @@ group's id, cannot be reused until it is reaped, so a signal never reaches a str
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 from dashgen.parent_death import die_with_parent_hook
+
+_PR_SET_CHILD_SUBREAPER = 36
 
 
 def start_group(argv: list[str], die_with_parent: bool = False, **popen_options) -> subprocess.Popen:
@@ -44,30 +48,83 @@ def signal_group(process: subprocess.Popen, sig: int) -> None:
         pass
 
 
-def group_has_others(process: subprocess.Popen) -> bool:
-    """Whether a live process other than the (exited, unreaped) leader is still in its group.
-
-    On Linux from /proc (zombies do not count); elsewhere whether the group can be signalled."""
-    if process.returncode is not None:
+def become_subreaper() -> bool:
+    """Make this process the subreaper of its descendants (Linux' PR_SET_CHILD_SUBREAPER): a process a
+    child daemonised (double fork, its own session) is reparented here, not to init, so it can be
+    found and stopped with the child. False where that is not available."""
+    if not sys.platform.startswith("linux"):
         return False
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _process_table() -> dict[int, tuple[str, int, int]] | None:
+    """Every process' (state, parent PID, process group) from /proc; None without /proc."""
     proc = Path("/proc")
     if not (proc / "self" / "stat").exists():
-        try:
-            os.killpg(process.pid, 0)
-        except (ProcessLookupError, PermissionError):
-            return False
-        return True
+        return None
+    table = {}
     for entry in proc.iterdir():
-        if not entry.name.isdigit() or int(entry.name) == process.pid:
+        if not entry.name.isdigit():
             continue
         try:
             # Fields after the command name: [0] state, [1] parent PID, [2] process group.
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
+            table[int(entry.name)] = (fields[0], int(fields[1]), int(fields[2]))
+        except (OSError, IndexError, ValueError):
             continue  # ended while we looked
-        if fields[2] == str(process.pid) and fields[0] != "Z":
-            return True
-    return False
+    return table
+
+
+def left_behind(process: subprocess.Popen, adopted: bool = False) -> list[int]:
+    """The live processes the (exited, unreaped) leader left: those in its group and, with `adopted`
+    (this process a subreaper whose only child is the leader), every other descendant of this
+    process: what the leader daemonised was reparented here. Zombies do not count. Without /proc:
+    the leader's PID if its group can still be signalled."""
+    if process.returncode is not None:
+        return []
+    table = _process_table()
+    if table is None:
+        try:
+            os.killpg(process.pid, 0)
+        except (ProcessLookupError, PermissionError):
+            return []
+        return [process.pid]
+    me = os.getpid()
+    found = []
+    for pid, (state, _parent, group) in table.items():
+        if pid in (process.pid, me) or state == "Z":
+            continue
+        ancestor, seen = pid, 0
+        while ancestor not in (me, 0, 1) and ancestor in table and seen < len(table):
+            ancestor, seen = table[ancestor][1], seen + 1
+        if group == process.pid or (adopted and ancestor == me):
+            found.append(pid)
+    return found
+
+
+def signal_left_behind(process: subprocess.Popen, sig: int, adopted: bool = False) -> None:
+    """Send `sig` to the leader's group and to every process it left (see `left_behind`)."""
+    signal_group(process, sig)
+    for pid in left_behind(process, adopted) if adopted else ():
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def reap_adopted(process: subprocess.Popen) -> None:
+    """Reap the exited processes reparented to this subreaper, other than the leader (left for
+    `end_group`, its group id stays reserved until then)."""
+    table = _process_table() or {}
+    for pid, (state, parent, _group) in table.items():
+        if parent == os.getpid() and pid != process.pid and state == "Z":
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
 
 
 def wait_for_exit(process: subprocess.Popen, timeout: float, interval: float = 0.02) -> bool:
@@ -80,7 +137,13 @@ def wait_for_exit(process: subprocess.Popen, timeout: float, interval: float = 0
     return True
 
 
-def end_group(process: subprocess.Popen) -> int:
-    """Kill what is left of the group, then reap the leader; its returncode."""
-    signal_group(process, signal.SIGKILL)
-    return process.wait()
+def end_group(process: subprocess.Popen, adopted: bool = False) -> int:
+    """Kill what is left of the group (with `adopted`, all the leader left: see `left_behind`), then
+    reap the leader and what was reparented here; the leader's returncode."""
+    signal_left_behind(process, signal.SIGKILL, adopted)
+    if adopted:
+        reap_adopted(process)
+    code = process.wait()
+    if adopted:
+        reap_adopted(process)
+    return code

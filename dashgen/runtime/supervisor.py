@@ -9,11 +9,12 @@ gets its kill timeout. Any exit after a stop request is published as stopped, wh
 On Linux the trainer is killed if the exporter itself is killed (PR_SET_PDEATHSIG), so it never
 runs on unwatched.
 
-After the trainer exits, what it left in its process group is stopped as the trainer would have
-been (SIGTERM, SIGKILL after the kill timeout), its PID file is removed, the log is read a last
-time (a buffered writer's final lines), the end is published, and /metrics stays up for the
-grace period so Prometheus scrapes the final state before the exporter goes away. A signal once
-the trainer has exited ends the grace period at once.
+After the trainer exits, what it left in its process group, and on Linux what it daemonised (the
+exporter is its subreaper, so a double-forked daemon in a session of its own is reparented to it),
+is stopped as the trainer would have been (SIGTERM, SIGKILL after the kill timeout), its PID file
+is removed, the log is read a last time (a buffered writer's final lines), the end is published,
+and /metrics stays up for the grace period so Prometheus scrapes the final state before the
+exporter goes away. A signal once the trainer has exited ends the grace period at once.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ from dashgen.errors import BuildError
 from dashgen.lifecycle import RunPhase, phase_after_exit, shell_exit_status
 from dashgen.runtime.log_follower import LogFollower
 from dashgen.runtime.log_watch import LogChanges
-from dashgen.runtime.process_group import end_group, group_has_others, has_exited, signal_group, start_group
+from dashgen.runtime.process_group import (become_subreaper, end_group, has_exited, left_behind, reap_adopted,
+                                           signal_group, signal_left_behind, start_group)
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM)
 
@@ -52,6 +54,7 @@ class Supervisor:
         self._child: subprocess.Popen | None = None
         self._wake = threading.Event()
         self._changes = changes  # wakes the follow loop when the log changes
+        self._adopts = False  # a subreaper: what the trainer daemonises is stopped with it
 
     def _on_signal(self, signum: int, _frame) -> None:
         child = self._child
@@ -73,6 +76,7 @@ class Supervisor:
         pid_handle = self._open_pid_file()  # before the trainer starts: a bad path is an error, not an orphan
         previous = {sig: signal.signal(sig, self._on_signal) for sig in FORWARDED}
         try:
+            self._adopts = become_subreaper()  # what the trainer daemonises is reparented here
             try:
                 self._child = start_group(self.command, die_with_parent=True)
             except OSError as exc:
@@ -100,7 +104,7 @@ class Supervisor:
             return shell_exit_status(exit_code)
         finally:
             if self._child is not None and self._child.returncode is None:  # an error while it ran
-                end_group(self._child)
+                end_group(self._child, self._adopts)
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
             if self.pid_file is not None and pid_handle is not None:
@@ -117,15 +121,18 @@ class Supervisor:
                 signal_group(child, signal.SIGKILL)
                 self._killed = True
             self._follow(None if self._killed else self._kill_at)
-        if not self.stop_requested:  # a data loader or checkpoint writer it left behind
-            signal_group(child, signal.SIGTERM)
+        # A data loader or checkpoint writer it left behind in its group, or a process it daemonised
+        # (reparented here): asked to stop as the trainer was, or now.
+        if not self.stop_requested:
             self._kill_at = time.monotonic() + self.kill_timeout
-        while self._kill_at is not None and time.monotonic() < self._kill_at and group_has_others(child):
+        signal_left_behind(child, signal.SIGTERM, self._adopts)
+        while self._kill_at is not None and time.monotonic() < self._kill_at and left_behind(child, self._adopts):
+            reap_adopted(child)
             self._follow(self._kill_at)
-        if not self._killed and group_has_others(child):
-            self.say(f"dashgen export: processes the trainer (pid {child.pid}) left in its process group have not "
-                     f"exited; SIGKILL to the group")
-        return end_group(child)
+        if not self._killed and left_behind(child, self._adopts):
+            self.say(f"dashgen export: processes the trainer (pid {child.pid}) left in its process group or "
+                     f"daemonised have not exited; SIGKILL to them")
+        return end_group(child, self._adopts)
 
     def _follow(self, until: float | None) -> None:
         """Read the log, then wait a poll interval (less if `until`, a monotonic time, comes first)."""

@@ -30,22 +30,15 @@ import math
 import re
 import statistics
 from functools import cached_property
-from pathlib import Path
 from typing import Iterable
 
-import yaml
-
-from dashgen.bounded_read import TooLarge, parse_nested, read_bounded
 from dashgen.catalog import STEP_STATISTIC_METRIC, VALIDATION_FAMILIES, VALIDATION_LABELS, verl_metric_name
 from dashgen.conditions import MAX_STEPS, percentile_of
-from dashgen.errors import BuildError
 from dashgen.records import record
 
 
 STEP_TIME_METRIC = verl_metric_name("timing_s/step")[0]  # the log's own clock
 STEP_STATISTIC_LABELS = ("series", "statistic")
-# Where the build writes the list, under its output directory.
-STEP_STATISTICS_FILE = "exporter/step-statistics.yaml"
 # Besides these, a quantile in whole percents: p1 to p99 (dashgen.conditions.percentile_reduction).
 REDUCTIONS = ("median", "max", "min", "spread")
 
@@ -68,6 +61,14 @@ class StepStatistic:
     half_logged: bool = False
 
     def __post_init__(self) -> None:
+        if not isinstance(self.series, str) or not self.series:
+            raise ValueError(f"series {self.series!r}: expected a series' name, not {_kind(self.series)}")
+        if not isinstance(self.reduction, str):
+            raise ValueError(f"step statistic of {self.series}: reduction {self.reduction!r}: expected a name ("
+                             f"{', '.join(REDUCTIONS)} or a quantile p1 to p99), not {_kind(self.reduction)}")
+        if not isinstance(self.half_logged, bool):
+            raise ValueError(f"step statistic of {self.series}: half_logged {self.half_logged!r}: expected true or "
+                             f"false, not {_kind(self.half_logged)}")
         for name in ("steps", "ending", "of_median"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
@@ -95,6 +96,14 @@ class StepStatistic:
     def reach(self) -> int:
         """How many steps back the newest step it reads values from."""
         return self.ending + self.steps + self.of_median
+
+
+def _kind(value: object) -> str:
+    """What a YAML value is, in a message: a list, a mapping, a number, a text (an empty one)."""
+    if value == "":
+        return "an empty text"
+    kinds = {list: "a list", dict: "a mapping", str: "a text", bool: "true or false", type(None): "null"}
+    return kinds.get(type(value), "a number" if isinstance(value, (int, float)) else f"a {type(value).__name__}")
 
 
 def _median(values: Iterable[float]) -> float:
@@ -251,7 +260,11 @@ class StepStatistics:
             if stat.of_median:
                 key = (stat.series, stat.of_median)
                 self._median_reach[key] = max(self._median_reach.get(key, 0), stat.steps + stat.ending + FLOOR_STEPS)
-        self.reach = max(self._reach.values(), default=0)  # how far back a tail start reads the log
+        # How far back a tail start reads the log: a median kept `median reach` steps back was taken,
+        # then, over the values the series held, themselves kept its reach back (a window of few
+        # values reads back to MIN_WINDOW_VALUES of them, however many steps that is, up to there).
+        self.reach = max([*self._reach.values(), *(steps + self._reach[series]
+                                                    for (series, _), steps in self._median_reach.items())], default=0)
         # Keyed by series, or by a family's member (dashgen.formats.verl_log.ValidationSeries),
         # whose histories are made as members appear and dropped once all they hold is past reach.
         self._values: dict[Member, _History] = {series: _History(steps) for series, steps in self._reach.items()
@@ -297,6 +310,14 @@ class StepStatistics:
                 history.add(step, self.clock, _median(window))
             history.prune(step)
         self._drop_members(step)
+
+    def logged_before(self, steps: dict[Member, int]) -> None:
+        """Before the first observe: each series or member had a value at that step already (a tail
+        start's records begin later), which a window's half-logged test reads."""
+        self._add_members(steps)
+        for key, step in steps.items():
+            if key in self._values:
+                self._values[key].first_step = step
 
     def _add_members(self, logged: dict[Member, float]) -> None:
         for key in logged:
@@ -432,69 +453,3 @@ def served_by(expressions: Iterable[str], floor_seconds: float) -> ServedStatist
     """What rules of these expressions read, with the floor of the config they were built with."""
     return ServedStatistics(tuple(sorted(statistics_in(expressions), key=lambda s: (s.series, s.name))),
                             floor_seconds)
-
-
-def dump_statistics(served: ServedStatistics) -> str:
-    """The rendered list, as YAML the exporter reads back."""
-    entries = []
-    for stat in served.statistics:
-        entry = {"series": stat.series, "reduction": stat.reduction, "steps": stat.steps}
-        if stat.ending:
-            entry["ending"] = stat.ending
-        if stat.of_median:
-            entry["of_median"] = stat.of_median
-        if stat.half_logged:
-            entry["half_logged"] = True
-        entries.append(entry)
-    header = ("# Rendered by `dashgen build`; do not edit. The statistics over a run's last steps that the rules\n"
-              "# read as verl_step_statistic: `dashgen export` and `dashgen backtest` compute them from the step log.\n"
-              "# floor_seconds: no window or ending is shorter than this much of the log's own clock.\n")
-    return header + yaml.safe_dump({"floor_seconds": served.floor_seconds, "statistics": entries}, sort_keys=False)
-
-
-MAX_STATISTICS = 1_000
-# The list's size on disk that many statistics fit in as `dashgen build` writes them (a few hundred
-# bytes each): a larger file is refused before it is parsed, which would cost seconds and memory.
-MAX_STATISTICS_BYTES = MAX_STATISTICS * 1024
-_FIELDS = {"series", "reduction", "steps", "ending", "of_median", "half_logged"}
-
-
-def load_statistics(path: Path) -> ServedStatistics:
-    """The statistics listed in a rendered file; BuildError naming the file and entry if it is malformed."""
-    try:
-        data = parse_nested(yaml.safe_load, read_bounded(path, MAX_STATISTICS_BYTES).decode())
-    except TooLarge as exc:
-        raise BuildError(f"{path}: the step statistics list is {exc}, more than {MAX_STATISTICS:,} statistics take "
-                         f"(is it the file `dashgen build` wrote?)") from None
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise BuildError(f"{path}: cannot read the step statistics: {exc}") from None
-    if not isinstance(data, dict) or not isinstance(data.get("statistics"), list):
-        raise BuildError(f"{path}: expected a mapping with a list under 'statistics' (as `dashgen build` writes it)")
-    floor = data.get("floor_seconds", 0.0)
-    if isinstance(floor, bool) or not isinstance(floor, (int, float)) or not 0 <= floor < math.inf:
-        raise BuildError(f"{path}: floor_seconds {floor!r}: expected a number of seconds, 0 or more")
-    if len(data["statistics"]) > MAX_STATISTICS:
-        raise BuildError(f"{path}: {len(data['statistics']):,} statistics; at most {MAX_STATISTICS:,} (each is "
-                         f"computed at every step of every run the exporter follows)")
-    out = []
-    for index, entry in enumerate(data["statistics"], start=1):
-        if not isinstance(entry, dict) or set(entry) - _FIELDS or not {"series", "reduction", "steps"} <= set(entry):
-            raise BuildError(f"{path}: statistics entry {index}: expected series, reduction, steps and optionally "
-                             f"ending, of_median, half_logged")
-        try:
-            out.append(StepStatistic(**entry))
-        except (TypeError, ValueError) as exc:
-            raise BuildError(f"{path}: statistics entry {index}: {exc}") from None
-    return ServedStatistics(tuple(out), float(floor))
-
-
-def statistics_path(root: Path) -> Path:
-    """Where a project's build lists its step windows (dashgen/compiler/output/build.py's rendered/)."""
-    return root / "rendered" / STEP_STATISTICS_FILE
-
-
-def rendered_statistics(root: Path) -> ServedStatistics | None:
-    """The statistics the project's last build listed; None if it has no such file (not built,
-    or built for another source)."""
-    path = statistics_path(root)
-    return load_statistics(path) if path.is_file() else None

@@ -210,6 +210,11 @@ AREA_CLASSES = {
     "an area named like a core field": (AREA.format(kind="Duration").replace('area="team"', 'area="verl_job"'),
                                         "alerts/team.py: TeamConfig: alert area 'verl_job' is named like a core "
                                         "config field"),
+
+    # Blamed on dashgen.yaml before, which did not set it.
+    "a default that breaks its own annotation": (AREA.format(kind="Duration").replace(' = "5m"', ' = "5 minutes"'),
+                                                 "alerts/team.py: TeamConfig.window: '5 minutes' is not a Prometheus "
+                                                 "duration"),
 }
 
 
@@ -220,6 +225,20 @@ def test_an_area_class_that_cannot_be_read_is_refused_by_build_and_config(projec
     for command in (("config",), ("config", "--describe")):
         result = run(*command, "--root", str(project))
         assert result.exit_code == 1 and result.output.startswith(f"Error: {expected}"), result.output
+
+
+def test_an_area_named_like_a_core_field_is_the_name_clash_when_dashgen_yaml_sets_it(project):
+    """A YAML type error of the core field before ("expected a string, got a mapping")."""
+    module = "from dashgen.config import Duration\n" + AREA.format(kind="Duration").replace('area="team"',
+                                                                                          'area="verl_job"')
+    (project / "alerts" / "team.py").write_text(HEADER + module)
+    (project / "dashgen.yaml").write_text("verl_job: {window: 10m}\n")
+    for command in ("build", "config"):
+        result = run(command, "--root", str(project))
+        assert result.exit_code == 1 and "Traceback" not in result.output
+        assert "alert area 'verl_job' is named like a core config field" in result.output or \
+            "dashgen.yaml: verl_job: a mapping, as a section or alert area takes, under the name of a core config " \
+            "field (a string): a section or alert area cannot be named 'verl_job'" in result.output, result.output
 
 
 @pytest.mark.parametrize("kind", ["str", "str | None", "typing.Any", "tuple[str, ...]"])

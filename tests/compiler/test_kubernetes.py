@@ -106,7 +106,10 @@ def test_the_size_check_counts_what_kubectl_stores_escaped():
 
 
 @pytest.mark.parametrize("fields, expected", [
-    ({"labels": {"a" * 254 + "/name": "x"}}, "kubernetes.labels key: 'aaa"),  # prefix over 253
+    ({"labels": {".".join(["a" * 63] * 4) + "/name": "x"}}, "kubernetes.labels key: 'aaa"),  # prefix over 253
+    # A part of the prefix over a DNS label's 63 (a 100-character one was accepted).
+    ({"labels": {"a" * 100 + ".example.com/name": "x"}}, "kubernetes.labels key: 'aaa"),
+    ({"dashboard_label": "example." + "b" * 64 + "/dashboard"}, "kubernetes.dashboard_label: 'example.bbb"),
     ({"exporter_selector": {"example.com/" + "n" * 64: "x"}}, "kubernetes.exporter_selector key"),
     ({"dashboard_label": "-grafana"}, "kubernetes.dashboard_label: '-grafana'"),
     ({"exporter_port": "exporter-metrics"}, "kubernetes.exporter_port: 'exporter-metrics'"),  # 16
@@ -121,7 +124,8 @@ def test_label_keys_and_port_names_beyond_kubernetes_limits_are_refused(fields, 
 
 
 def test_label_keys_and_port_names_at_kubernetes_limits_are_accepted():
-    config_from(kubernetes(labels={"a" * 253 + "/" + "n" * 63: "x"}, exporter_port="exporter-metric",
+    prefix = ".".join(["a" * 63, "b" * 63, "c" * 63, "d" * 61])  # 253, each part 63 at most
+    config_from(kubernetes(labels={prefix + "/" + "n" * 63: "x"}, exporter_port="exporter-metric",
                            ray_port="h2c")).section(KubernetesSection)
 
 

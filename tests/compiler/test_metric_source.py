@@ -156,6 +156,10 @@ def test_rl_insight_rules_for_victoriametrics_say_the_nan_alerts_fire_on_infinit
     assert ("notice: victoriametrics: true with source: rl_insight: VerlNaNMetrics, VerlNonFiniteStep and "
             "VerlNonFiniteSteps see a NaN loss, grad norm, KL or entropy as x != x, which VictoriaMetrics never "
             "matches") in result.output
+    # And the runbook, which stays beside the rules after the build's output is gone.
+    runbook = (project / "rendered" / "docs" / "alerts.md").read_text()
+    assert ("**On VictoriaMetrics** (`victoriametrics: true`, the rules in `victoriametrics/rules/`): VerlNaNMetrics, "
+            "VerlNonFiniteStep and VerlNonFiniteSteps see a NaN loss") in runbook
 
 
 def test_verl_keys_become_rl_insight_gauge_names():

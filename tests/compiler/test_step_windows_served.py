@@ -7,7 +7,8 @@ import yaml
 
 from conftest import REPO
 from dashgen.promtool import run_promtool
-from dashgen.sources.step_statistics import ServedStatistics, load_statistics
+from dashgen.sources.statistics_file import load_statistics
+from dashgen.sources.step_statistics import ServedStatistics
 
 pytestmark = pytest.mark.heavy
 

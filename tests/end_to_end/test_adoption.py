@@ -202,6 +202,32 @@ def test_dashgen_test_before_the_first_build_is_one_error_naming_the_fixture_and
     assert "run `dashgen build` first" in result.output
 
 
+@pytest.mark.parametrize("kind, message", [
+    ("binary", "not UTF-8 text (byte 0xff at offset 0): a binary file?"),
+    ("nul", "a binary file (a NUL byte at offset 7), not text"),
+    ("folder", "cannot be read: Is a directory"),
+    ("unreadable", "cannot be read: Permission denied"),
+])
+def test_a_binary_or_unreadable_fixture_is_one_error_naming_it(team, kind, message):
+    """Read as bytes first: a UnicodeDecodeError or PermissionError traceback before."""
+    fixture = team / "tests" / "rules" / "zz-test.yaml"
+    if kind == "binary":
+        fixture.write_bytes(b"\xff\xfe tests: []\n")
+    elif kind == "nul":
+        fixture.write_bytes(b"tests: \x00[]\n")
+    elif kind == "folder":
+        fixture.mkdir()
+    else:
+        if os.geteuid() == 0:
+            pytest.skip("root reads a file of mode 000")
+        fixture.write_text("tests: []\n")
+        fixture.chmod(0)
+    result = run("test", "--root", str(team))
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert result.output.count("Error:") == 1
+    assert f"{fixture}: {message}" in result.output
+
+
 @pytest.mark.parametrize("command", ["build", "check", "list", "lint", "test"])
 def test_a_folder_without_definitions_is_a_clear_error(tmp_path, command):
     result = run(command, "--root", str(tmp_path))

@@ -65,6 +65,29 @@ def test_sigterm_during_backtest_stops_prometheus_and_removes_its_tsdb(tmp_path)
     assert list(tmpdir.iterdir()) == []
 
 
+@slow_chain  # a run long enough that promtool is caught at work: 45 s
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_while_promtool_makes_blocks_leaves_no_head_folder(tmp_path, signum):
+    """promtool's TSDB head folder (head*, in its $TMPDIR) stayed in the system's when a SIGTERM cut
+    its backtest short; a SIGHUP (a closed terminal) ended dashgen with no clean-up at all."""
+    run_file = write_run(tmp_path / "runs" / "synthetic" / "long.jsonl", "healthy", 3000)
+    tmpdir = tmp_path / "tmp"
+    process = dashgen(["backtest", str(run_file), "--root", str(REPO)], tmpdir)
+    try:
+        wait_until(lambda: any(tmpdir.rglob("head*")) or process.poll() is not None, 120,
+                   "promtool's head folder", interval=0.01)
+        process.send_signal(signum)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        process.kill()
+        for pid in processes_mentioning(str(tmpdir)):
+            os.kill(pid, signal.SIGKILL)
+    assert process.returncode == 128 + signum, stderr
+    assert "Traceback" not in stderr and f"terminated ({signal.Signals(signum).name}); cleaned up" in stderr
+    assert list(tmpdir.iterdir()) == []
+    assert processes_mentioning(str(tmpdir)) == []
+
+
 @slow_chain
 def test_sigint_during_promtool_test_leaves_no_head_folders(tmp_path):
     tmpdir = tmp_path / "tmp"
@@ -147,13 +170,15 @@ def test_sigkill_during_drawing_leaves_a_partial_the_next_preview_removes(tmp_pa
         wait_until(lambda: any(out.glob(".verl-training.png.*")) or process.poll() is not None, 120,
                    "the second preview being drawn", interval=0.01)
         process.kill()
-        process.communicate(timeout=60)
+        # Not reaped yet: a zombie, whose PID still answers kill(pid, 0), until its parent waits for it.
+        wait_until(lambda: not alive(process.pid), 10, "the preview to die")
+        assert [p.name for p in out.glob("*.png")] == []  # none replaced before all are drawn
+        again = dashgen(args, tmp_path / "tmp")
+        _, stderr = again.communicate(timeout=300)
     finally:
         process.kill()
+        process.communicate(timeout=60)
         for pid in processes_mentioning(str(tmp_path / "tmp")):
             os.kill(pid, signal.SIGKILL)
-    assert [p.name for p in out.glob("*.png")] == []  # none replaced before all are drawn
-    again = dashgen(args, tmp_path / "tmp")
-    _, stderr = again.communicate(timeout=300)
     assert again.returncode == 0, stderr
     assert sorted(p.name for p in out.iterdir()) == ["verl-compare-runs.png", "verl-training.png"]

@@ -3,6 +3,7 @@
 import json
 import os
 import stat
+import time
 
 import pytest
 from dashgen.evaluation.synthetic_runs import write_run
@@ -46,6 +47,34 @@ def test_step_times_too_long_to_sample_are_refused(tmp_path, command):
     assert result.exit_code == 1
     assert f"{log}: the run spans 2e+10 s (its timing_s/step values sum to 3e+10 s" in result.output, result.output
     assert "at most 1,000,000 per run" in result.output
+
+
+@pytest.mark.parametrize("command", ["backtest", "backfill", "preview"])
+def test_a_run_of_a_million_steps_is_refused_at_once_naming_the_limit_and_how_to_lift_it(tmp_path, command):
+    """Scale as a fault: a 200,000-step backfill ran 9 minutes, a million-step backtest did not end in 9."""
+    log = tmp_path / "p" / "e.jsonl"
+    log.parent.mkdir()
+    with open(log, "w") as handle:
+        handle.writelines('{"step": %d, "data": {"actor/ppo_kl": 0.01}}\n' % step for step in range(1, 1_000_001))
+    where = {"backfill": ["--tsdb", str(tmp_path / "tsdb")], "preview": ["--out", str(tmp_path / "png")]}
+    started = time.monotonic()
+    result = run(command, str(log), "--root", str(REPO), *where.get(command, []))
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert f"{log}: more than 50,000 step-log lines; a replay of that many takes tens of minutes" in result.output
+    assert "Give --max-steps with a larger number, or 0, to replay it anyway" in result.output
+    assert time.monotonic() - started < 60  # seconds (a compile, and 50,001 lines counted), not minutes
+    assert not (tmp_path / "tsdb").exists() and not (tmp_path / "png").exists()
+
+
+def test_max_steps_sets_the_limit_and_a_long_replay_says_it_takes_minutes(tmp_path, run_file, monkeypatch):
+    import dashgen.cli.replay
+
+    result = run("backfill", str(run_file), "--root", str(REPO), "--tsdb", str(tmp_path / "tsdb"), "--max-steps", "19")
+    assert result.exit_code == 1 and "more than 19 step-log lines" in result.output, result.output
+    monkeypatch.setattr(dashgen.cli.replay, "LONG_REPLAY_STEPS", 10)
+    result = run("backfill", str(run_file), "--root", str(REPO), "--tsdb", str(tmp_path / "tsdb"), "--max-steps", "20")
+    assert result.exit_code == 0, result.output
+    assert f"dashgen backfill: {run_file}: 20 step-log lines; replaying them takes minutes" in result.stderr
 
 
 @pytest.mark.parametrize("command", ["backtest", "backfill"])

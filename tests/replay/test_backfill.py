@@ -12,7 +12,7 @@ from dashgen.replay.backfill import Timing, read_run, run_labels
 from dashgen.replay.backtest import serve_tsdb
 from dashgen.runtime.exporter import RunState
 from dashgen.runtime.log_follower import LogFollower
-from dashgen.sources.step_statistics import rendered_statistics
+from dashgen.sources.statistics_file import rendered_statistics
 
 START = 1_700_000_000  # a fixed, past anchor: results do not depend on the clock
 

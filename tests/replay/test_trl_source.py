@@ -83,6 +83,19 @@ def test_a_trainer_state_under_another_name_is_known_by_its_content(tmp_path, na
     assert run.steps == [step for step, _ in step_records(state)] and run.parse_errors == 0
 
 
+@pytest.mark.parametrize("first", [-20, -5])
+def test_a_trainer_state_with_negative_steps_is_read_from_step_0(tmp_path, first):
+    """Refused before, as lines without a step (all of them when every step was negative)."""
+    state = tmp_path / "run" / "trainer_state.json"
+    state.parent.mkdir()
+    state.write_text(json.dumps({"log_history": [{"step": step, "loss": 0.5, "grad_norm": 1.0}
+                                                 for step in range(first, 10, 5) if step < 0 or first == -5]},
+                                indent=2))
+    run = read_run(state, run_labels(state, "verl"), Timing(start=1_735_689_600.0))
+    assert run.steps[0] == 0 and run.parse_errors == 0
+    assert run.steps == [step - first for step in range(first, 10, 5) if step < 0 or first == -5]
+
+
 def test_a_trainer_state_with_no_logged_step_says_so(tmp_path):
     empty = tmp_path / "run" / "trainer_state.json"
     empty.parent.mkdir()

@@ -21,7 +21,7 @@ from dashgen.config import Config, config_from
 from dashgen.replay.backfill import Timing, read_run, run_labels
 from dashgen.replay.backtest.engine import backtest
 from dashgen.replay.victoriametrics import VictoriaMetricsServer, firing_starts, prometheus_text, replay
-from dashgen.sources.step_statistics import rendered_statistics
+from dashgen.sources.statistics_file import rendered_statistics
 
 from conftest import REPO, run
 

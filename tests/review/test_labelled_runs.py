@@ -1,5 +1,6 @@
 """Labelled runs (run.yaml beside a step log) and how a run is judged against its verdict."""
 
+import os
 from pathlib import Path
 
 import pytest
@@ -129,6 +130,25 @@ def test_a_dangling_or_huge_label_file_is_an_error_naming_it(tmp_path):
     (folder / "run.yaml").write_text("verdict: healthy\n# " + "x" * (1 << 20) + "\n")
     with pytest.raises(BuildError, match=r"gone/run.yaml: larger than 1,048,576 bytes"):
         find_runs([tmp_path])
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"verdict: healthy\n\xff\xfe", "not UTF-8 text (byte 0xff at offset 17): a binary file?"),
+    (b"verdict: \x00healthy\n", "a binary file (a NUL byte at offset 9), not text"),
+    (None, "cannot be read: Permission denied"),
+])
+def test_a_binary_or_unreadable_label_file_is_an_error_naming_it(tmp_path, content, message):
+    folder = run_folder(tmp_path, "run", None)
+    if content is None:
+        if os.geteuid() == 0:
+            pytest.skip("root reads a file of mode 000")
+        (folder / "run.yaml").write_text("verdict: healthy\n")
+        (folder / "run.yaml").chmod(0)
+    else:
+        (folder / "run.yaml").write_bytes(content)
+    with pytest.raises(BuildError) as error:
+        find_runs([tmp_path])
+    assert error.value.message.startswith(f"{folder / 'run.yaml'}: {message}")
 
 
 def test_a_resumed_runs_replayed_steps_do_not_lengthen_the_catch_window(tmp_path):

@@ -14,7 +14,7 @@ import dashgen.runtime.log_follower
 from dashgen.runtime.log_follower import LogFollower
 import dashgen.runtime.log_tail
 from dashgen.runtime.log_tail import lines_backwards, read_tail, recent_records
-from dashgen.sources.step_statistics import rendered_statistics
+from dashgen.sources.statistics_file import rendered_statistics
 from dashgen.formats.verl_log import MAX_VALIDATION_SERIES
 
 from conftest import REPO
@@ -72,15 +72,16 @@ WEIGHTS = {"healthy": 30, "nonfinite": 6, "nonfinite loss": 3, "test step": 4, "
            "global step only": 1, "not a record": 1, "reserved key": 1, "colliding key": 1}
 
 
-def random_lines(rng: random.Random, count: int, first_step: int = 1) -> bytes:
+def random_lines(rng: random.Random, count: int, first_step: int = 1, gap: int = 1) -> bytes:
+    """`count` lines of kinds drawn by WEIGHTS, a restart now and then; steps `gap` apart at most."""
     lines = []
     step = first_step
     for _ in range(count):
         if rng.random() < 0.04:
-            step = rng.randint(1, max(1, step - 1))  # a restarted run goes back
+            step = rng.randint(max(1, step - 3 * gap), max(1, step - 1))  # a restarted run goes back
         kind = rng.choices(list(WEIGHTS), list(WEIGHTS.values()))[0]
         lines.append(LINE_KINDS[kind](step, rng))
-        step += 1
+        step += 1 if gap == 1 else rng.randint(1, gap)
     return b"".join(lines)
 
 
@@ -159,6 +160,23 @@ def test_a_tail_start_serves_what_a_whole_read_serves(tmp_path, small_blocks, mo
         elif seed % 3 == 1:  # replaced by another file
             (tmp_path / "new.jsonl").write_bytes(random_lines(rng, rng.randint(1, 20)))
             os.replace(tmp_path / "new.jsonl", path)
+        pair.poll()
+        pair.assert_same()
+    finally:
+        pair.stop()
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_tail_start_serves_what_a_whole_read_serves_when_steps_have_gaps_or_are_huge(tmp_path, seed):
+    """Steps up to 5,000 apart, from step 1 or near 2^53, restarts between: a median's values read
+    back past its own reach, validation results held from a test step before the steps read back,
+    and a series logged before them, which makes a window half-logged (13 of 35 hostile logs
+    served other statistics from the tail before)."""
+    rng = random.Random(seed)
+    first = rng.choice([1, 10 ** 6, 10 ** 12, 2 ** 53 - 10 ** 7])
+    path = written_log(tmp_path, random_lines(rng, rng.randint(1, 400), first, gap=rng.choice([3, 50, 300, 1000, 5000])))
+    pair = Pair(path)
+    try:
         pair.poll()
         pair.assert_same()
     finally:

@@ -12,9 +12,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 from dashgen.errors import BuildError
 from dashgen.runtime.exporter import RunState
 from dashgen.promtool import run_promtool
-from dashgen.sources.step_statistics import (ServedStatistics, StepStatistic, StepStatistics, dump_statistics,
-                                             load_statistics, parse_name, quantile, statistics_in,
-                                             step_to_step_spread)
+from dashgen.sources.statistics_file import dump_statistics, load_statistics
+from dashgen.sources.step_statistics import (ServedStatistics, StepStatistic, StepStatistics, parse_name, quantile,
+                                             statistics_in, step_to_step_spread)
 
 from conftest import REPO
 
@@ -143,6 +143,14 @@ def test_the_rendered_list_is_the_one_the_rules_read():
     ("statistics: [{series: x, reduction: max, steps: true}]", "entry 1: .*steps True is not a whole number"),
     ("statistics: [" + ", ".join(["{series: x, reduction: max, steps: 3}"] * 1001) + "]", "1,001 statistics; at most"),
     ("[1, 2]", "expected a mapping with a list under 'statistics'"),
+    # A name of the wrong type: a TypeError traceback in the exporter and the backfill before.
+    ("statistics: [{series: [x], reduction: max, steps: 3}]", r"entry 1: series \['x'\]: expected a series' name, not a list"),
+    ("statistics: [{series: {a: 1}, reduction: max, steps: 3}]", "entry 1: series .*: expected a series' name, not a mapping"),
+    ("statistics: [{series: 7, reduction: max, steps: 3}]", "entry 1: series 7: expected a series' name, not a number"),
+    ("statistics: [{series: x, reduction: [max], steps: 3}]", r"entry 1: .*reduction \['max'\]: expected a name"),
+    ("statistics: [{series: x, reduction: 50, steps: 3}]", "entry 1: .*reduction 50: expected a name"),
+    ("statistics: [{series: x, reduction: max, steps: 3, half_logged: 'no'}]",
+     "entry 1: .*half_logged 'no': expected true or false, not a text"),
     # Refused before it is parsed (70,000 entries took 12 s and 400 MiB to count).
     ("statistics: [" + ", ".join(["{series: x, reduction: max, steps: 3}"] * 70_000) + "]",
      "the step statistics list is larger than 1,024,000 bytes"),

@@ -18,7 +18,8 @@ from support import Exporter, dashgen_command, wait_until
 pytestmark = pytest.mark.live
 
 # argv: pid-file-of-its-own, on-SIGTERM (ignore | exit0 | checkpoint: save for 1.5 s, then exit 0;
-# exit: no SIGTERM handler, exits once started), and "child" to start a grandchild ignoring SIGTERM.
+# exit: no SIGTERM handler, exits once started), and "child" to start a grandchild ignoring SIGTERM
+# ("daemon": the same grandchild in a session and process group of its own, as a daemon makes itself).
 TRAINER = """
 import os, signal, subprocess, sys, time
 pids, on_term = sys.argv[1], sys.argv[2]
@@ -35,7 +36,8 @@ elif on_term == "checkpoint":
 elif on_term == "exit0":
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
 child = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
-                          "time.sleep(600)"]) if "child" in sys.argv[3:] else None
+                          "time.sleep(600)"], start_new_session="daemon" in sys.argv[3:]) \
+    if {"child", "daemon"} & set(sys.argv[3:]) else None
 with open(pids + ".tmp", "w") as handle:
     handle.write(f"{os.getpid()} {child.pid if child else ''}")
 os.replace(pids + ".tmp", pids)
@@ -68,22 +70,22 @@ def supervising(tmp_path: Path, exporters):
     script.write_text(TRAINER)
     started: list[tuple[Exporter, Path]] = []
 
-    def start(on_term: str, *options: str, child: bool = False) -> tuple[Exporter, list[int]]:
+    def start(on_term: str, *options: str, child: bool | str = False) -> tuple[Exporter, list[int]]:
         log = tmp_path / "proj" / "exp.jsonl"
         log.parent.mkdir(exist_ok=True)
         pids = tmp_path / f"pids-{len(started)}"
         exporter = exporters(log, *options, "--", sys.executable, str(script), str(pids), on_term,
-                             *(["child"] if child else []))
+                             *([child if isinstance(child, str) else "child"] if child else []))
         started.append((exporter, pids))
         text = wait_until(lambda: pids.exists() and pids.read_text(), 30, "the trainer's start")
         return exporter, [int(pid) for pid in text.split()]
 
     yield start
-    for exporter, pids in started:
-        exporter.kill()
+    for exporter, pids in started:  # its processes first: one left behind holds the exporter's output open
         for pid in (pids.read_text().split() if pids.exists() else []):
             if alive(int(pid)):
                 os.kill(int(pid), signal.SIGKILL)
+        exporter.kill()
 
 
 def test_a_trainer_ignoring_sigterm_is_killed_with_its_group_after_the_kill_timeout(supervising):
@@ -126,6 +128,22 @@ def test_what_a_trainer_leaves_in_its_group_is_stopped_after_it_exits(supervisin
     # It exited 0 on its own, having written no step: an end, not a crash or a stop.
     assert run_end(exporter) == "exited_without_steps"
     assert exporter.process.poll() is None  # serving the final state for the grace period
+
+
+@pytest.mark.parametrize("trainer_exit", ["exit", "exit0"])
+def test_what_a_trainer_daemonised_is_stopped_after_it_exits(supervising, trainer_exit):
+    """A daemon leaves the trainer's process group and session: it is found as a process the trainer
+    left to the exporter (its subreaper), whether the trainer ends on its own or by a stop."""
+    exporter, (trainer, daemon) = supervising(trainer_exit, "--kill-timeout", "1s", "--grace", "30s",
+                                              child="daemon")
+    assert os.getpgid(daemon) == daemon  # a group of its own
+    if trainer_exit == "exit0":
+        wait_until(lambda: exporter.run_state() == "running", 20, "the run to be served")
+        exporter.process.send_signal(signal.SIGTERM)
+    wait_until(lambda: not alive(trainer), 10, "the trainer to exit")
+    wait_until(lambda: not alive(daemon), 1 + 5, "the process it daemonised to be killed")
+    assert run_end(exporter) in ("exited_without_steps", "stopped")
+    assert exporter.process.poll() is None
 
 
 def test_a_trainer_that_exits_0_after_a_stop_is_published_stopped(supervising, tmp_path):

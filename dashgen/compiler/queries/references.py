@@ -14,8 +14,8 @@ from dashgen.compiler.queries.promql import equal_matchers_of, label_value
 from dashgen.conditions import AnyOf, Compare
 from dashgen.errors import BuildError, get_close_matches
 from dashgen.model import Alert, Dashboard, Stat, Threshold, TimeSeries
-from dashgen.sources.step_statistics import (STEP_STATISTIC_LABELS, STEP_STATISTIC_METRIC, STEP_STATISTICS_FILE,
-                                             ServedStatistics, StepStatistic)
+from dashgen.sources.statistics_file import STEP_STATISTICS_FILE
+from dashgen.sources.step_statistics import STEP_STATISTIC_LABELS, STEP_STATISTIC_METRIC, ServedStatistics, StepStatistic
 
 # alertname="X", !="X", =~"X|Y" or !~"X|Y" (a plain alternation of names) in a PromQL selector or
 # a template variable's label_values(...), in each of PromQL's string forms: "X", 'X' and `X`. Read

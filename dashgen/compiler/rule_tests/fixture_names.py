@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from dashgen.bounded_read import TooLarge, Unparseable, parse_nested, read_bounded
+from dashgen.bounded_read import NotText, TooLarge, Unparseable, parse_nested, read_bounded, read_text
 from dashgen.catalog import Catalog
 from dashgen.config import Config
 from dashgen.errors import BuildError
@@ -58,6 +58,21 @@ def fixtures_for_source(fixtures: list[Path], source: MetricSource, catalog: Cat
                 f"source's names (series and labels: {_labels(source)}), or move it out of tests/rules/")
         run.append(path)
     return run, left_out
+
+
+def readable_fixtures(folder: Path) -> list[Path]:
+    """The fixtures in `folder` (*.yaml, sorted), each read as bytes first: BuildError naming the
+    first that is binary, not UTF-8, larger than MAX_FIXTURE_BYTES, a folder or unreadable, before
+    anything parses one (a UnicodeDecodeError or PermissionError traceback otherwise)."""
+    fixtures = sorted(folder.glob("*.yaml"))
+    for path in fixtures:
+        try:
+            read_text(path, MAX_FIXTURE_BYTES)
+        except (TooLarge, NotText) as exc:
+            raise BuildError(f"{path}: {exc}; a rule test is a YAML text file (or move it out of {folder})") from None
+        except OSError as exc:
+            raise BuildError(f"{path}: cannot be read: {exc.strerror or exc}") from None
+    return fixtures
 
 
 def refuse_missing_rule_files(fixtures: list[Path]) -> None:

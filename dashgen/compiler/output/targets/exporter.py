@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from dashgen.sources.step_statistics import STEP_STATISTICS_FILE, dump_statistics
+from dashgen.sources.statistics_file import STEP_STATISTICS_FILE, dump_statistics
 
 if TYPE_CHECKING:
     from dashgen.compiler.compiled import CompiledProject
