@@ -1,5 +1,6 @@
-"""A TensorBoard event file (verl's `tensorboard` logger, TRL's `report_to="tensorboard"`) read as the
-run's step log, with the `tensorboard` package's own event reader.
+"""TensorBoard event files (verl's `tensorboard` logger, TRL's `report_to="tensorboard"`) read as the
+run's step log, with the `tensorboard` package's own event reader: one file, or a run's log
+directory (the event files in it, in name order: a restarted writer starts a new one).
 
 Scalars are read by step, the tags of one step merged. verl's logger writes its keys as tags;
 transformers' callback writes `train/<key>` and `eval/<key>`, read as TRL's keys and validation
@@ -9,8 +10,9 @@ transformers' callback writes `train/<key>` and `eval/<key>`, read as TRL's keys
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterable, Iterator
 
 from dashgen.formats.trl import LOGGER_TRAIN, logger_key
 from dashgen.formats.records import step_lines
@@ -19,9 +21,14 @@ VERSION_MARK = b"brain.Event:"
 _HEAD_BYTES = 256
 # Tags verl's own logger writes: a run with these is verl's, whatever else it logs.
 VERL_SECTIONS = ("actor/", "critic/", "timing_s/", "response_length/")
+# How deep below a log directory event files are looked for (TRL: <output_dir>/runs/<date_host>/),
+# and how many entries are looked at on the way.
+MAX_DEPTH = 3
+MAX_ENTRIES = 10_000
 
 
-def is_tensorboard_events(path: Path) -> bool:
+def is_event_file(path: Path) -> bool:
+    """Whether `path` is a regular file starting with TensorBoard's version record."""
     try:
         if not path.is_file():
             return False
@@ -31,34 +38,111 @@ def is_tensorboard_events(path: Path) -> bool:
         return False
 
 
-def step_records(path: Path) -> list[tuple[int, dict[str, float]]]:
-    """(step, values) per step, in step order."""
+def is_tensorboard_events(path: Path) -> bool:
+    """Whether `path` is an event file, or a log directory holding event files (at most MAX_DEPTH down)."""
+    if path.is_dir():
+        try:
+            return bool(_event_folders(path))
+        except OSError:
+            return False
+    return is_event_file(path)
+
+
+def _event_folders(top: Path) -> dict[Path, list[Path]]:
+    """The folders under `top` (itself included) that hold event files, each with its event files by name."""
+    found: dict[Path, list[Path]] = {}
+    seen = 0
+    for folder, folders, files in os.walk(top):
+        depth = len(Path(folder).relative_to(top).parts)
+        folders[:] = sorted(name for name in folders if not name.startswith(".")) if depth < MAX_DEPTH else []
+        seen += len(files) + len(folders)
+        if seen > MAX_ENTRIES:
+            break
+        events = [Path(folder) / name for name in sorted(files) if is_event_file(Path(folder) / name)]
+        if events:
+            found[Path(folder)] = events
+    return found
+
+
+def event_files(path: Path) -> list[Path]:
+    """The event files of a run: the file itself, or a log directory's, in name order (the names start
+    with the time the writer opened them). The directory's own event files if it has any, else those
+    of the one folder below it that has any; ValueError when several do (several runs: name one)."""
+    if not path.is_dir():
+        return [path]
+    found = _event_folders(path)
+    if path in found:
+        return found[path]
+    if len(found) > 1:
+        names = ", ".join(str(folder.relative_to(path)) for folder in sorted(found)[:5])
+        raise ValueError(f"event files in {len(found)} folders ({names}{', ...' if len(found) > 5 else ''}): "
+                         f"several runs; give one run's folder")
+    if not found:
+        raise ValueError("no TensorBoard event file in it")
+    return next(iter(found.values()))
+
+
+def _loader(path: Path):
     try:
         from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
-        from tensorboard.util.tensor_util import make_ndarray
     except ImportError:
         raise ValueError("reading a TensorBoard event file needs the tensorboard package: install dashgen-rl "
                          "with its extra, pip install 'dashgen-rl[tensorboard]'") from None
-    scalars: list[tuple[int, str, float]] = []
-    try:
-        for event in EventFileLoader(str(path)).Load():
-            for value in event.summary.value:
-                if value.HasField("simple_value"):  # torch's SummaryWriter, as verl and transformers use it
-                    scalars.append((int(event.step), value.tag, float(value.simple_value)))
-                elif value.HasField("tensor") and not value.tensor.tensor_shape.dim:  # TF2's scalar summaries
-                    number = make_ndarray(value.tensor)
-                    if number.dtype.kind in "fiu":
-                        scalars.append((int(event.step), value.tag, float(number)))
-    except Exception as exc:  # the reader's own errors (a truncated record, a bad checksum) have no common base
-        raise ValueError(f"not a TensorBoard event file it can read: {type(exc).__name__}: {exc}") from None
-    tags = {tag for _, tag, _ in scalars}
+    return EventFileLoader(str(path))
+
+
+def event_scalars(events: Iterable) -> Iterator[tuple[int, str, float]]:
+    """(step, tag, value) of each scalar of the events, in the order written."""
+    from tensorboard.util.tensor_util import make_ndarray
+
+    for event in events:
+        for value in event.summary.value:
+            if value.HasField("simple_value"):  # torch's SummaryWriter, as verl and transformers use it
+                yield int(event.step), value.tag, float(value.simple_value)
+            elif value.HasField("tensor") and not value.tensor.tensor_shape.dim:  # TF2's scalar summaries
+                number = make_ndarray(value.tensor)
+                if number.dtype.kind in "fiu":
+                    yield int(event.step), value.tag, float(number)
+
+
+class EventFileReader:
+    """The scalars of one event file, read as far as it is written at each `read()`: the package's
+    loader resumes after the last whole record, so a file that grows is read on (a record written
+    in part is read once it is whole)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._loader = _loader(path)
+
+    def read(self) -> list[tuple[int, str, float]]:
+        try:
+            return list(event_scalars(self._loader.Load()))
+        except Exception as exc:  # the reader's own errors (a bad checksum, a bad proto) have no common base
+            raise ValueError(f"{self.path}: not a TensorBoard event file it can read: "
+                             f"{type(exc).__name__}: {exc}") from None
+
+
+def key_namer(tags: Iterable[str]) -> Callable[[str], str]:
+    """How a run's tags are read as keys: transformers' train/ and eval/ tags as TRL's keys when the
+    run logs those and none of verl's own sections, else each tag as it is."""
+    tags = set(tags)
     trl = any(tag.startswith(LOGGER_TRAIN) for tag in tags) and not any(tag.startswith(VERL_SECTIONS) for tag in tags)
+    return logger_key if trl else str
+
+
+def step_records(path: Path) -> list[tuple[int, dict[str, float]]]:
+    """(step, values) per step, in step order, over the run's event files (a tag a later file logs
+    again at a step wins: a resumed run's)."""
+    scalars: list[tuple[int, str, float]] = []
+    for file in event_files(path):
+        scalars.extend(EventFileReader(file).read())
+    name = key_namer(tag for _, tag, _ in scalars)
     by_step: dict[int, dict[str, float]] = {}
     for step, tag, number in scalars:
-        by_step.setdefault(step, {})[logger_key(tag) if trl else tag] = number
+        by_step.setdefault(step, {})[name(tag)] = number
     return sorted(by_step.items())
 
 
 def step_log_lines(path: Path) -> Iterator[bytes]:
-    """An event file as verl's step-log lines ({"step": N, "data": {...}}), for the step-log reader."""
+    """An event file (or log directory) as verl's step-log lines ({"step": N, "data": {...}})."""
     return step_lines(step_records(path), "a TensorBoard event file without any scalar")

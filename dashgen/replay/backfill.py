@@ -153,10 +153,11 @@ def read_run(path: Path, labels: dict[str, str], timing: Timing, export_unknown:
     `keep` limits the values held to these metric names (a long run's other keys cost memory).
     `step_statistics`: computed at each step as the exporter computes them.
     """
-    if path.exists() and not path.is_file() and not mlflow_store.is_mlflow_run(path):
+    if path.exists() and not path.is_file() and recorded_format(path) is None:
         # a FIFO would block the read until someone writes to it
         raise BuildError(f"{path}: not a regular file; give verl's step log as written by its file logger (or a "
-                         f"console log, a TensorBoard event file, a W&B export, an MLflow run's folder)")
+                         f"console log, a TensorBoard event file or log directory, a W&B export, an MLflow run's "
+                         f"folder)")
     run = RecordedRun(path, labels, end_kind=timing.end, step_windows_digest=step_statistics.digest)
     mapper = StepMapper(catalog, export_unknown=export_unknown)
     streak = NonFiniteStreak()
