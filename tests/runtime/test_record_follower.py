@@ -8,32 +8,16 @@ import json
 import math
 from pathlib import Path
 
-import numpy
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from dashgen.catalog import LAST_STEP_METRIC
-from dashgen.evaluation.synthetic_runs import step_data
 from dashgen.runtime.exporter import RunState
 from dashgen.runtime.log_follower import LogFollower
 from dashgen.runtime.record_follower import ConsoleFollower, EventsFollower, RecordFollower, follower_kind
-from support import samples
+from support import console_lines, run_steps, samples
 
 SummaryWriter = pytest.importorskip("torch.utils.tensorboard").SummaryWriter
-RAY = "\x1b[36m(TaskRunner pid=3230286)\x1b[0m "
-
-
-def run_steps(count: int, kind: str = "diverging") -> list[tuple[int, dict]]:
-    """A run's steps, each value one a float32 holds (TensorBoard keeps float32), a NaN among them."""
-    steps = []
-    for step in range(1, count + 1):
-        data = {key: float(numpy.float32(value)) for key, value in step_data(step, kind, event_at=20).items()}
-        if step % 7 == 0:
-            data["actor/grad_norm"] = math.nan
-        if step % 5 == 0:
-            data["val-core/openai/gsm8k/reward/mean@1"] = float(numpy.float32(0.01 * step))
-        steps.append((step, data))
-    return steps
 
 
 def served(state: RunState) -> dict[str, float]:
@@ -46,16 +30,6 @@ def served(state: RunState) -> dict[str, float]:
 def same(mine: dict[str, float], theirs: dict[str, float]) -> bool:
     return mine.keys() == theirs.keys() and all(
         (math.isnan(mine[key]) and math.isnan(theirs[key])) or mine[key] == theirs[key] for key in mine)
-
-
-def console_lines(step: int, data: dict) -> str:
-    """verl's console line for a step, cut in two (as two ranks print), with a progress bar and a
-    warning between steps."""
-    items = [f"{key}:{'nan' if math.isnan(value) else repr(value)}" for key, value in data.items()]
-    half = len(items) // 2
-    return (f"{RAY}step:{step} - " + " - ".join(items[:half]) + "\n"
-            + f"{RAY}step:{step} - " + " - ".join(items[half:]) + "\n"
-            + f"Training Progress:  {step}it [00:10, 10.0s/it]\rWARNING: a trainer says something\n")
 
 
 def test_a_growing_console_log_serves_what_the_step_log_serves(tmp_path: Path):
