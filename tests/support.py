@@ -168,10 +168,10 @@ def run_steps(count: int, kind: str = "diverging") -> list[tuple[int, dict]]:
 
 
 def _float32(value: float) -> float:
-    """`value` as TensorBoard keeps it."""
+    """`value` as TensorBoard keeps it and dashgen reads it back: the shortest decimal of its 32-bit float."""
     import numpy
 
-    return float(numpy.float32(value))
+    return float(str(numpy.float32(value)))
 
 
 def console_lines(step: int, data: dict) -> str:

@@ -92,17 +92,23 @@ def _loader(path: Path):
 
 
 def event_scalars(events: Iterable) -> Iterator[tuple[int, str, float]]:
-    """(step, tag, value) of each scalar of the events, in the order written."""
+    """(step, tag, value) of each scalar of the events, in the order written.
+
+    A value is kept as a 32-bit float: read back as the shortest decimal that is that float (what
+    TensorBoard shows), so a logged 0.2 is 0.2 again, not 0.20000000298 (a threshold of 0.2 would
+    call it above); a value that was a 32-bit float already moves by less than half its last bit."""
+    import numpy
     from tensorboard.util.tensor_util import make_ndarray
 
     for event in events:
         for value in event.summary.value:
             if value.HasField("simple_value"):  # torch's SummaryWriter, as verl and transformers use it
-                yield int(event.step), value.tag, float(value.simple_value)
+                yield int(event.step), value.tag, float(str(numpy.float32(value.simple_value)))
             elif value.HasField("tensor") and not value.tensor.tensor_shape.dim:  # TF2's scalar summaries
                 number = make_ndarray(value.tensor)
                 if number.dtype.kind in "fiu":
-                    yield int(event.step), value.tag, float(number)
+                    yield int(event.step), value.tag, float(str(number[()])) if number.dtype == numpy.float32 \
+                        else float(number)
 
 
 class EventFileReader:
