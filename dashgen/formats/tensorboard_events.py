@@ -11,6 +11,7 @@ transformers' callback writes `train/<key>` and `eval/<key>`, read as TRL's keys
 from __future__ import annotations
 
 import os
+import struct
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
@@ -25,6 +26,9 @@ VERL_SECTIONS = ("actor/", "critic/", "timing_s/", "response_length/")
 # and how many entries are looked at on the way.
 MAX_DEPTH = 3
 MAX_ENTRIES = 10_000
+READ_BLOCK = 1 << 20
+_HEADER, _DATA_CRC = struct.Struct("<QI"), struct.Struct("<I")
+_FRAME = 16  # a record's bytes besides its event: length 8, two checksums 4 each
 
 
 def is_event_file(path: Path) -> bool:
@@ -82,50 +86,106 @@ def event_files(path: Path) -> list[Path]:
     return next(iter(found.values()))
 
 
-def _loader(path: Path):
+def _masked_crc(data: bytes, crc32c) -> int:
+    """TFRecord's checksum: CRC-32C, rotated right by 15 bits plus a constant."""
+    crc = crc32c(data)
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def event_record(data: bytes) -> bytes:
+    """An event's bytes framed as a record of an event file (for writing one)."""
+    crc32c = _crc32c()
+    header = _HEADER.pack(len(data), 0)[:8]
+    return header + _DATA_CRC.pack(_masked_crc(header, crc32c)) + data + _DATA_CRC.pack(_masked_crc(data, crc32c))
+
+
+def _records(handle, offset: int, crc32c) -> Iterator[tuple[int, bytes]]:
+    """(offset after it, event bytes) of each whole record from `offset` on, read in blocks; stops at a
+    record written in part. ValueError at a record whose checksum is wrong."""
+    buffer, at = b"", 0  # bytes read past `offset`, and where in them the next record starts
+    handle.seek(offset)
+    while True:
+        block = handle.read(READ_BLOCK)
+        if not block:
+            return
+        buffer = buffer[at:] + block
+        offset += at
+        at = 0
+        while len(buffer) - at >= _FRAME:
+            header = buffer[at:at + 8]
+            length, header_crc = _HEADER.unpack_from(buffer, at)
+            if _masked_crc(header, crc32c) != header_crc:
+                raise ValueError(f"the record at byte {offset + at} has a bad length checksum")
+            end = at + _FRAME + length
+            if end > len(buffer):
+                break
+            data = buffer[at + 12:end - 4]
+            if _masked_crc(data, crc32c) != _DATA_CRC.unpack_from(buffer, end - 4)[0]:
+                raise ValueError(f"the record at byte {offset + at} has a bad checksum")
+            at = end
+            yield offset + at, data
+
+
+def _crc32c():
     try:
-        from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+        import google_crc32c
+        from tensorboard.compat.proto.event_pb2 import Event  # noqa: F401 (the package is there)
     except ImportError:
-        raise ValueError("reading a TensorBoard event file needs the tensorboard package: install dashgen-rl "
-                         "with its extra, pip install 'dashgen-rl[tensorboard]'") from None
-    return EventFileLoader(str(path))
+        raise ValueError("reading a TensorBoard event file needs the tensorboard and google-crc32c packages: "
+                         "install dashgen-rl with its extra, pip install 'dashgen-rl[tensorboard]'") from None
+    return google_crc32c.value
 
 
-def event_scalars(events: Iterable) -> Iterator[tuple[int, str, float]]:
-    """(step, tag, value) of each scalar of the events, in the order written.
+def event_scalars(records: Iterable[bytes]) -> Iterator[tuple[int, str, float]]:
+    """(step, tag, value) of each scalar of the events (serialized), in the order written.
 
     A value is kept as a 32-bit float: read back as the shortest decimal that is that float (what
     TensorBoard shows), so a logged 0.2 is 0.2 again, not 0.20000000298 (a threshold of 0.2 would
     call it above); a value that was a 32-bit float already moves by less than half its last bit."""
     import numpy
+    from tensorboard.compat.proto.event_pb2 import Event
     from tensorboard.util.tensor_util import make_ndarray
 
-    for event in events:
+    for record in records:
+        event = Event.FromString(record)
         for value in event.summary.value:
-            if value.HasField("simple_value"):  # torch's SummaryWriter, as verl and transformers use it
-                yield int(event.step), value.tag, float(str(numpy.float32(value.simple_value)))
-            elif value.HasField("tensor") and not value.tensor.tensor_shape.dim:  # TF2's scalar summaries
+            kind = value.WhichOneof("value")
+            if kind == "simple_value":  # torch's SummaryWriter, as verl and transformers use it
+                yield event.step, value.tag, float(str(numpy.float32(value.simple_value)))
+            elif kind == "tensor" and not value.tensor.tensor_shape.dim:  # TF2's scalar summaries
                 number = make_ndarray(value.tensor)
                 if number.dtype.kind in "fiu":
-                    yield int(event.step), value.tag, float(str(number[()])) if number.dtype == numpy.float32 \
+                    yield event.step, value.tag, float(str(number[()])) if number.dtype == numpy.float32 \
                         else float(number)
 
 
 class EventFileReader:
-    """The scalars of one event file, read as far as it is written at each `read()`: the package's
-    loader resumes after the last whole record, so a file that grows is read on (a record written
-    in part is read once it is whole)."""
+    """The scalars of one event file, read as far as it is written at each `read()`: the next read
+    starts after the last whole record (a record written in part is read once it is whole), so a
+    file that grows is read on. Records are TFRecord frames (length, its masked CRC-32C, the event,
+    its masked CRC-32C), read in blocks and checked with google-crc32c; each event is parsed by the
+    tensorboard package's Event message. (The package's own record reader, pure Python without
+    TensorFlow, took 6.5 times the step log's reading time.)"""
 
     def __init__(self, path: Path):
         self.path = path
-        self._loader = _loader(path)
+        self.offset = 0
+        self._crc32c = _crc32c()
 
-    def read(self) -> list[tuple[int, str, float]]:
+    def read(self) -> Iterator[tuple[int, str, float]]:
         try:
-            return list(event_scalars(self._loader.Load()))
-        except Exception as exc:  # the reader's own errors (a bad checksum, a bad proto) have no common base
+            with open(self.path, "rb") as handle:
+                yield from event_scalars(self._advance(_records(handle, self.offset, self._crc32c)))
+        except ValueError as exc:
+            raise ValueError(f"{self.path}: not a TensorBoard event file it can read: {exc}") from None
+        except Exception as exc:  # protobuf's DecodeError and the like: no common base
             raise ValueError(f"{self.path}: not a TensorBoard event file it can read: "
                              f"{type(exc).__name__}: {exc}") from None
+
+    def _advance(self, records: Iterator[tuple[int, bytes]]) -> Iterator[bytes]:
+        for offset, data in records:
+            self.offset = offset
+            yield data
 
 
 def key_namer(tags: Iterable[str]) -> Callable[[str], str]:
