@@ -29,6 +29,7 @@ MAX_ENTRIES = 10_000
 READ_BLOCK = 1 << 20
 _HEADER, _DATA_CRC = struct.Struct("<QI"), struct.Struct("<I")
 _FRAME = 16  # a record's bytes besides its event: length 8, two checksums 4 each
+_DECIMALS_KEPT = 1 << 16
 
 
 def is_event_file(path: Path) -> bool:
@@ -99,33 +100,6 @@ def event_record(data: bytes) -> bytes:
     return header + _DATA_CRC.pack(_masked_crc(header, crc32c)) + data + _DATA_CRC.pack(_masked_crc(data, crc32c))
 
 
-def _records(handle, offset: int, crc32c) -> Iterator[tuple[int, bytes]]:
-    """(offset after it, event bytes) of each whole record from `offset` on, read in blocks; stops at a
-    record written in part. ValueError at a record whose checksum is wrong."""
-    buffer, at = b"", 0  # bytes read past `offset`, and where in them the next record starts
-    handle.seek(offset)
-    while True:
-        block = handle.read(READ_BLOCK)
-        if not block:
-            return
-        buffer = buffer[at:] + block
-        offset += at
-        at = 0
-        while len(buffer) - at >= _FRAME:
-            header = buffer[at:at + 8]
-            length, header_crc = _HEADER.unpack_from(buffer, at)
-            if _masked_crc(header, crc32c) != header_crc:
-                raise ValueError(f"the record at byte {offset + at} has a bad length checksum")
-            end = at + _FRAME + length
-            if end > len(buffer):
-                break
-            data = buffer[at + 12:end - 4]
-            if _masked_crc(data, crc32c) != _DATA_CRC.unpack_from(buffer, end - 4)[0]:
-                raise ValueError(f"the record at byte {offset + at} has a bad checksum")
-            at = end
-            yield offset + at, data
-
-
 def _crc32c():
     try:
         import google_crc32c
@@ -136,8 +110,9 @@ def _crc32c():
     return google_crc32c.value
 
 
-def event_scalars(records: Iterable[bytes]) -> Iterator[tuple[int, str, float]]:
-    """(step, tag, value) of each scalar of the events (serialized), in the order written.
+def event_steps(records: Iterable[bytes]) -> Iterator[tuple[int, dict[str, float]]]:
+    """(step, {tag: value}) of the scalars of the events (serialized), in the order written, the
+    events of one step in a row merged (torch's SummaryWriter writes one event per scalar).
 
     A value is kept as a 32-bit float: read back as the shortest decimal that is that float (what
     TensorBoard shows), so a logged 0.2 is 0.2 again, not 0.20000000298 (a threshold of 0.2 would
@@ -146,17 +121,40 @@ def event_scalars(records: Iterable[bytes]) -> Iterator[tuple[int, str, float]]:
     from tensorboard.compat.proto.event_pb2 import Event
     from tensorboard.util.tensor_util import make_ndarray
 
+    parse, float32 = Event.FromString, numpy.float32
+    # A run logs many values again and again (a learning rate, a clip ratio of 0): each is converted once.
+    decimals: dict[float, float] = {}
+    step, tags = None, {}
     for record in records:
-        event = Event.FromString(record)
-        for value in event.summary.value:
-            kind = value.WhichOneof("value")
-            if kind == "simple_value":  # torch's SummaryWriter, as verl and transformers use it
-                yield event.step, value.tag, float(str(numpy.float32(value.simple_value)))
-            elif kind == "tensor" and not value.tensor.tensor_shape.dim:  # TF2's scalar summaries
-                number = make_ndarray(value.tensor)
-                if number.dtype.kind in "fiu":
-                    yield event.step, value.tag, float(str(number[()])) if number.dtype == numpy.float32 \
-                        else float(number)
+        event = parse(record)
+        values = event.summary.value
+        if not values:
+            continue
+        if event.step != step:
+            if tags:
+                yield step, tags
+            step, tags = event.step, {}
+        for value in values:
+            if value.HasField("simple_value"):  # torch's SummaryWriter, as verl and transformers use it
+                number = value.simple_value
+            elif value.HasField("tensor") and not value.tensor.tensor_shape.dim:  # TF2's scalar summaries
+                array = make_ndarray(value.tensor)
+                if array.dtype.kind not in "fiu":
+                    continue
+                if array.dtype != float32:
+                    tags[value.tag] = float(array)
+                    continue
+                number = float(array)
+            else:
+                continue
+            found = decimals.get(number)
+            if found is None:
+                if len(decimals) >= _DECIMALS_KEPT:
+                    decimals.clear()
+                found = decimals[number] = float(str(float32(number)))
+            tags[value.tag] = found
+    if tags:
+        yield step, tags
 
 
 class EventFileReader:
@@ -172,20 +170,41 @@ class EventFileReader:
         self.offset = 0
         self._crc32c = _crc32c()
 
-    def read(self) -> Iterator[tuple[int, str, float]]:
+    def read(self) -> Iterator[tuple[int, dict[str, float]]]:
+        """(step, {tag: value}) of what was written since the last read (a step may come in several)."""
         try:
             with open(self.path, "rb") as handle:
-                yield from event_scalars(self._advance(_records(handle, self.offset, self._crc32c)))
+                yield from event_steps(self._records(handle))
         except ValueError as exc:
             raise ValueError(f"{self.path}: not a TensorBoard event file it can read: {exc}") from None
         except Exception as exc:  # protobuf's DecodeError and the like: no common base
             raise ValueError(f"{self.path}: not a TensorBoard event file it can read: "
                              f"{type(exc).__name__}: {exc}") from None
 
-    def _advance(self, records: Iterator[tuple[int, bytes]]) -> Iterator[bytes]:
-        for offset, data in records:
-            self.offset = offset
-            yield data
+    def _records(self, handle) -> Iterator[bytes]:
+        """The event bytes of each whole record from the offset on, read in blocks (the offset moves past
+        each); stops at a record written in part. ValueError at a record whose checksum is wrong."""
+        crc32c, header_of, crc_of = self._crc32c, _HEADER.unpack_from, _DATA_CRC.unpack_from
+        buffer, at = b"", 0  # bytes read past the offset, and where in them the next record starts
+        handle.seek(self.offset)
+        while block := handle.read(READ_BLOCK):
+            buffer = buffer[at:] + block
+            at = 0
+            while len(buffer) - at >= _FRAME:
+                length, masked = header_of(buffer, at)
+                crc = crc32c(buffer[at:at + 8])
+                if (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF != masked:
+                    raise ValueError(f"the record at byte {self.offset} has a bad length checksum")
+                end = at + _FRAME + length
+                if end > len(buffer):
+                    break
+                data = buffer[at + 12:end - 4]
+                crc = crc32c(data)
+                if (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF != crc_of(buffer, end - 4)[0]:
+                    raise ValueError(f"the record at byte {self.offset} has a bad checksum")
+                self.offset += end - at
+                at = end
+                yield data
 
 
 def key_namer(tags: Iterable[str]) -> Callable[[str], str]:
@@ -199,13 +218,17 @@ def key_namer(tags: Iterable[str]) -> Callable[[str], str]:
 def step_records(path: Path) -> list[tuple[int, dict[str, float]]]:
     """(step, values) per step, in step order, over the run's event files (a tag a later file logs
     again at a step wins: a resumed run's)."""
-    scalars: list[tuple[int, str, float]] = []
-    for file in event_files(path):
-        scalars.extend(EventFileReader(file).read())
-    name = key_namer(tag for _, tag, _ in scalars)
     by_step: dict[int, dict[str, float]] = {}
-    for step, tag, number in scalars:
-        by_step.setdefault(step, {})[name(tag)] = number
+    for file in event_files(path):
+        for step, tags in EventFileReader(file).read():
+            held = by_step.get(step)
+            if held is None:
+                by_step[step] = tags
+            else:
+                held.update(tags)
+    name = key_namer({tag for tags in by_step.values() for tag in tags})
+    if name is not str:
+        by_step = {step: {name(tag): value for tag, value in tags.items()} for step, tags in by_step.items()}
     return sorted(by_step.items())
 
 
