@@ -26,9 +26,10 @@ from dashgen.runtime.log_follower import LogFollower
 # The bytes of a file looked at to know what it holds; a file shorter than this, whose first line is
 # not yet whole, is looked at again once it has grown.
 HEAD_BYTES = 256
-# A step of an event file is served once a later step is read, once it holds every training tag of
-# the training step before it, or once no scalar has come for this long (a writer flushes a step's
-# tags in a burst; the rest of a step cut by a flush, read later, amends it).
+# A step of an event file is served once a later step is read, or once no scalar has come for this long
+# (a writer flushes a step's tags in a burst, its validation results maybe after its training values:
+# a step served before it is whole would feed the step windows a step without them). The rest of a
+# step cut by a flush and read later amends what is served (not the step windows).
 SETTLE_SECONDS = 2.0
 
 
@@ -73,7 +74,6 @@ class EventsFollower:
         self._tags: dict[str, float] = {}
         self._served = False
         self._grown = False
-        self._previous_tags: frozenset[str] = frozenset()  # the training step before it's
         self._last_scalar = time.monotonic()
         # Steps read whole but not yet fed: the newest is recorded, those before it skipped (counted).
         self._held: tuple[int, dict] | None = None
@@ -136,12 +136,12 @@ class EventsFollower:
 
     def _read(self, reader: EventFileReader) -> int:
         read = 0
-        for step, tag, value in reader.read():
-            read += 1
+        for step, tags in reader.read():
+            read += len(tags)
             if step != self._step:
                 self._end_step()
                 self._step, self._tags, self._served, self._grown = step, {}, False, False
-            self._tags[tag] = value
+            self._tags.update(tags)
             self._grown = True
         if read:
             self._last_scalar = time.monotonic()
@@ -159,19 +159,16 @@ class EventsFollower:
         self._hold(self._record(), amend=self._served)  # served in part, and more came: amended
 
     def _finish_poll(self, settled: bool) -> None:
-        """Serve the newest step when it looks whole, or has settled."""
+        """Serve the newest step once it has settled (its writer quiet since its last scalar)."""
         if self._step is None or (self._served and not self._grown):
             return
-        whole = bool(self._previous_tags) and self._previous_tags <= self._tags.keys()
-        if whole or settled:
+        if settled:
             self._hold(self._record(), amend=self._served)
             self._served, self._grown = True, False
 
     def _hold(self, record: tuple[int, dict], amend: bool = False) -> None:
         """Take a step to feed: the newest held is recorded at the poll's end, those before it skipped.
         `amend`: the step served last, now with more values (nothing else is held before it then)."""
-        if is_training_line(record[1]):  # its training tags: a test step's results are not every step's
-            self._previous_tags = frozenset(tag for tag in self._tags if is_training_line({self._name(tag): 0}))
         if amend and self._held is None:
             self.state.amend(*record)
             return

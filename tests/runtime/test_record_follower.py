@@ -59,8 +59,8 @@ def test_a_growing_event_file_serves_what_the_step_log_serves(tmp_path: Path):
     jsonl.parent.mkdir()
     jsonl.touch()
     theirs, mine = RunState("p", "e"), RunState("p", "e")
-    step_log, follower = LogFollower(jsonl, theirs, say=lambda _: None), RecordFollower(events, mine, say=print)
-    assert follower.poll() == 0 and follower.following is None  # not there yet
+    step_log, follower = LogFollower(jsonl, theirs, say=lambda _: None), EventsFollower(events, mine, settle_seconds=0)
+    assert follower.poll() == 0 and mine.last_step is None  # not there yet
     writer = SummaryWriter(str(events))
     try:
         for step, data in run_steps(30):
@@ -70,12 +70,11 @@ def test_a_growing_event_file_serves_what_the_step_log_serves(tmp_path: Path):
                 writer.add_scalar(key, value, step)
             writer.flush()
             step_log.poll(), follower.poll()
-            if step == 1:  # the first step has no step before it to say it is whole: served once settled
-                follower.poll(final=True)
+            follower.poll()  # nothing more: the step has settled, and is served
             assert same(served(mine), served(theirs)), step
     finally:
         writer.close()
-    assert isinstance(follower.following, EventsFollower) and mine.steps_total == theirs.steps_total == 30
+    assert mine.steps_total == theirs.steps_total == 30
 
 
 def test_a_step_cut_by_a_flush_is_amended_and_counted_once(tmp_path: Path):
@@ -103,6 +102,7 @@ def test_a_step_cut_by_a_flush_is_amended_and_counted_once(tmp_path: Path):
             writer.add_scalar(key, data[key], step)
         writer.flush()
         follower.poll()
+        follower.poll()  # settled again: the rest of step 3 amends it
     finally:
         writer.close()
     assert same(served(mine), served(theirs)) and mine.steps_total == 3
