@@ -143,6 +143,23 @@ def run_state(metrics: dict[str, float] | None) -> str | None:
     return ones[0].split('state="')[1].split('"')[0] if len(ones) == 1 else None
 
 
+RUN_LABELS = ("job", "instance", "project", "experiment")
+
+
+def backtest_result(backtest: dict, path: Path) -> dict:
+    """A run's part of a backtest, without what names the run: its steps, and each alert's firings in steps."""
+    [described] = [entry for entry in backtest["runs"] if entry["path"] == str(path)]
+    labels = described["labels"]
+    alerts = {}
+    for alert in backtest["alerts"]:
+        if all(alert["labels"].get(label) == labels[label] for label in RUN_LABELS):
+            key = (alert["alertname"], tuple(sorted((name, value) for name, value in alert["labels"].items()
+                                                    if name not in RUN_LABELS)))
+            alerts[key] = [(firing["start_step"], firing["end_step"]) for firing in alert["firing"]]
+    return {"steps": (described["first_step"], described["last_step"], described["steps"]),
+            "unparseable": described["unparseable_lines"], "alerts": alerts}
+
+
 def firing(prometheus, alertname: str) -> list[dict]:
     """The alerts named `alertname` that a Prometheus server (its /api/v1/alerts) has firing."""
     return [a for a in prometheus.api("alerts")["alerts"]

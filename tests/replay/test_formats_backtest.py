@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run
+from support import backtest_result
 from dashgen.evaluation.run_records import (read_steps, write_console, write_events, write_mlflow, write_wandb_csv,
                                              write_wandb_json)
 from dashgen.review.corpus import public_corpus
@@ -20,7 +21,6 @@ SummaryWriter = pytest.importorskip("torch.utils.tensorboard").SummaryWriter
 SAMPLE = ("verl-qwen25-7b-gsm8k-ppo-dstack", "trl-qwen25-7b-gsm8k-grpo-rho010-reward-collapse",
           "custom-qwen25math-15b-grpo-offpolicy-e2-tb256-200-gradnorm-blowup")
 START = "2025-01-01T00:00:00Z"
-RUN_LABELS = ("job", "instance", "project", "experiment")
 
 
 def _events(steps, folder: Path) -> Path:
@@ -42,20 +42,6 @@ FORMATS = {"console": lambda steps, at: write_console(steps, at / "output.log"),
            "event records framed by the benchmark's writer": lambda steps, at: write_events(steps, at / "framed")}
 
 
-def _result(backtest: dict, path: Path) -> dict:
-    """A run's part of a backtest, without what names the run: its steps, and each alert's firings in steps."""
-    [described] = [entry for entry in backtest["runs"] if entry["path"] == str(path)]
-    labels = described["labels"]
-    alerts = {}
-    for alert in backtest["alerts"]:
-        if all(alert["labels"].get(label) == labels[label] for label in RUN_LABELS):
-            key = (alert["alertname"], tuple(sorted((name, value) for name, value in alert["labels"].items()
-                                                    if name not in RUN_LABELS)))
-            alerts[key] = [(firing["start_step"], firing["end_step"]) for firing in alert["firing"]]
-    return {"steps": (described["first_step"], described["last_step"], described["steps"]),
-            "unparseable": described["unparseable_lines"], "alerts": alerts}
-
-
 @pytest.mark.parametrize("run_name", SAMPLE)
 def test_a_corpus_run_in_each_format_backtests_as_its_step_log(tmp_path: Path, run_name: str):
     steps = read_steps(public_corpus() / run_name / "steps.jsonl")
@@ -67,9 +53,9 @@ def test_a_corpus_run_in_each_format_backtests_as_its_step_log(tmp_path: Path, r
     result = run("backtest", "--format", "json", "--start", START, *map(str, records.values()))
     assert result.exit_code == 0, result.output
     backtest = json.loads(result.stdout)
-    theirs = _result(backtest, records["steps.jsonl"])
+    theirs = backtest_result(backtest, records["steps.jsonl"])
     assert any(theirs["alerts"].values())  # the comparison has firings to compare
     for name, path in records.items():
-        mine = _result(backtest, path)
+        mine = backtest_result(backtest, path)
         assert mine == theirs, (name, {key: (value, theirs["alerts"].get(key)) for key, value in mine["alerts"].items()
                                        if value != theirs["alerts"].get(key)})
