@@ -18,7 +18,7 @@ PYTEST  = $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS)
 # The installed packages dashgen, its tests and benchmarks import (their modules are byte-compiled at set-up).
 IMPORTED_MODULES = yaml, jinja2, click, grafanalib, jsonschema, promql_parser, prometheus_client, numpy, \
 	matplotlib.pyplot, PIL, pytest, xdist, uvicorn, rl_insight, ray, torch, transformers, transformers.trainer, \
-	tensorboard.backend.event_processing.event_file_loader
+	tensorboard.compat.proto.event_pb2, google_crc32c
 # Debian's package; apt needs root, so use sudo when not root and it exists.
 SUDO   := $(shell [ "$$(id -u)" -ne 0 ] && command -v sudo >/dev/null && echo sudo)
 

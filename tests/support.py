@@ -7,6 +7,7 @@ after its test; a test that must watch the process end itself uses `start_export
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 import time
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dashgen.replay.prometheus_server import free_port
+from dashgen.evaluation.synthetic_runs import step_data
 
 # The exporter's poll of its log in tests: short, so a step written is served at once.
 POLL_INTERVAL = "0.05"
@@ -141,7 +143,59 @@ def run_state(metrics: dict[str, float] | None) -> str | None:
     return ones[0].split('state="')[1].split('"')[0] if len(ones) == 1 else None
 
 
+RUN_LABELS = ("job", "instance", "project", "experiment")
+
+
+def backtest_result(backtest: dict, path: Path) -> dict:
+    """A run's part of a backtest, without what names the run: its steps, and each alert's firings in steps."""
+    [described] = [entry for entry in backtest["runs"] if entry["path"] == str(path)]
+    labels = described["labels"]
+    alerts = {}
+    for alert in backtest["alerts"]:
+        if all(alert["labels"].get(label) == labels[label] for label in RUN_LABELS):
+            key = (alert["alertname"], tuple(sorted((name, value) for name, value in alert["labels"].items()
+                                                    if name not in RUN_LABELS)))
+            alerts[key] = [(firing["start_step"], firing["end_step"]) for firing in alert["firing"]]
+    return {"steps": (described["first_step"], described["last_step"], described["steps"]),
+            "unparseable": described["unparseable_lines"], "alerts": alerts}
+
+
 def firing(prometheus, alertname: str) -> list[dict]:
     """The alerts named `alertname` that a Prometheus server (its /api/v1/alerts) has firing."""
     return [a for a in prometheus.api("alerts")["alerts"]
             if a["labels"]["alertname"] == alertname and a["state"] == "firing"]
+
+
+# --- One run, written as several records (tests of the formats a run is followed from) -----------
+
+RAY = "\x1b[36m(TaskRunner pid=3230286)\x1b[0m "
+
+
+def run_steps(count: int, kind: str = "diverging") -> list[tuple[int, dict]]:
+    """A run's steps, each value one a float32 holds (TensorBoard keeps float32), a NaN among them."""
+    steps = []
+    for step in range(1, count + 1):
+        data = {key: _float32(value) for key, value in step_data(step, kind, event_at=20).items()}
+        if step % 7 == 0:
+            data["actor/grad_norm"] = math.nan
+        if step % 5 == 0:
+            data["val-core/openai/gsm8k/reward/mean@1"] = _float32(0.01 * step)
+        steps.append((step, data))
+    return steps
+
+
+def _float32(value: float) -> float:
+    """`value` as TensorBoard keeps it and dashgen reads it back: the shortest decimal of its 32-bit float."""
+    import numpy
+
+    return float(str(numpy.float32(value)))
+
+
+def console_lines(step: int, data: dict) -> str:
+    """verl's console line for a step, cut in two (as two ranks print), with a progress bar and a
+    warning between steps."""
+    items = [f"{key}:{'nan' if math.isnan(value) else repr(value)}" for key, value in data.items()]
+    half = len(items) // 2
+    return (f"{RAY}step:{step} - " + " - ".join(items[:half]) + "\n"
+            + f"{RAY}step:{step} - " + " - ".join(items[half:]) + "\n"
+            + f"Training Progress:  {step}it [00:10, 10.0s/it]\rWARNING: a trainer says something\n")

@@ -45,8 +45,10 @@ def _listen_address(listen: str) -> tuple[str, int]:
 
 
 @click.command(context_settings={"allow_interspersed_args": False})
-@click.option("--jsonl", "jsonl", required=True, help="verl's step log (trainer.logger includes 'file'); "
-                                                       "may not exist yet.")
+@click.option("--jsonl", "--log", "jsonl", required=True,
+              help="The run's log, known by its content once it shows: verl's step log (trainer.logger includes "
+                   "'file'), its console output tee'd to a file, or a TensorBoard event file or log directory; "
+                   "may not exist yet.")
 @click.option("--listen", default=None,
               help="host:port to serve /metrics on. Default: 127.0.0.1 and the port of the config's "
                    "exporter_address (9464).")
@@ -81,7 +83,10 @@ def export(jsonl: str, listen: str | None, project: str | None, experiment: str 
            poll_interval: float, total_steps: int | None, grace: str, pid_file: Path | None, kill_timeout: str,
            ray_session: str | None, ray_temp_dir: Path | None, root: Path,
            config_path: Path | None, command: tuple[str, ...]) -> None:
-    """Follow verl's JSONL step log and serve its newest step on /metrics for Prometheus.
+    """Follow a run's log and serve its newest step on /metrics for Prometheus.
+
+    The log is verl's JSONL step log, its console log or TensorBoard event files (a file, or the
+    run's log directory), known by content.
 
     Given a trainer command after `--`, run it as a child in its own process group (supervise
     mode): SIGINT and SIGTERM are passed to the group, which gets SIGKILL after --kill-timeout (a
@@ -95,7 +100,8 @@ def export(jsonl: str, listen: str | None, project: str | None, experiment: str 
 
     from dashgen.runtime.exporter import RunState
 
-    from dashgen.runtime.log_follower import LogFollower, follow_forever, run_from_path
+    from dashgen.runtime.log_follower import follow_forever, run_from_path
+    from dashgen.runtime.record_follower import RecordFollower
 
     from dashgen.project_metrics import project_catalog
     from dashgen.runtime.log_watch import LogChanges
@@ -112,8 +118,8 @@ def export(jsonl: str, listen: str | None, project: str | None, experiment: str 
     if not jsonl.strip():
         raise BuildError(f"--jsonl {jsonl!r}: give the path of verl's step log")
     path = Path(jsonl)
-    if path.exists() and not path.is_file():
-        raise BuildError(f"--jsonl {path}: not a regular file; verl's file logger writes one")
+    if path.exists() and not path.is_file() and not path.is_dir():
+        raise BuildError(f"--jsonl {path}: not a regular file or a folder; verl's file logger writes a file")
     if is_trainer_state(path):  # one JSON document rewritten at each save, not a log of lines appended
         raise BuildError(f"--jsonl {path}: a TRL trainer state, not a step log: follow the log that "
                          f"dashgen.formats.trl_callback.StepLogCallback writes from inside the trainer (docs/"
@@ -127,7 +133,7 @@ def export(jsonl: str, listen: str | None, project: str | None, experiment: str 
     registry.register(state)
     ray_link = _ray_link(state.labels, ray_session, ray_temp_dir or Path(config.ray_temp_dir))
     registry.register(ray_link)
-    follower = LogFollower(path, state)
+    follower = RecordFollower(path, state)
     try:
         follower.poll()  # serve what the log already holds from the first scrape on
     except OSError:

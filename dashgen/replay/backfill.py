@@ -41,7 +41,8 @@ from dashgen.promtool import run_promtool
 from dashgen.records import record
 from dashgen.runtime.log_follower import MAX_LINE_BYTES, run_from_path
 from dashgen.formats.rounding import line_rounding
-from dashgen.formats import mlflow_store, tensorboard_events, trl, trl_console, verl_console, wandb_export
+from dashgen.formats import (mlflow_store, tensorboard_events, trl, trl_console, verl_console, wandb_export,
+                             wandb_offline)
 from dashgen.formats.trl import is_trainer_state
 from dashgen.sources.expected_keys import NeverLogged
 from dashgen.sources.series_arrival import SeriesArrival, logged_series
@@ -153,10 +154,11 @@ def read_run(path: Path, labels: dict[str, str], timing: Timing, export_unknown:
     `keep` limits the values held to these metric names (a long run's other keys cost memory).
     `step_statistics`: computed at each step as the exporter computes them.
     """
-    if path.exists() and not path.is_file() and not mlflow_store.is_mlflow_run(path):
+    if path.exists() and not path.is_file() and recorded_format(path) is None:
         # a FIFO would block the read until someone writes to it
         raise BuildError(f"{path}: not a regular file; give verl's step log as written by its file logger (or a "
-                         f"console log, a TensorBoard event file, a W&B export, an MLflow run's folder)")
+                         f"console log, a TensorBoard event file or log directory, a W&B export or offline run, an "
+                         f"MLflow run's folder)")
     run = RecordedRun(path, labels, end_kind=timing.end, step_windows_digest=step_statistics.digest)
     mapper = StepMapper(catalog, export_unknown=export_unknown)
     streak = NonFiniteStreak()
@@ -248,11 +250,13 @@ def read_run(path: Path, labels: dict[str, str], timing: Timing, export_unknown:
 
 def recorded_format(path: Path):
     """The reader of a record of a run that is not verl's JSONL step log (a TRL trainer_state.json,
-    a TensorBoard event file, a W&B history export, verl's console log), known by its content;
+    a TensorBoard event file or log directory, a W&B history export or offline run, verl's console
+    log, an MLflow run's folder), known by its content;
     None for a step log or anything else."""
     for reader, recognises in ((mlflow_store, mlflow_store.is_mlflow_run), (trl, is_trainer_state),
                                (tensorboard_events, tensorboard_events.is_tensorboard_events),
                                (wandb_export, wandb_export.is_wandb_export),
+                               (wandb_offline, wandb_offline.is_wandb_offline_run),
                                (verl_console, verl_console.is_console_log), (trl_console, trl_console.is_trl_console)):
         if recognises(path):
             return reader

@@ -95,13 +95,13 @@ def _is_run_folder(folder: Path) -> bool:
 
 
 def _step_log(folder: Path) -> Path | None:
-    """The folder's record of the run: steps.jsonl or trainer_state.json, else the one other file
-    that holds a run in a format dashgen reads (a console log, a TensorBoard event file, a W&B
-    export), known by its content."""
+    """The folder's record of the run: steps.jsonl or trainer_state.json, else the one other file or
+    folder that holds a run in a format dashgen reads (a console log, a TensorBoard event file or log
+    directory, a W&B export, an MLflow run's folder), known by its content."""
     named = next((folder / name for name in STEP_LOGS if (folder / name).is_file()), None)
     if named is not None:
         return named
-    others = sorted(path for path in folder.iterdir() if path.name != RUN_FILE and path.is_file()
+    others = sorted(path for path in folder.iterdir() if path.name != RUN_FILE and (path.is_file() or path.is_dir())
                     and not path.name.startswith(".") and recorded_format(path) is not None)
     if len(others) > 1:
         raise BuildError(f"{folder}: {len(others)} records of a run in it ({', '.join(p.name for p in others)}); "
@@ -115,7 +115,7 @@ def read_run_folder(folder: Path) -> LabelledRun:
     meta_path = folder / RUN_FILE
     if steps is None:
         raise BuildError(f"{meta_path}: the run has no step log beside it ({' or '.join(STEP_LOGS)}, or a "
-                         f"console log, TensorBoard event file or W&B export)")
+                         f"console log, TensorBoard event file or log directory, W&B export or MLflow run folder)")
     if meta_path.is_symlink() and not meta_path.exists():
         raise BuildError(f"{meta_path}: a symlink to nothing ({meta_path.readlink()}); the run's labels are lost")
     if meta_path.exists() and not meta_path.is_file():

@@ -86,6 +86,16 @@ class RunState:
             self.version += 1
             self._values = self._mapper.step_values(step, data, self._values, counting=False)  # skip() counted it
 
+    def amend(self, step: int, data: dict) -> None:
+        """The newest step again, with values read after it was served (an event file's step written in
+        two flushes): served as that step's, nothing counted again (its streaks and step windows keep
+        what it held when first served)."""
+        with self._lock:
+            self.version += 1
+            self._values = self._mapper.step_values(step, data, self._values, counting=False)
+            self._validation = held_validation(self._validation, self._mapper.validation(data, counting=False), False)
+            self._rounding = line_rounding(data) or self._rounding
+
     def skip(self, step: int, data: dict) -> None:
         """Count a step whose values a newer step already replaces (catching up on a long log)."""
         with self._lock:

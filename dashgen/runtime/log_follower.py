@@ -53,8 +53,9 @@ class LogFollower:
         self._stop_counting = threading.Event()
         self._counting: threading.Thread | None = None
 
-    def poll(self) -> int:
-        """Read whatever is new; returns the number of complete lines handled."""
+    def poll(self, final: bool = False) -> int:
+        """Read whatever is new; returns the number of complete lines handled. `final`: the trainer
+        has exited (a follower that holds back a step written in part serves it now; this one holds none)."""
         handled = self._reopen_if_changed()
         if self._file is not None:
             handled += self._read_to_end()
@@ -79,9 +80,14 @@ class LogFollower:
                 if not line.strip():
                     continue
                 try:
-                    parsed = parse_line(line)
+                    parsed = self._decode(line)
                 except LineError:
                     self.state.parse_error()
+                    continue
+                if parsed is None:  # not a record, and no error (a console log's other lines)
+                    continue
+                if last_good is not None and self._same_step(last_good, parsed):
+                    last_good = (parsed[0], {**last_good[1], **parsed[1]})
                     continue
                 self._check_order(parsed[0])
                 if last_good is not None:
@@ -95,6 +101,15 @@ class LogFollower:
                 self.state.take_values(*last_training)
             self.state.record(*last_good)
         return handled
+
+    def _decode(self, line: bytes) -> tuple[int, dict] | None:
+        """A line's (step, data); LineError for a line that is no step record."""
+        return parse_line(line)
+
+    def _same_step(self, before: tuple[int, dict], line: tuple[int, dict]) -> bool:
+        """Whether `line` carries on the step of the line before it, merged into one record (not in
+        verl's step log: each of its lines is a record)."""
+        return False
 
     def _complete_lines(self, chunk: bytes) -> Iterator[bytes]:
         """The lines `chunk` completes; keeps the rest, within max_line_bytes."""

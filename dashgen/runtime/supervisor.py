@@ -89,7 +89,7 @@ class Supervisor:
             exit_code = self._supervise(self._child)
             if self.pid_file is not None:
                 self.pid_file.unlink(missing_ok=True)
-            self._poll_log()
+            self._poll_log(final=True)
             phase = phase_after_exit(exit_code, self.stop_requested, self.follower.state.last_step is not None)
             self.follower.state.ended(phase, exit_code)
             if phase is RunPhase.EXITED_WITHOUT_STEPS:
@@ -163,9 +163,9 @@ class Supervisor:
             raise BuildError(f"--pid-file {self.pid_file}: cannot write the trainer's PID: "
                              f"{exc.strerror or exc}; stopped the trainer") from None
 
-    def _poll_log(self) -> None:
+    def _poll_log(self, final: bool = False) -> None:
         try:
-            self.follower.poll()
+            self.follower.poll(final)
         except OSError as exc:
             self.say(f"dashgen export: reading {self.follower.path} failed ({exc}); retrying")
             self.follower.close()

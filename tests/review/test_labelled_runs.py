@@ -179,3 +179,14 @@ def test_a_run_folder_may_hold_its_run_as_a_console_log_or_another_record(tmp_pa
     (folder / "rows.json").write_text('[{"_step": 1, "actor/pg_loss": 0.1}]')
     with pytest.raises(BuildError, match="2 records of a run in it \\(output.log, rows.json\\)"):
         find_runs([tmp_path])
+
+
+def test_a_run_folder_may_hold_its_run_as_a_folder_of_records(tmp_path):
+    """An MLflow run's folder (or a TensorBoard log directory) inside the labelled run's folder."""
+    folder = tmp_path / "mlflow-run"
+    metrics = folder / "mlruns" / "metrics" / "actor"
+    metrics.mkdir(parents=True)
+    (metrics / "pg_loss").write_text("1735689600000 0.1 1\n1735689660000 0.2 2\n")
+    (folder / "run.yaml").write_text("verdict: healthy\n")
+    [run] = find_runs([tmp_path])
+    assert run.steps_path == folder / "mlruns" and run.verdict is Verdict.HEALTHY
