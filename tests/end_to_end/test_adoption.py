@@ -3,6 +3,7 @@ on them, the project declares its own metrics, and a folder without definitions 
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -106,6 +107,24 @@ def test_the_wheel_carries_the_public_corpus_for_a_review_without_a_clone(instal
     result = dashgen(installed, project, "review", "--base", "rendered", "--public-corpus")
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[2].startswith(f"**no difference: {len(runs)} runs;")
+
+
+@pytest.mark.live
+@pytest.mark.heavy
+@pytest.mark.slow  # a project from the installed wheel, built, and a corpus run backfilled and drawn
+def test_the_wheels_project_previews_without_a_repository_file(installed, tmp_path):
+    """No examples/ folder, no clone: `dashgen preview` with no run draws the public corpus' verl run
+    the wheel ships, says how many panels had data, and exits 0 though that run leaves some empty."""
+    project = tmp_path / "team"
+    assert dashgen(installed, tmp_path, "init", str(project)).returncode == 0
+    assert dashgen(installed, project, "build").returncode == 0
+    result = dashgen(installed, project, "preview")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "drawing verl-qwen25-7b-gsm8k-ppo-dstack of the public corpus" in result.stderr
+    drawn = re.findall(r"rendered/preview/(verl-[a-z-]+)\.png: (\d+) of (\d+) panels with data", result.stdout)
+    assert sorted(name for name, _, _ in drawn) == ["verl-compare-runs", "verl-training"], result.stdout
+    assert all(0 < int(with_data) <= int(panels) for _, with_data, panels in drawn), drawn
+    assert (project / "rendered" / "preview" / "verl-training.png").read_bytes().startswith(b"\x89PNG")
 
 
 def test_init_refuses_to_overwrite(tmp_path):

@@ -150,6 +150,43 @@ def test_heatmaps_stats_and_collapsed_rows_are_drawn_as_grafana_shows_them(tmp_p
     assert png.read_bytes().startswith(PNG_SIGNATURE)
 
 
+def test_a_legend_fits_its_panel_with_each_value_whole(tmp_path: Path, monkeypatch):
+    """A quarter-width panel of a run with a long experiment name (a real run's file name): each
+    legend entry ends with the series' whole value and lies inside the panel; the name is what is cut."""
+    from dashgen.replay.backfill import RecordedRun
+    from dashgen.replay.preview import PanelResult, PreviewRun, Series, draw, draw_dashboard
+
+    experiment = "qwen25-7b-gsm8k-ppo-lr1e-6-kl0.001-rollout-n5-seed42-resumed-run3"
+    run_ = RecordedRun(Path(f"{experiment}.jsonl"), {"job": "verl", "instance": "i", "project": "p",
+                                                      "experiment": experiment}, steps=[1])
+    times = tuple(float(t) for t in range(0, 601, 60))
+    model = {"title": "Stability", "panels": [
+        {"type": "timeseries", "title": "Reward (score)", "id": 2, "gridPos": {"x": 0, "y": 0, "w": 6, "h": 8},
+         "fieldConfig": {"defaults": {"unit": "suffix: reward"}}},
+        {"type": "timeseries", "title": "Short", "id": 3, "gridPos": {"x": 6, "y": 0, "w": 6, "h": 8}}]}
+    results = {2: PanelResult("Reward (score)", [Series("A", f"{stat} {experiment}", {}, times,
+                                                        tuple(value for _ in times))
+                                                 for stat, value in (("mean", 0.621), ("min", 0.0), ("max", 1.0))]),
+               3: PanelResult("Short", [Series("A", "e", {}, times, tuple(2.5 for _ in times))])}
+    legends = []  # per legend, (text, right edge in pixels) of each entry, as the saved figure lays them out
+
+    def laid_out(figure, path, stamp):
+        figure.canvas.draw()
+        renderer = figure.canvas.get_renderer()
+        legends.extend([(text.get_text(), text.get_window_extent(renderer).x1) for text in axes.get_legend().get_texts()]
+                       for axes in figure.axes if axes.get_legend() is not None)
+
+    monkeypatch.setattr(draw, "_save_png", laid_out)
+    draw_dashboard(model, results, {}, PreviewRun(run_, 0.0, 600.0, 60.0), tmp_path / "legend.png")
+    reward, short = ([label for label, _ in legend] for legend in legends)
+    assert short == ["e  2.5"]  # what fits is left whole
+    assert [label.rsplit("  ", 1)[1] for label in reward] == ["0.621 reward", "0 reward", "1 reward"]
+    assert all(label.startswith(stat + " qwen25") for label, stat in zip(reward, ("mean", "min", "max")))
+    assert "\u2026" in reward[0]  # the longest name is cut
+    panel_right = 6 * draw.COLUMN_PX  # the first panel's right edge, in pixels
+    assert all(right <= panel_right for _, right in legends[0]), legends[0]
+
+
 @pytest.mark.live
 def test_the_preview_shows_the_alerts_the_backtest_reports():
     """The sample run diverges at step 75: the preview's firing-alerts stat and annotation read the
