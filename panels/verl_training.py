@@ -10,7 +10,7 @@ Every verl key of the catalog is on a panel here or in LEFT_OUT with the reason
 
 from dashgen_alerts.memory import MemoryConfig
 from dashgen_alerts.mismatch import MismatchConfig
-from dashgen_alerts.progress import ProgressConfig
+from dashgen_alerts.progress import STALL_LIMIT, ProgressConfig
 from dashgen_alerts.stability import StabilityConfig
 
 from dashgen.catalog import CATALOG
@@ -109,8 +109,9 @@ def _seconds_since_step(config: Config) -> Stat:
         (Query("time() - max by (project, experiment) (verl_exporter_last_step_timestamp_seconds{$run})",
                "{{experiment}}"),),
         unit="s",
-        description="Turns red past the stall alert's minimum silence.",
-        thresholds=(Threshold(config.area(ProgressConfig).stall_min_silence.seconds, "VerlTrainingStalled"),),
+        description="Turns red past the silence VerlTrainingStalled waits out on this run's step times.",
+        thresholds=(Threshold(config.area(ProgressConfig).stall_min_silence.seconds, "VerlTrainingStalled",
+                              query=Query(f"max by (project, experiment) ({STALL_LIMIT}{{$run}})", "stall limit")),),
     )
 
 

@@ -187,6 +187,33 @@ def test_a_legend_fits_its_panel_with_each_value_whole(tmp_path: Path, monkeypat
     assert all(right <= panel_right for _, right in legends[0]), legends[0]
 
 
+@pytest.mark.parametrize("limit, colour", [(1440.0, "#56A64B"), (350.0, "#E02F44")], ids=["slow steps", "fast steps"])
+def test_a_threshold_set_by_a_query_colours_the_stat_by_the_runs_own_limit(tmp_path: Path, monkeypatch, limit, colour):
+    """400 s of silence is green where the run's stall limit is 1,440 s, red where it is 350 s; the limit's
+    own series is not drawn as a value."""
+    from dashgen.replay.backfill import RecordedRun
+    from dashgen.replay.preview import PanelResult, PreviewRun, Series, draw, draw_dashboard
+
+    run_ = RecordedRun(Path("run.jsonl"), {"job": "verl", "instance": "i", "project": "p", "experiment": "e"},
+                       steps=[1])
+    times = tuple(float(t) for t in range(0, 601, 60))
+    model = {"title": "Glance", "panels": [{
+        "type": "stat", "title": "Seconds since the last step", "id": 2, "gridPos": {"x": 0, "y": 0, "w": 4, "h": 4},
+        "fieldConfig": {"defaults": {"unit": "s", "thresholds": {"mode": "absolute", "steps": [
+            {"color": "green", "value": None}, {"color": "red", "value": 300}]}}},
+        "transformations": [{"id": "configFromData", "options": {
+            "configRefId": "B", "mappings": [{"fieldName": "stall limit", "handlerKey": "threshold1"}]}}]}]}
+    results = {2: PanelResult("Seconds since the last step", [
+        Series("A", "e", {}, times, tuple(400.0 for _ in times)),
+        Series("B", "stall limit", {}, times, tuple(limit for _ in times))], reads_verl=True)}
+    texts = []
+    monkeypatch.setattr(draw, "_save_png", lambda figure, path, stamp: texts.extend(
+        (text.get_text(), text.get_color()) for text in figure.texts))
+    draw_dashboard(model, results, {}, PreviewRun(run_, 0.0, 600.0, 60.0), tmp_path / "stat.png")
+    values = [(text, shown) for text, shown in texts if text.endswith(" min") or text.endswith(" s")]
+    assert values == [("6.67 min", colour)], texts
+
+
 @pytest.mark.live
 def test_the_preview_shows_the_alerts_the_backtest_reports():
     """The sample run diverges at step 75: the preview's firing-alerts stat and annotation read the

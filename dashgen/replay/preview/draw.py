@@ -165,6 +165,7 @@ def _draw_panel(canvas: _Canvas, panel: dict[str, Any], result: PanelResult, pre
     title = result.title or panel["title"]
     canvas.text(left + 6, top + 4, title, fontsize=8, weight="bold", color=TEXT)
     unit = panel.get("fieldConfig", {}).get("defaults", {}).get("unit", "none")
+    panel, result = _configured_from_data(panel, result)
     if not result.has_data:
         colour = "#C4162A" if result.reads_verl else MUTED
         canvas.figure.text((left + width / 2) / canvas.width_px, 1 - (top + height / 2) / canvas.height_px, "No data",
@@ -181,6 +182,24 @@ def _draw_panel(canvas: _Canvas, panel: dict[str, Any], result: PanelResult, pre
         _step_chart(canvas, panel, result, (left, top, width, height), unit)
     else:
         canvas.text(left + 6, top + 24, f"({kind} panels are not drawn by dashgen preview)", color=MUTED)
+
+
+def _configured_from_data(panel: dict[str, Any], result: PanelResult) -> tuple[dict[str, Any], PanelResult]:
+    """Grafana's "Config from query results" as dashgen writes it (a threshold the run's data sets): the
+    config query's newest value becomes the first threshold above the base, and its series is not drawn."""
+    for transformation in panel.get("transformations", []):
+        if transformation["id"] != "configFromData":
+            continue
+        config_ref = transformation["options"]["configRefId"]
+        config = [s for s in result.series if s.ref_id == config_ref and s.values]
+        result = PanelResult(result.title, [s for s in result.series if s.ref_id != config_ref], result.reads_verl)
+        steps = [dict(step) for step in _threshold_steps(panel)]
+        if config and len(steps) > 1 and not math.isnan(_last(config[0])):
+            steps[1]["value"] = _last(config[0])
+            defaults = panel["fieldConfig"]["defaults"]
+            panel = {**panel, "fieldConfig": {**panel["fieldConfig"], "defaults": {
+                **defaults, "thresholds": {**defaults["thresholds"], "steps": steps}}}}
+    return panel, result
 
 
 # The largest magnitude drawn: matplotlib's axis limits and ticks overflow near a float's largest
