@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from conftest import REPO, run
+from dashgen.errors import BuildError
 from dashgen.project_metrics import project_catalog
 from dashgen.runtime.exporter import RunState
 
@@ -247,6 +248,24 @@ def test_project_metrics_join_the_catalog_and_the_exporter(tmp_path):
     state.record(3, {"judge/score/mean": 0.75})
     served = {sample.name: sample.value for family in state.collect() for sample in family.samples}
     assert served["verl_judge_mean"] == 0.75 and "verl_judge_score_mean" not in served
+
+
+def test_a_key_the_run_logs_under_another_name_is_read_through_an_alias(tmp_path):
+    """VerlSignalNeverLogged names a key the run logs that no series reads; aliases: in metrics.yaml reads it."""
+    (tmp_path / "metrics.yaml").write_text("aliases:\n  timing_ms/gen: timing_s/gen\n")
+    catalog = project_catalog(tmp_path)
+    assert catalog.verl_key_map()["timing_ms/gen"].name == "verl_timing_gen_seconds"
+    assert catalog["verl_timing_gen_seconds"].verl_keys[0] == "timing_s/gen"  # dashgen's own name stays first
+    state = RunState("p", "e", catalog=catalog)
+    state.record(3, {"timing_ms/gen": 12.5})
+    served = {sample.name: sample.value for family in state.collect() for sample in family.samples}
+    assert served["verl_timing_gen_seconds"] == 12.5
+    for aliases, message in (("{timing_ms/gen: timing_s/nothing}", "'timing_s/nothing' is no key dashgen reads"),
+                             ("{actor/entropy_loss: actor/entropy}", "it is already read by verl_actor_entropy"),
+                             ("[timing_ms/gen]", "aliases: expected a mapping")):
+        (tmp_path / "metrics.yaml").write_text(f"aliases: {aliases}\n")
+        with pytest.raises(BuildError, match=re.escape(message)):
+            project_catalog(tmp_path)
 
 
 @pytest.mark.parametrize("entry, message", [
