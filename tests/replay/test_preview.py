@@ -1,6 +1,7 @@
 """dashgen preview: every dashboard drawn from a backfilled run, verl panels with data, byte-stable PNGs."""
 
 import importlib.util
+import re
 from pathlib import Path
 
 import pytest
@@ -110,6 +111,36 @@ def test_without_a_run_a_project_without_the_sample_draws_a_corpus_run(project: 
     assert "drawing verl-qwen25-7b-gsm8k-ppo-dstack of the public corpus" in result.output
     assert "panels reading verl's series have no data" in result.output
     assert sorted(p.name for p in out.iterdir()) == ["verl-compare-runs.png", "verl-training.png"]
+
+
+CORPUS_RUNS = sorted(path.parent.name for path in (REPO / "bench" / "realruns").glob("*/steps.jsonl"))
+
+
+@pytest.mark.live
+@pytest.mark.slow  # every run of the public corpus backfilled and drawn: minutes
+@pytest.mark.parametrize("name", CORPUS_RUNS)
+def test_every_corpus_run_previews_and_says_how_many_panels_had_data(project: Path, tmp_path: Path, name: str):
+    """Real runs lack some keys, log only every Nth step, come from TRL or hand-written loops: each is
+    drawn, with the panels it leaves empty counted, and the preview exits 0."""
+    out = tmp_path / "out"
+    result = run("preview", str(REPO / "bench" / "realruns" / name / "steps.jsonl"), "--out", str(out),
+                 "--root", str(project))
+    assert result.exit_code == 0, result.output
+    drawn = dict(re.findall(r"/(verl-[a-z-]+)\.png: (\d+) of \d+ panels with data", result.output))
+    assert sorted(drawn) == ["verl-compare-runs", "verl-training"] and int(drawn["verl-training"]) > 0, result.output
+
+
+def test_a_key_logged_under_a_name_no_series_reads_is_named_beside_the_empty_panels(project: Path, tmp_path: Path):
+    """The sample run with perf/throughput logged as perf/throughput_per_gpu: its panel is empty, and the
+    preview names the key the run does log."""
+    renamed = tmp_path / "gsm8k" / "renamed.jsonl"
+    renamed.parent.mkdir()
+    renamed.write_text(SAMPLE.read_text().replace('"perf/throughput"', '"perf/throughput_per_gpu"'))
+    result = run("preview", str(renamed), "--out", str(tmp_path / "out"), "--root", str(project))
+    assert result.exit_code == 0, result.output
+    assert "verl-training: 'Throughput per GPU'" in result.output
+    assert "It logs keys no series reads under names like keys it never logged" in result.output
+    assert "\n  perf/throughput_per_gpu for perf/throughput\n" in result.output
 
 
 def test_a_missing_run_is_named(project: Path):
