@@ -21,6 +21,8 @@ ENDED = f'{RUN_STATE_METRIC}{{$verl, state!="{RunPhase.RUNNING.value}"}} == 1'
 # The run state once per evaluation: the end alerts look back `run_end_memory` (24h) for the
 # last state an exporter served, and read 4x fewer samples here than in the 15s scrapes.
 RUN_STATE_SAMPLED = "verl:run_state:sampled"
+# The silence past which VerlTrainingStalled may page a run, for the on-call panel's threshold.
+STALL_LIMIT = "verl:stall:silence_limit_seconds"
 
 
 @dataclass(frozen=True)
@@ -66,36 +68,39 @@ class ProgressConfig(AreaConfig, area="progress"):
                               f"counted within it")
 
 
+def _stall_silence_limit(config: Config) -> str:
+    """The silence (seconds) past which VerlTrainingStalled may page a run: the longest of the bounds its
+    expression waits out, read from the run's own steps (the on-call panel's red threshold)."""
+    tunables = config.area(ProgressConfig)
+    window, gap_window = tunables.stall_step_time_window, tunables.stall_longest_gap_window
+    first_save = (f"{tunables.stall_silence_before_first_save.seconds:g} + 0 * {LAST_STEP}\n"
+                  f"   unless on({ON_RUN}) (present_over_time({SAVE_SECONDS}[{gap_window}])\n"
+                  f"      and on({ON_RUN}) present_over_time({LAST_STEP}[{gap_window - window}] offset {window}))")
+    bounds = (
+        f"{tunables.stall_step_time_factor:g} * quantile_over_time(0.5, {STEP_SECONDS}[{window}])",
+        f"{tunables.stall_longest_gap_factor:g} * max_over_time({LINE_GAP}[{gap_window}])",
+        f"{tunables.stall_lost_line_factor:g} * "
+        f"quantile_over_time(0.5, ({LINE_GAP} > 0)[{gap_window}:{config.rule_interval}])",
+        first_save,
+    )
+    # Each bound under a label of its own, so that `or` keeps all four for the max.
+    labelled = "\nor ".join(f'label_replace({bound}, "bound", "{index}", "", "")' for index, bound in enumerate(bounds))
+    return f"clamp_min(\nmax by ({ON_RUN}) (\n{labelled}\n),\n{tunables.stall_min_silence.seconds:g})"
+
+
 def rules(config: Config) -> RuleGroup:
     tunables = config.area(ProgressConfig)
-    min_silence = tunables.stall_min_silence.seconds
-    first_save_silence = tunables.stall_silence_before_first_save.seconds
     factor, window = tunables.stall_step_time_factor, tunables.stall_step_time_window
     gap_factor, gap_window = tunables.stall_longest_gap_factor, tunables.stall_longest_gap_window
     lost_line_factor = tunables.stall_lost_line_factor
-    # The gaps of the lines that arrived: LINE_GAP is 0 at the evaluations without a new line.
-    usual_gap = f"quantile_over_time(0.5, ({LINE_GAP} > 0)[{gap_window}:{config.rule_interval}])"
     silence = f"time() - {LAST_STEP}"
-    history = gap_window - window
     stalled = Alert(
         name="VerlTrainingStalled",
         severity=Severity.CRITICAL,
-        # Silent longer than the floor, unless still within what the run's own steps take.
+        # Silent longer than the run's own steps allow: the longest of the floor and what its step times
+        # and log gaps allow (STALL_LIMIT, recorded earlier in this group; the on-call panel's threshold reads it).
         expr=(f"(\n"
-              f"({silence} > {min_silence:g})\n"
-              f"unless on({ON_RUN})\n"
-              f"({silence}\n"
-              f"   <= {factor:g} * quantile_over_time(0.5, {STEP_SECONDS}[{window}]))\n"
-              f"unless on({ON_RUN})\n"
-              f"({silence}\n"
-              f"   <= {gap_factor:g} * max_over_time({LINE_GAP}[{gap_window}]))\n"
-              f"unless on({ON_RUN})\n"
-              f"({silence}\n"
-              f"   <= {lost_line_factor:g} * {usual_gap})\n"
-              f"unless on({ON_RUN})\n"
-              f"(({silence} <= {first_save_silence:g})\n"
-              f"   unless on({ON_RUN}) (present_over_time({SAVE_SECONDS}[{gap_window}])\n"
-              f"      and on({ON_RUN}) present_over_time({LAST_STEP}[{history}] offset {window})))\n"
+              f"({silence} > on({ON_RUN}) {STALL_LIMIT})\n"
               f"unless on({ON_RUN})\n"
               f"({ENDED})\n"
               f")\n"
@@ -129,6 +134,9 @@ def rules(config: Config) -> RuleGroup:
     memory = tunables.run_end_memory
     line_gap = Recording(LINE_GAP, f"{LAST_STEP} - {LAST_STEP} offset {config.rule_interval}",
                          "Seconds between the newest step-log line and the one before, at the evaluation it arrived")
+    stall_limit = Recording(STALL_LIMIT, _stall_silence_limit(config),
+                            "Seconds of silence past which VerlTrainingStalled may page the run: the longest of its "
+                            "floor and the bounds the run's step times and log gaps set")
     sampled_state = Recording(RUN_STATE_SAMPLED, f"{RUN_STATE_METRIC}{{$verl}}",
                               "verl_run_state sampled once per rule evaluation, for look-backs of hours")
     absent = Alert(
@@ -202,7 +210,7 @@ def rules(config: Config) -> RuleGroup:
         ),
         untested="its fixture needs the digest of the build: tests/compiler/test_step_windows_served.py writes it",
     )
-    return RuleGroup("verl-progress", (line_gap, sampled_state, stalled, absent, crashed, not_served))
+    return RuleGroup("verl-progress", (line_gap, stall_limit, sampled_state, stalled, absent, crashed, not_served))
 
 
 def inhibitions(config: Config) -> tuple[Inhibition, ...]:

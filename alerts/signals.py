@@ -57,8 +57,8 @@ def rules(config: Config) -> RuleGroup:
         next_steps=(
             "Look for the key's new name in the run's newest step-log line (`tail -1` of the log), or in the "
             "trainer's release notes.",
-            "Add the new name as an alias of the catalog's key (metrics.yaml, see docs/add-a-metric.md), or turn "
-            "the logging back on; rebuild and restart `dashgen export`.",
+            "Add the new name as an alias of the catalog's key (`aliases:` in metrics.yaml, see "
+            "docs/add-a-metric.md), or turn the logging back on; rebuild and restart `dashgen export`.",
         ),
     )
     return RuleGroup("verl-signals", (stopped, _never_logged(tunables.never_logged_after_steps)))
@@ -92,7 +92,8 @@ def _never_logged(after: int) -> Alert:
                      f"the run's {{{{ $value }}}} logged steps, though its framework logs it on every step by "
                      f"default; alerts blind without it: "
                      f"{{{{ if $labels.alerts }}}}{{{{ $labels.alerts }}}}{{{{ else }}}}none (its panels show no data)"
-                     f"{{{{ end }}}}."),
+                     f"{{{{ end }}}}.{{{{ if $labels.logged_as }}}} The run logs {{{{ $labels.logged_as }}}}, a key "
+                     f"no series reads: if it is the same signal, alias it in metrics.yaml.{{{{ end }}}}"),
         meaning=("The run logs steps, but never this key, which its framework logs on every training step under "
                  "its default configuration: an older or newer version that names it otherwise, a setting that "
                  "turns it off, a logger that drops it. The alerts named read it on every way they can fire and "
@@ -107,8 +108,10 @@ def _never_logged(after: int) -> Alert:
                       "rollout.calculate_log_probs=False), gets this info for each key it never logs: true, and "
                       "it says which alerts cannot judge the run; it is an info, so it never pages."),
         next_steps=(
-            "Look for the key under another name in the run's step log (`head -2` of it): if it is there, add "
-            "that name as an alias of the catalog's key (metrics.yaml, see docs/add-a-metric.md) and rebuild.",
+            "Look for the key under another name in the run's step log (`head -2` of it; the description names "
+            "a key the run logs that no series reads and whose name looks like it, the alert's `logged_as` "
+            "label): if it is there, add that name as an alias of the catalog's key (`aliases:` in metrics.yaml, see "
+            "docs/add-a-metric.md) and rebuild.",
             "If the run turned it off on purpose, nothing: the named alerts cannot judge this run.",
         ),
     )

@@ -175,6 +175,12 @@ _VERL_KEYS: list[tuple[tuple[str, ...], str, str]] = [
     (("actor/pg_clipfrac_lower",), "percentunit", "Fraction of tokens clipped by the dual-clip lower bound"),
     (("actor/kl_loss",), "none", "KL loss against the reference policy (use_kl_loss)"),
     (("actor/kl_coef",), "none", "KL coefficient in effect"),
+    # The KL penalty in the reward (algorithm.use_kl_in_reward) and its coefficient: critic/kl and
+    # critic/kl_coeff before verl 0.4 (ray_trainer.apply_kl_penalty).
+    (("actor/reward_kl_penalty", "critic/kl"), "none",
+     "KL to the reference policy taken off the reward (algorithm.use_kl_in_reward; critic/kl before verl 0.4)"),
+    (("actor/reward_kl_penalty_coeff", "critic/kl_coeff"), "none",
+     "Coefficient of the KL penalty in the reward (critic/kl_coeff before verl 0.4)"),
     (("actor/lr",), "none", "Actor learning rate"),
     # Train/rollout mismatch: the trainer's log-probs of the sampled tokens against the rollout
     # engine's (verl logs the first three by default since rollout.calculate_log_probs became True).
@@ -233,8 +239,9 @@ _VERL_KEYS: list[tuple[tuple[str, ...], str, str]] = [
     (("perf/total_num_tokens",), "short", "Tokens (prompt + response) in the step's batch"),
     (("perf/time_per_step",), "s", "Wall time of the step"),
     (("perf/throughput",), "short", "Tokens per second per GPU"),
-    (("perf/mfu/actor", "actor/mfu"), "percentunit", "Model FLOPs utilisation of the actor update"),
-    (("perf/mfu/critic", "critic/mfu"), "percentunit", "Model FLOPs utilisation of the critic update"),
+    # mfu/<role> before verl 0.3; the worker's own <role>/mfu since 0.7.
+    (("perf/mfu/actor", "actor/mfu", "mfu/actor"), "percentunit", "Model FLOPs utilisation of the actor update"),
+    (("perf/mfu/critic", "critic/mfu", "mfu/critic"), "percentunit", "Model FLOPs utilisation of the critic update"),
     # verl 0.8+ prefixes the worker's memory keys with its role (actor/perf/...).
     (("perf/max_memory_allocated_gb", "actor/perf/max_memory_allocated_gb"), "bytes",
      "Peak GPU memory allocated by PyTorch during the actor update"),
@@ -302,8 +309,9 @@ def _verl_metrics() -> Iterable[Metric]:
                  VERL_LABELS | {"series"}, Origin.VERL)
     yield Metric(SERIES_NEVER_LOGGED_METRIC, MetricType.GAUGE, "short",
                  "Training lines the run has logged, for a series its framework logs on every step by default and "
-                 "the run has not logged yet (absent once it arrives, and for a run of no known framework)",
-                 VERL_LABELS | {"series"}, Origin.VERL)
+                 "the run has not logged yet (absent once it arrives, and for a run of no known framework); "
+                 "logged_as: a key the run logs that no series reads and that looks like the series' own",
+                 VERL_LABELS | {"series", "logged_as"}, Origin.VERL)
     yield Metric(SERIES_READERS_METRIC, MetricType.GAUGE, "none",
                  "Always 1; one per series the step log gives: its log key, and the alerts every way of firing of "
                  "which reads it (recorded by the build)",

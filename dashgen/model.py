@@ -57,11 +57,15 @@ class Position:
 class Threshold:
     """A line (time series) or colour step (stat) at `value`; `alert` names the alert that
     watches it, so the panel links to that alert's runbook section. Without a value, the
-    alert's own threshold is drawn (an alert whose condition compares one signal with a number)."""
+    alert's own threshold is drawn (an alert whose condition compares one signal with a number).
+    With a `query`, the run's own data sets it: the query's newest value replaces `value` (Grafana's
+    "Config from query results"), which stays as what the panel shows before the query has data;
+    such a threshold is its panel's only one."""
 
     value: float | None = None
     alert: str = ""
     color: str = "red"
+    query: Query | None = None
 
 
 @record

@@ -1,14 +1,16 @@
 """A project's own metrics (metrics.yaml at its root), added to dashgen's catalog.
 
 A team whose verl run logs keys dashgen does not know declares them here instead of editing
-the installed package. The entries go through the same checks as the built-in ones: a valid,
-unused name; a known type; labels that are label names; verl keys no other metric reads.
-Everything that reads the catalog for a project (build, check, list, export, backfill,
-backtest) then knows them.
+the installed package; a key dashgen knows that the run logs under another name (a trainer version
+that renamed it) is listed under `aliases:`, the logged name -> dashgen's key. The entries go
+through the same checks as the built-in ones: a valid, unused name; a known type; labels that
+are label names; verl keys no other metric reads. Everything that reads the catalog for a project
+(build, check, list, export, backfill, backtest) then knows them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 from typing import Any
@@ -26,22 +28,54 @@ _FIELDS = {"name", "type", "unit", "help", "labels", "verl_keys", "scale"}
 
 
 def project_catalog(root: Path, base: Catalog = CATALOG) -> Catalog:
-    """`base` plus the metrics of root/metrics.yaml, if the project has one."""
-    metrics = load_project_metrics(root / METRICS_FILE, base)
-    return base.with_metrics(metrics) if metrics else base
+    """`base` plus the metrics of root/metrics.yaml, if the project has one, and its aliases."""
+    path = root / METRICS_FILE
+    metrics = load_project_metrics(path, base)
+    catalog = base.with_metrics(metrics) if metrics else base
+    aliases = load_aliases(path, catalog)
+    if not aliases:
+        return catalog
+    return Catalog(dataclasses.replace(metric, verl_keys=(*metric.verl_keys, *aliases[metric.name]))
+                   if metric.name in aliases else metric for metric in catalog.values())
 
 
-def load_project_metrics(path: Path, base: Catalog = CATALOG) -> list[Metric]:
+def load_aliases(path: Path, catalog: Catalog) -> dict[str, list[str]]:
+    """metrics.yaml's `aliases:` (a logged key -> the catalog's key it is another name of), as the
+    catalog metric -> the keys it also reads."""
+    aliases = _read(path).get("aliases") or {}
+    if not isinstance(aliases, dict):
+        raise BuildError(f"{path}: aliases: expected a mapping, a key the run logs -> the key dashgen reads")
+    key_map = catalog.verl_key_map()
+    added: dict[str, list[str]] = {}
+    for logged, known in aliases.items():
+        where = f"{path}: alias {logged!r}"
+        if not isinstance(logged, str) or not isinstance(known, str) or not logged or not known:
+            raise BuildError(f"{where}: expected a key the run logs -> the key dashgen reads, both strings")
+        if known not in key_map:
+            raise BuildError(f"{where}: {known!r} is no key dashgen reads (its catalog, and this file's metrics)")
+        if logged in key_map:
+            raise BuildError(f"{where}: it is already read by {key_map[logged].name}")
+        added.setdefault(key_map[known].name, []).append(logged)
+    return added
+
+
+def _read(path: Path) -> dict[str, Any]:
     if not path.is_file():
-        return []
+        return {}
     try:
         data = load_yaml(path.read_text())
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise BuildError(f"{path}: cannot read the project's metrics: {exc}") from None
     if data is None:
-        return []
-    if not isinstance(data, dict) or set(data) - {"metrics"} or not isinstance(data.get("metrics") or [], list):
-        raise BuildError(f"{path}: expected a mapping with one key, metrics: a list of metric entries")
+        return {}
+    if not isinstance(data, dict) or set(data) - {"metrics", "aliases"} or \
+            not isinstance(data.get("metrics") or [], list):
+        raise BuildError(f"{path}: expected a mapping with metrics: (a list of metric entries) and aliases:")
+    return data
+
+
+def load_project_metrics(path: Path, base: Catalog = CATALOG) -> list[Metric]:
+    data = _read(path)
     metrics: list[Metric] = []
     names: dict[str, int] = {}
     keys = {key: f"{metric.name} (dashgen's catalog)" for key, metric in base.verl_key_map().items()}

@@ -10,7 +10,7 @@ Every verl key of the catalog is on a panel here or in LEFT_OUT with the reason
 
 from dashgen_alerts.memory import MemoryConfig
 from dashgen_alerts.mismatch import MismatchConfig
-from dashgen_alerts.progress import ProgressConfig
+from dashgen_alerts.progress import STALL_LIMIT, ProgressConfig
 from dashgen_alerts.stability import StabilityConfig
 
 from dashgen.catalog import CATALOG
@@ -109,8 +109,9 @@ def _seconds_since_step(config: Config) -> Stat:
         (Query("time() - max by (project, experiment) (verl_exporter_last_step_timestamp_seconds{$run})",
                "{{experiment}}"),),
         unit="s",
-        description="Turns red past the stall alert's minimum silence.",
-        thresholds=(Threshold(config.area(ProgressConfig).stall_min_silence.seconds, "VerlTrainingStalled"),),
+        description="Red past the silence VerlTrainingStalled allows this run.",
+        thresholds=(Threshold(config.area(ProgressConfig).stall_min_silence.seconds, "VerlTrainingStalled",
+                              query=Query(f"{STALL_LIMIT}{{$run}}", "stall limit")),),
     )
 
 
@@ -239,11 +240,11 @@ equal_reward_groups = TimeSeries(
 )
 
 
-_CRITIC_FREE = " Empty on critic-free runs (GRPO, RLOO, REINFORCE++): they train no critic."
+_CRITIC_FREE = " Empty on critic-free runs (GRPO, RLOO, REINFORCE++)."
 
 rewards = _spread("Reward after KL penalty", "verl_critic_rewards", REWARD,
-                  "critic/rewards/*: the sequence reward the advantages are computed from, after the in-reward "
-                  "KL penalty (algorithm.use_kl_in_reward); equal to the score without it.")
+                  "critic/rewards/*: the reward the advantages are computed from, after the KL penalty "
+                  "(use_kl_in_reward); the score without it.")
 advantages = _spread("Advantages", "verl_critic_advantages", REWARD,
                      "Spread of the batch's advantages (critic/advantages/*); GRPO's are normalised per group, "
                      "so a max and min near 0 means every response of a prompt scored alike.")
@@ -264,8 +265,9 @@ values = TimeSeries(
 policy_loss = TimeSeries("Actor policy loss", (Query("verl_actor_pg_loss{$run}", "{{experiment}}"),), width=6)
 kl_loss = TimeSeries(
     "KL loss",
-    (Query("verl_actor_kl_loss{$run}", "{{experiment}}"),),
-    description="KL loss to the reference policy; empty unless actor.use_kl_loss is set.",
+    (Query("verl_actor_kl_loss{$run}", "{{experiment}}"),
+     Query("verl_actor_reward_kl_penalty{$run}", "reward {{experiment}}")),
+    description="KL to the reference as a loss (use_kl_loss) or in the reward (use_kl_in_reward).",
     width=6,
 )
 value_loss = TimeSeries(
@@ -301,8 +303,9 @@ learning_rate = TimeSeries(
 )
 kl_coefficient = TimeSeries(
     "KL coefficient",
-    (Query("verl_actor_kl_coef{$run}", "{{experiment}}"),),
-    description="actor/kl_coef: the weight of the KL term in effect (adaptive KL control moves it).",
+    (Query("verl_actor_kl_coef{$run}", "{{experiment}}"),
+     Query("verl_actor_reward_kl_penalty_coeff{$run}", "reward {{experiment}}")),
+    description="Weights of the KL terms in effect (adaptive KL control moves them).",
     width=6,
 )
 

@@ -339,6 +339,10 @@ def preview(run_path: Path | None, out_dir: Path | None, strict: bool, allow_emp
                     f"{len(empty)} panels reading verl's series have"
                 click.echo(f"{run_path}: {panels} no data (keys this run does not log), drawn as \"No data\":\n  "
                            + "\n  ".join(empty))
+                renamed = _logged_as(run.run, catalog)
+                if renamed:
+                    click.echo("It logs keys no series reads under names like keys it never logged (`aliases:` in "
+                               "metrics.yaml would read them):\n  " + "\n  ".join(renamed))
             for dashboard, results, events in queried:
                 path = out_dir / f"{dashboard.uid}.png"
                 drawn.append((partial_path(path), path, f"{sum(r.has_data for r in results.values())} of "
@@ -368,6 +372,14 @@ def _default_preview_run(root: Path) -> Path:
     click.echo(f"dashgen preview: no run given and no {DEFAULT_PREVIEW_RUN} in {root}: drawing {CORPUS_PREVIEW_RUN} "
                f"of the public corpus", err=True)
     return run
+
+
+def _logged_as(run, catalog) -> list[str]:
+    """`present for missing` of each key the run's framework logs by default that the run never logged,
+    where it logs a key no series reads that looks like it (dashgen/sources/expected_keys.py)."""
+    final = run.never_logged[-1] if run.never_logged else {}
+    return [f"{present} for {catalog[series].verl_keys[0]}" for (series, present), _ in sorted(final.items())
+            if present]
 
 
 def _all_panels(model: dict):

@@ -142,11 +142,12 @@ def neutral_value(key: str) -> float:
     return 0.5
 
 
-# Keys of other trainers that verl does not log (TRL's, prime-rl's), and verl's rollout correction's
-# (off by default), which the simulated verl runs leave out; the train/rollout gap is drawn apart
-# (`rollout_gap`, `_mismatch`), from a generator of its own.
+# Keys of other trainers that verl does not log (TRL's, prime-rl's), and verl's rollout correction's and
+# KL penalty in the reward's (both off by default), which the simulated verl runs leave out; the
+# train/rollout gap is drawn apart (`rollout_gap`, `_mismatch`), from a generator of its own.
 _NOT_VERL = frozenset({"frac_reward_zero_std", "critic/score/std"})
-_NOT_LOGGED_PREFIXES = ("sampling/", "rollout_corr/", "reward/", "training/rollout_probs_diff_")
+_NOT_LOGGED_PREFIXES = ("sampling/", "rollout_corr/", "reward/", "training/rollout_probs_diff_",
+                        "actor/reward_kl_penalty")
 _BASE = {metric.verl_keys[0]: neutral_value(metric.verl_keys[0]) for metric in CATALOG.values()
          if metric.verl_keys and metric.verl_keys[0] not in _NOT_VERL
          and not metric.verl_keys[0].startswith(_NOT_LOGGED_PREFIXES)}

@@ -62,6 +62,7 @@ MAX_LOGGING_INTERVAL_STEPS = 1000
 # Scrapes written per run (a 15 s interval: 174 days); more would take gigabytes.
 MAX_SCRAPES_PER_RUN = 1_000_000
 _NONE_UNLOGGED: dict[str, int] = {}  # the steps at which no series is missing share it
+_NONE_NEVER_LOGGED: dict[tuple[str, str], int] = {}
 
 
 @record
@@ -109,8 +110,10 @@ class RecordedRun:
     unlogged: list[dict[str, int]] = field(default_factory=list)
     logged: set[str] = field(default_factory=set)
     # The series its framework logs on every step that it had not logged yet, after each step
-    # (dashgen/sources/expected_keys.py), with the training lines logged so far.
-    never_logged: list[dict[str, int]] = field(default_factory=list)
+    # (dashgen/sources/expected_keys.py), with a key it logs that looks like it (logged_as, or ""):
+    # (series, logged_as) -> the training lines logged so far. And the keys no catalog series reads.
+    never_logged: list[dict[tuple[str, str], int]] = field(default_factory=list)
+    unmapped_keys: frozenset[str] = frozenset()
     # Digests served beside it: rule sets backtested side by side (a review) each find theirs.
     other_step_windows_digests: tuple[str, ...] = ()
 
@@ -192,7 +195,7 @@ def read_run(path: Path, labels: dict[str, str], timing: Timing, export_unknown:
                     never_logged.observe(data)
                     run.logged.update(shown)
                 run.unlogged.append(arrival.unlogged() or _NONE_UNLOGGED)
-                run.never_logged.append(never_logged.missing() or _NONE_UNLOGGED)
+                run.never_logged.append(never_logged.labelled() or _NONE_NEVER_LOGGED)
                 held = held_validation(held, mapper.validation(data), bool(run.steps) and number < run.steps[-1])
                 if step_stats.wanted:
                     logged = shown if is_training_line(data) else {}
@@ -226,6 +229,7 @@ def read_run(path: Path, labels: dict[str, str], timing: Timing, export_unknown:
     if not run.steps:
         raise BuildError(f"{path}: no step records in {lines} non-empty line(s) ({run.parse_errors} unparseable); "
                          f"expected verl's file-logger JSONL, one {{\"step\": N, \"data\": {{...}}}} per line")
+    run.unmapped_keys = frozenset(never_logged.unmapped)
     # Errors read after a step's line but before the next step belong to that step's scrapes.
     run.errors_seen = [*run.errors_seen[1:], run.parse_errors]
     run.dropped_seen = [(lines_after[0], keys, collisions) for lines_after, (_, keys, collisions)

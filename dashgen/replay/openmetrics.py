@@ -39,7 +39,8 @@ EXPORTER_SAMPLES = frozenset({LAST_STEP_METRIC, *EXPORTER_COUNTERS, RUN_STATE_ME
 def series_names(runs: list[RecordedRun]) -> set[str]:
     """Names of every series a backfill of the runs writes."""
     served = {STEP_STATISTIC_METRIC} if any(step for run in runs for step in run.statistics) else set()
-    served |= {name for name, per_run in _per_series(runs).items() if any(step for steps in per_run for step in steps)}
+    served |= {name for name, (_, per_run) in _per_series(runs).items()
+               if any(step for steps in per_run for step in steps)}
     return {name for run in runs for step in run.values for name in step} | EXPORTER_SAMPLES | {"up"} | served
 
 
@@ -90,9 +91,9 @@ def write_openmetrics(runs: list[RecordedRun], out: TextIO, scrape_interval: flo
     written += _write_validation(runs, scrapes, out, only)
     if only is None or STEP_STATISTIC_METRIC in only:
         written += _write_statistics(runs, scrapes, out)
-    for name, per_run in _per_series(runs).items():
+    for name, (label_names, per_run) in _per_series(runs).items():
         if only is None or name in only:
-            written += _write_per_series(name, per_run, runs, scrapes, out)
+            written += _write_per_series(name, label_names, per_run, runs, scrapes, out)
     if only is None or STEP_WINDOWS_INFO_METRIC in only:
         out.write(f"# TYPE {STEP_WINDOWS_INFO_METRIC} gauge\n")
         for run, run_scrapes in zip(runs, scrapes):
@@ -200,23 +201,26 @@ def _write_at_steps(prefix: str, per_step: list[float | int | None], run_scrapes
     return written
 
 
-def _per_series(runs: list[RecordedRun]) -> dict[str, list[list[dict[str, int]]]]:
-    """The exporter's gauges labelled by series: per run, per step, each series' value."""
-    return {SERIES_UNLOGGED_METRIC: [run.unlogged for run in runs],
-            SERIES_NEVER_LOGGED_METRIC: [run.never_logged for run in runs]}
+def _per_series(runs: list[RecordedRun]) -> dict[str, tuple[tuple[str, ...], list[list[dict]]]]:
+    """The exporter's gauges labelled by series: their label names, and per run, per step, each labelled
+    series' value (keyed by the series' name, or by the tuple of its labels' values)."""
+    return {SERIES_UNLOGGED_METRIC: (("series",), [run.unlogged for run in runs]),
+            SERIES_NEVER_LOGGED_METRIC: (("series", "logged_as"), [run.never_logged for run in runs])}
 
 
-def _write_per_series(name: str, per_run: list[list[dict[str, int]]], runs: list[RecordedRun],
+def _write_per_series(name: str, label_names: tuple[str, ...], per_run: list[list[dict]], runs: list[RecordedRun],
                       scrapes: list[_Scrapes], out: TextIO) -> int:
     """A gauge of each series (verl_exporter_series_unlogged_steps, ..._never_logged_steps), at the
-    scrapes of the steps it had a value at."""
+    scrapes of the steps it had a value at; an empty label value is left out, as Prometheus does."""
     written = 0
     if any(step for steps in per_run for step in steps):
         out.write(f"# TYPE {name} gauge\n")
     for run, run_scrapes, steps in zip(runs, scrapes, per_run):
-        for series in sorted({series for step in steps for series in step}):
-            prefix = name + label_text({**run.labels, "series": series})
-            written += _write_at_steps(prefix, [step.get(series) for step in steps], run_scrapes, out)
+        for key in sorted({key for step in steps for key in step}):
+            values = key if isinstance(key, tuple) else (key,)
+            labels = {label: value for label, value in zip(label_names, values) if value}
+            prefix = name + label_text({**run.labels, **labels})
+            written += _write_at_steps(prefix, [step.get(key) for step in steps], run_scrapes, out)
     return written
 
 

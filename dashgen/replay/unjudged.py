@@ -13,6 +13,7 @@ from dashgen.catalog import Catalog
 from dashgen.compiler.compiled import AlertRule, RecordingRule
 from dashgen.compiler.rules.signal_needs import Needs, alert_needs
 from dashgen.records import record
+from dashgen.sources.expected_keys import lookalike
 
 
 UNJUDGED = "could not judge this run"  # how a backtest's note on such an alert begins
@@ -25,27 +26,40 @@ class Unjudged:
     alertname: str
     never_logged: tuple[str, ...]
     any_of: bool = False
+    # Of the keys it never logged, those the run logs under a name the catalog does not map: key -> that name.
+    logged_as: tuple[tuple[str, str], ...] = ()
 
     @property
     def why(self) -> str:
         keys = ", ".join(self.never_logged)
-        return f"{UNJUDGED}: it never logged {'any of ' + keys if self.any_of else keys}"
+        said = f"{UNJUDGED}: it never logged {'any of ' + keys if self.any_of else keys}"
+        if self.logged_as:
+            said += " (it logs " + ", ".join(f"{present} for {key}" for key, present in self.logged_as) + \
+                ", which dashgen does not read: `aliases:` in metrics.yaml would)"
+        return said
 
 
-def unjudged(needs: Mapping[str, Needs], logged: set[str] | frozenset[str], catalog: Catalog) -> list[Unjudged]:
+def unjudged(needs: Mapping[str, Needs], logged: set[str] | frozenset[str], catalog: Catalog,
+             unmapped: Iterable[str] = ()) -> list[Unjudged]:
     """The alerts (`needs`: each one's ways of firing, as series) none of whose ways the run's `logged`
-    series satisfy, each with the keys the way that lacks the fewest misses."""
+    series satisfy, each with the keys the way that lacks the fewest misses, and for each such key a
+    key of the run's `unmapped` ones (no series reads them) that looks like it."""
+    unmapped = tuple(unmapped)
     out = []
     for name, ways in needs.items():
         lacking = [sorted(way - logged) for way in ways]
         if lacking and all(lacking):
             if len(lacking) > 1 and all(len(missing) == 1 for missing in lacking):
                 keys = sorted({_key(missing[0], catalog) for missing in lacking})
-                out.append(Unjudged(name, tuple(keys), any_of=True))
+                out.append(Unjudged(name, tuple(keys), any_of=True, logged_as=_lookalikes(keys, unmapped)))
                 continue
-            nearest = min(lacking, key=len)
-            out.append(Unjudged(name, tuple(_key(series, catalog) for series in nearest)))
+            keys = [_key(series, catalog) for series in min(lacking, key=len)]
+            out.append(Unjudged(name, tuple(keys), logged_as=_lookalikes(keys, unmapped)))
     return out
+
+
+def _lookalikes(keys: Iterable[str], unmapped: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    return tuple((key, present) for key in keys if (present := lookalike(key, unmapped)) is not None)
 
 
 def needs_of_rules(alerts: Iterable[AlertRule], recordings: Iterable[RecordingRule], catalog: Catalog) -> dict[str, Needs]:

@@ -222,8 +222,9 @@ class RunState:
             loss_streak, rounding = self._streak.loss_steps, self._rounding
             validation = self._validation
             statistics = self._statistics.values()
-            per_series = ((SERIES_UNLOGGED_METRIC, self._arrival.unlogged()),
-                          (SERIES_NEVER_LOGGED_METRIC, self._never_logged.missing()))
+            per_series = ((SERIES_UNLOGGED_METRIC, ("series",), {(series,): lines for series, lines in
+                                                               self._arrival.unlogged().items()}),
+                          (SERIES_NEVER_LOGGED_METRIC, ("series", "logged_as"), self._never_logged.labelled()))
             counts = {STEPS_METRIC: steps, PARSE_ERRORS_METRIC: errors, DROPPED_LINES_METRIC: self.dropped_lines_total,
                       DROPPED_KEYS_METRIC: self._mapper.counts.dropped_keys,
                       KEY_COLLISIONS_METRIC: self._mapper.counts.key_collisions}
@@ -268,11 +269,11 @@ class RunState:
                 labels = dict(zip((*LABELS, *STEP_STATISTIC_LABELS), (*self.labels, statistic.series, statistic.name)))
                 family.add_sample(STEP_STATISTIC_METRIC, {**labels, **dict(member)}, value)
             yield family
-        for name, lines_of in per_series:
+        for name, label_names, lines_of in per_series:
             if lines_of:
-                family = GaugeMetricFamily(name, self._help[name], labels=(*LABELS, "series"))
-                for series, lines in sorted(lines_of.items()):
-                    family.add_metric((*self.labels, series), lines)
+                family = GaugeMetricFamily(name, self._help[name], labels=(*LABELS, *label_names))
+                for labels, lines in sorted(lines_of.items()):
+                    family.add_metric((*self.labels, *labels), lines)
                 yield family
 
 

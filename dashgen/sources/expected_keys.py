@@ -6,17 +6,41 @@ follows only keys that once arrived; the alerts that read the key are blind from
 exporter and the backfill feed every training line's keys to a NeverLogged and serve what it reports
 as `verl_exporter_series_never_logged_steps{series}`: once the run is recognised as a framework's,
 for each key that framework is expected to log and the run has not logged on any training line, the
-training lines the run has logged so far. VerlSignalNeverLogged (alerts/signals.py) tells it, as an
-info, once that count reaches its tunable. An exporter started at a long log's tail follows the lines
+training lines the run has logged so far, and under `logged_as` a key the run does log that the
+catalog does not map and that looks like the missing one (an older or newer name: `timing/gen` for
+`timing_s/gen`). VerlSignalNeverLogged (alerts/signals.py) tells it, as an info, once that count
+reaches its tunable. An exporter started at a long log's tail follows the lines
 it reads from there on: a key logged only before the tail counts as never logged.
 """
 
 from __future__ import annotations
 
+import difflib
 from typing import Iterable
 
 from dashgen.catalog import Catalog
 from dashgen.framework_keys import FRAMEWORKS, FrameworkKeys
+
+# Keys of a run's log that no catalog series reads and that are not the name of a series it misses:
+# validation results (their own families) and step counters.
+_NOT_SIGNALS = ("val/", "val-core/", "val-aux/", "step", "global_step", "_step", "timestamp")
+# At most this many unmapped keys are remembered per run (a log with a key per sample or per token).
+MAX_UNMAPPED_KEYS = 2_000
+# How alike two keys' spellings must be (difflib's ratio) to name one as the other's other name.
+CLOSE_SPELLING = 0.78
+
+
+def lookalike(key: str, unmapped: Iterable[str]) -> str | None:
+    """The key among `unmapped` (a run's keys the catalog does not map) most like `key`, which the run
+    does not log: the same name under another first part (`timing/gen` for `timing_s/gen`), else the
+    closest spelling (`actor/policy_loss` for `actor/pg_loss`); None when none is alike."""
+    rest = key.partition("/")[2]
+    candidates = sorted(set(unmapped))
+    renamed = [each for each in candidates if rest and each.partition("/")[2] == rest and each != key]
+    if renamed:
+        return max(renamed, key=lambda each: difflib.SequenceMatcher(None, key, each).ratio())
+    close = difflib.get_close_matches(key, candidates, n=1, cutoff=CLOSE_SPELLING)
+    return close[0] if close else None
 
 
 class NeverLogged:
@@ -31,6 +55,8 @@ class NeverLogged:
         self._prefixes = tuple(sorted({p for fw in self.frameworks for e in fw.expected for p in e.when}))
         self._seen: set[str] = set()  # watched keys and feature prefixes logged so far
         self._logged: set[str] = set()  # catalog series logged so far
+        self.unmapped: set[str] = set()  # keys logged that no catalog series reads (up to MAX_UNMAPPED_KEYS)
+        self._expected_key = {key_map[e.key].name: e.key for fw in self.frameworks for e in fw.expected}
         self.framework: FrameworkKeys | None = None
         self.lines = 0
 
@@ -41,6 +67,9 @@ class NeverLogged:
             series = self._series_of_key.get(key)
             if series is not None:
                 self._logged.add(series)
+            elif (isinstance(key, str) and len(self.unmapped) < MAX_UNMAPPED_KEYS
+                  and not key.startswith(_NOT_SIGNALS)):
+                self.unmapped.add(key)
             if key in self._watched:
                 self._seen.add(key)
             for prefix in self._prefixes:
@@ -55,6 +84,12 @@ class NeverLogged:
             return {}
         return {series: self.lines for series in self.expected_series(self.framework)
                 if series not in self._logged}
+
+    def labelled(self) -> dict[tuple[str, str], int]:
+        """missing() keyed by (series, logged_as): the key the run logs that looks like the series' own
+        ("" when none does)."""
+        return {(series, lookalike(self._expected_key[series], self.unmapped) or ""): lines
+                for series, lines in self.missing().items()}
 
     def expected_series(self, framework: FrameworkKeys) -> list[str]:
         """The series of `framework`'s keys expected of this run so far (their features on)."""

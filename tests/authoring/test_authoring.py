@@ -158,7 +158,8 @@ def test_an_alert_without_any_test_fails_dashgen_test_unless_it_says_why(team):
     # a panel threshold naming an alert
     (("panels/verl_training.py", 'kl_spike_threshold, "VerlKLSpike")', 'kl_spike_threshold, "VerlKLSpik")'),
      "panel 'PPO KL (old vs new policy)': threshold: 'VerlKLSpik' is not an alert defined in alerts/; did you mean 'VerlKLSpike'?"),
-    (("panels/verl_training.py", '"VerlTrainingStalled"),),', '"VerlTrainingStaled"),),'),
+    (("panels/verl_training.py", 'stall_min_silence.seconds, "VerlTrainingStalled",',
+      'stall_min_silence.seconds, "VerlTrainingStaled",'),
      "did you mean 'VerlTrainingStalled'?"),
     # an inhibition
     (("alerts/progress.py", 'Inhibition("VerlTrainingStalled", ("VerlRewardStagnation",)',

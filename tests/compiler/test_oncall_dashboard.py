@@ -19,6 +19,9 @@ MAX_BYTES_PER_PANEL = 1_200
 # An XY chart carries two queries (the step and the value) and the two transformations that pair
 # them, and its legend and tooltip options are required by its schema: about 1,400 B each.
 MAX_BYTES_PER_PANEL_OF = {"verl-compare-runs.json": 1_400}
+# A panel whose threshold the run's data sets (Threshold.query: the silence VerlTrainingStalled waits
+# out) carries that query and the transformation that applies it: up to 600 B beside the others' share.
+THRESHOLD_QUERY_BYTES = 600
 
 
 def model(project: Path, config: Config = Config()) -> dict:
@@ -36,7 +39,10 @@ def test_committed_dashboards_are_small_and_schema_valid():
         # A collapsed row's panels sit two levels deeper (4 more spaces a line, nothing else), so
         # the bound is on the dashboard with every row open, as Grafana lays it out when opened.
         opened = dashboard_to_text({**dashboard, "panels": _opened_as_grafana_does(dashboard)})
-        assert len(opened.encode()) / len(panels) <= MAX_BYTES_PER_PANEL_OF.get(path.name, MAX_BYTES_PER_PANEL), path
+        queried = sum(any(t["id"] == "configFromData" for t in panel.get("transformations", ())) for panel in panels)
+        allowed = (MAX_BYTES_PER_PANEL_OF.get(path.name, MAX_BYTES_PER_PANEL) * len(panels)
+                   + THRESHOLD_QUERY_BYTES * queried)
+        assert len(opened.encode()) <= allowed, path
         assert schema_errors(dashboard) == []
 
 
@@ -198,4 +204,42 @@ def test_signals_missing_counts_the_keys_stopped_and_never_logged_of_the_selecte
                         "exp_samples": [{"labels": "{}", "value": 0}]}]}]}
     (tmp_path / "signals-missing-test.yaml").write_text(yaml.safe_dump(fixture))
     result = run_promtool(["test", "rules", "signals-missing-test.yaml"], cwd=str(tmp_path))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_silence_threshold_is_read_from_the_run_through_the_stall_limit_it_records(project):
+    panel = panels_by_title(model(project))["Seconds since the last step"]
+    assert [t["refId"] for t in panel["targets"]] == ["A", "B"]
+    assert panel["targets"][1]["expr"].startswith("verl:stall:silence_limit_seconds{")
+    assert panel["transformations"] == [{"id": "configFromData", "options": {
+        "configRefId": "B", "mappings": [{"fieldName": "stall limit", "handlerKey": "threshold1"}]}}]
+    # Before the query has data, the floor.
+    assert panel["fieldConfig"]["defaults"]["thresholds"]["steps"][1]["value"] == 300
+
+
+@pytest.mark.heavy
+def test_the_stall_limit_follows_the_runs_step_time(project, tmp_path):
+    """Three runs in promtool, 3 h in: 8-minute steps are allowed 3 of them (1,440 s); 1-minute steps the
+    5-minute floor once they have saved a checkpoint, 15 minutes before their first save."""
+    (tmp_path / "progress.yaml").write_text(render_project(project, Config()).files["rules/progress.yaml"])
+    minutes = 200
+
+    def run(name: str, step_minutes: int, saves: bool) -> list[dict[str, str]]:
+        labels = f'job="verl",instance="t:9464",project="p",experiment="{name}"'
+        last = " ".join(str(m // step_minutes * step_minutes * 60) for m in range(minutes))
+        series = [{"series": f"verl_exporter_last_step_timestamp_seconds{{{labels}}}", "values": last},
+                  {"series": f"verl_timing_step_seconds{{{labels}}}", "values": f"{step_minutes * 60}x{minutes}"}]
+        if saves:
+            series.append({"series": f"verl_timing_save_checkpoint_seconds{{{labels}}}", "values": f"30x{minutes}"})
+        return series
+
+    expected = {"slow": 1440, "fast": 300, "unsaved": 900}
+    fixture = {"rule_files": ["progress.yaml"], "evaluation_interval": "1m", "tests": [{
+        "interval": "1m",
+        "input_series": run("slow", 8, True) + run("fast", 1, True) + run("unsaved", 1, False),
+        "promql_expr_test": [{"expr": "verl:stall:silence_limit_seconds", "eval_time": "180m", "exp_samples": [
+            {"labels": f'verl:stall:silence_limit_seconds{{job="verl",instance="t:9464",project="p",'
+                       f'experiment="{name}"}}', "value": value} for name, value in expected.items()]}]}]}
+    (tmp_path / "progress-test.yaml").write_text(yaml.safe_dump(fixture))
+    result = run_promtool(["test", "rules", "progress-test.yaml"], cwd=str(tmp_path))
     assert result.returncode == 0, result.stdout + result.stderr

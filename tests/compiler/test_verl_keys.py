@@ -50,3 +50,24 @@ def test_the_keys_verl_runs_are_expected_to_log_are_verl_091s():
     assert VERL.recognised_by <= VERL_091_KEYS
     for entry in VERL.expected:
         assert entry.key in VERL_091_KEYS, entry.key
+
+
+# verl's renames of a key it logs on every step, read from its history (the keys of verl/trainer/ppo and
+# verl/workers at the tags v0.1 to v0.7 and 0.9.1's source): the older key -> the one verl logs now.
+RENAMES = {
+    **{f"timing/{stage}": f"timing_s/{stage}" for stage in ("gen", "ref", "values", "adv", "update_critic",
+                                                            "update_actor", "testing")},  # v0.2
+    "mfu/actor": "perf/mfu/actor", "mfu/critic": "perf/mfu/critic",  # v0.3
+    "actor/entropy_loss": "actor/entropy",  # v0.4
+    "critic/kl": "actor/reward_kl_penalty", "critic/kl_coeff": "actor/reward_kl_penalty_coeff",  # v0.4
+    "actor/mfu": "perf/mfu/actor", "critic/mfu": "perf/mfu/critic",  # v0.7's worker-side name
+    **{f"perf/{memory}": f"actor/perf/{memory}"  # v0.8: prefixed by the role
+       for memory in ("max_memory_allocated_gb", "max_memory_reserved_gb", "cpu_memory_used_gb")},
+}
+
+
+def test_every_rename_in_verls_history_reads_the_older_key_as_the_newer():
+    key_map = CATALOG.verl_key_map()
+    assert {old: key_map[old].name for old in RENAMES if old in key_map} == \
+        {old: key_map[new].name for old, new in RENAMES.items()}
+    assert set(RENAMES.values()) <= VERL_091_KEYS

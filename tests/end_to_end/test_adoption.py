@@ -3,6 +3,7 @@ on them, the project declares its own metrics, and a folder without definitions 
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 import yaml
 
 from conftest import REPO, run
+from dashgen.errors import BuildError
 from dashgen.project_metrics import project_catalog
 from dashgen.runtime.exporter import RunState
 
@@ -106,6 +108,24 @@ def test_the_wheel_carries_the_public_corpus_for_a_review_without_a_clone(instal
     result = dashgen(installed, project, "review", "--base", "rendered", "--public-corpus")
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[2].startswith(f"**no difference: {len(runs)} runs;")
+
+
+@pytest.mark.live
+@pytest.mark.heavy
+@pytest.mark.slow  # a project from the installed wheel, built, and a corpus run backfilled and drawn
+def test_the_wheels_project_previews_without_a_repository_file(installed, tmp_path):
+    """No examples/ folder, no clone: `dashgen preview` with no run draws the public corpus' verl run
+    the wheel ships, says how many panels had data, and exits 0 though that run leaves some empty."""
+    project = tmp_path / "team"
+    assert dashgen(installed, tmp_path, "init", str(project)).returncode == 0
+    assert dashgen(installed, project, "build").returncode == 0
+    result = dashgen(installed, project, "preview")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "drawing verl-qwen25-7b-gsm8k-ppo-dstack of the public corpus" in result.stderr
+    drawn = re.findall(r"rendered/preview/(verl-[a-z-]+)\.png: (\d+) of (\d+) panels with data", result.stdout)
+    assert sorted(name for name, _, _ in drawn) == ["verl-compare-runs", "verl-training"], result.stdout
+    assert all(0 < int(with_data) <= int(panels) for _, with_data, panels in drawn), drawn
+    assert (project / "rendered" / "preview" / "verl-training.png").read_bytes().startswith(b"\x89PNG")
 
 
 def test_init_refuses_to_overwrite(tmp_path):
@@ -254,6 +274,24 @@ def test_project_metrics_join_the_catalog_and_the_exporter(tmp_path):
     state.record(3, {"judge/score/mean": 0.75})
     served = {sample.name: sample.value for family in state.collect() for sample in family.samples}
     assert served["verl_judge_mean"] == 0.75 and "verl_judge_score_mean" not in served
+
+
+def test_a_key_the_run_logs_under_another_name_is_read_through_an_alias(tmp_path):
+    """VerlSignalNeverLogged names a key the run logs that no series reads; aliases: in metrics.yaml reads it."""
+    (tmp_path / "metrics.yaml").write_text("aliases:\n  timing_ms/gen: timing_s/gen\n")
+    catalog = project_catalog(tmp_path)
+    assert catalog.verl_key_map()["timing_ms/gen"].name == "verl_timing_gen_seconds"
+    assert catalog["verl_timing_gen_seconds"].verl_keys[0] == "timing_s/gen"  # dashgen's own name stays first
+    state = RunState("p", "e", catalog=catalog)
+    state.record(3, {"timing_ms/gen": 12.5})
+    served = {sample.name: sample.value for family in state.collect() for sample in family.samples}
+    assert served["verl_timing_gen_seconds"] == 12.5
+    for aliases, message in (("{timing_ms/gen: timing_s/nothing}", "'timing_s/nothing' is no key dashgen reads"),
+                             ("{actor/entropy_loss: actor/entropy}", "it is already read by verl_actor_entropy"),
+                             ("[timing_ms/gen]", "aliases: expected a mapping")):
+        (tmp_path / "metrics.yaml").write_text(f"aliases: {aliases}\n")
+        with pytest.raises(BuildError, match=re.escape(message)):
+            project_catalog(tmp_path)
 
 
 @pytest.mark.parametrize("entry, message", [

@@ -1,6 +1,7 @@
 """dashgen preview: every dashboard drawn from a backfilled run, verl panels with data, byte-stable PNGs."""
 
 import importlib.util
+import re
 from pathlib import Path
 
 import pytest
@@ -112,6 +113,36 @@ def test_without_a_run_a_project_without_the_sample_draws_a_corpus_run(project: 
     assert sorted(p.name for p in out.iterdir()) == ["verl-compare-runs.png", "verl-training.png"]
 
 
+CORPUS_RUNS = sorted(path.parent.name for path in (REPO / "bench" / "realruns").glob("*/steps.jsonl"))
+
+
+@pytest.mark.live
+@pytest.mark.slow  # every run of the public corpus backfilled and drawn: minutes
+@pytest.mark.parametrize("name", CORPUS_RUNS)
+def test_every_corpus_run_previews_and_says_how_many_panels_had_data(project: Path, tmp_path: Path, name: str):
+    """Real runs lack some keys, log only every Nth step, come from TRL or hand-written loops: each is
+    drawn, with the panels it leaves empty counted, and the preview exits 0."""
+    out = tmp_path / "out"
+    result = run("preview", str(REPO / "bench" / "realruns" / name / "steps.jsonl"), "--out", str(out),
+                 "--root", str(project))
+    assert result.exit_code == 0, result.output
+    drawn = dict(re.findall(r"/(verl-[a-z-]+)\.png: (\d+) of \d+ panels with data", result.output))
+    assert sorted(drawn) == ["verl-compare-runs", "verl-training"] and int(drawn["verl-training"]) > 0, result.output
+
+
+def test_a_key_logged_under_a_name_no_series_reads_is_named_beside_the_empty_panels(project: Path, tmp_path: Path):
+    """The sample run with perf/throughput logged as perf/throughput_per_gpu: its panel is empty, and the
+    preview names the key the run does log."""
+    renamed = tmp_path / "gsm8k" / "renamed.jsonl"
+    renamed.parent.mkdir()
+    renamed.write_text(SAMPLE.read_text().replace('"perf/throughput"', '"perf/throughput_per_gpu"'))
+    result = run("preview", str(renamed), "--out", str(tmp_path / "out"), "--root", str(project))
+    assert result.exit_code == 0, result.output
+    assert "verl-training: 'Throughput per GPU'" in result.output
+    assert "It logs keys no series reads under names like keys it never logged" in result.output
+    assert "\n  perf/throughput_per_gpu for perf/throughput\n" in result.output
+
+
 def test_a_missing_run_is_named(project: Path):
     result = run("preview", str(project / "runs" / "gone.jsonl"), "--root", str(project))
     assert result.exit_code == 1 and "runs/gone.jsonl: no such step log" in result.output
@@ -148,6 +179,70 @@ def test_heatmaps_stats_and_collapsed_rows_are_drawn_as_grafana_shows_them(tmp_p
     png = tmp_path / "gpus.png"
     draw_dashboard(model, results, {}, PreviewRun(run_, 0.0, 600.0, 60.0), png)
     assert png.read_bytes().startswith(PNG_SIGNATURE)
+
+
+def test_a_legend_fits_its_panel_with_each_value_whole(tmp_path: Path, monkeypatch):
+    """A quarter-width panel of a run with a long experiment name (a real run's file name): each
+    legend entry ends with the series' whole value and lies inside the panel; the name is what is cut."""
+    from dashgen.replay.backfill import RecordedRun
+    from dashgen.replay.preview import PanelResult, PreviewRun, Series, draw, draw_dashboard
+
+    experiment = "qwen25-7b-gsm8k-ppo-lr1e-6-kl0.001-rollout-n5-seed42-resumed-run3"
+    run_ = RecordedRun(Path(f"{experiment}.jsonl"), {"job": "verl", "instance": "i", "project": "p",
+                                                      "experiment": experiment}, steps=[1])
+    times = tuple(float(t) for t in range(0, 601, 60))
+    model = {"title": "Stability", "panels": [
+        {"type": "timeseries", "title": "Reward (score)", "id": 2, "gridPos": {"x": 0, "y": 0, "w": 6, "h": 8},
+         "fieldConfig": {"defaults": {"unit": "suffix: reward"}}},
+        {"type": "timeseries", "title": "Short", "id": 3, "gridPos": {"x": 6, "y": 0, "w": 6, "h": 8}}]}
+    results = {2: PanelResult("Reward (score)", [Series("A", f"{stat} {experiment}", {}, times,
+                                                        tuple(value for _ in times))
+                                                 for stat, value in (("mean", 0.621), ("min", 0.0), ("max", 1.0))]),
+               3: PanelResult("Short", [Series("A", "e", {}, times, tuple(2.5 for _ in times))])}
+    legends = []  # per legend, (text, right edge in pixels) of each entry, as the saved figure lays them out
+
+    def laid_out(figure, path, stamp):
+        figure.canvas.draw()
+        renderer = figure.canvas.get_renderer()
+        legends.extend([(text.get_text(), text.get_window_extent(renderer).x1) for text in axes.get_legend().get_texts()]
+                       for axes in figure.axes if axes.get_legend() is not None)
+
+    monkeypatch.setattr(draw, "_save_png", laid_out)
+    draw_dashboard(model, results, {}, PreviewRun(run_, 0.0, 600.0, 60.0), tmp_path / "legend.png")
+    reward, short = ([label for label, _ in legend] for legend in legends)
+    assert short == ["e  2.5"]  # what fits is left whole
+    assert [label.rsplit("  ", 1)[1] for label in reward] == ["0.621 reward", "0 reward", "1 reward"]
+    assert all(label.startswith(stat + " qwen25") for label, stat in zip(reward, ("mean", "min", "max")))
+    assert "\u2026" in reward[0]  # the longest name is cut
+    panel_right = 6 * draw.COLUMN_PX  # the first panel's right edge, in pixels
+    assert all(right <= panel_right for _, right in legends[0]), legends[0]
+
+
+@pytest.mark.parametrize("limit, colour", [(1440.0, "#56A64B"), (350.0, "#E02F44")], ids=["slow steps", "fast steps"])
+def test_a_threshold_set_by_a_query_colours_the_stat_by_the_runs_own_limit(tmp_path: Path, monkeypatch, limit, colour):
+    """400 s of silence is green where the run's stall limit is 1,440 s, red where it is 350 s; the limit's
+    own series is not drawn as a value."""
+    from dashgen.replay.backfill import RecordedRun
+    from dashgen.replay.preview import PanelResult, PreviewRun, Series, draw, draw_dashboard
+
+    run_ = RecordedRun(Path("run.jsonl"), {"job": "verl", "instance": "i", "project": "p", "experiment": "e"},
+                       steps=[1])
+    times = tuple(float(t) for t in range(0, 601, 60))
+    model = {"title": "Glance", "panels": [{
+        "type": "stat", "title": "Seconds since the last step", "id": 2, "gridPos": {"x": 0, "y": 0, "w": 4, "h": 4},
+        "fieldConfig": {"defaults": {"unit": "s", "thresholds": {"mode": "absolute", "steps": [
+            {"color": "green", "value": None}, {"color": "red", "value": 300}]}}},
+        "transformations": [{"id": "configFromData", "options": {
+            "configRefId": "B", "mappings": [{"fieldName": "stall limit", "handlerKey": "threshold1"}]}}]}]}
+    results = {2: PanelResult("Seconds since the last step", [
+        Series("A", "e", {}, times, tuple(400.0 for _ in times)),
+        Series("B", "stall limit", {}, times, tuple(limit for _ in times))], reads_verl=True)}
+    texts = []
+    monkeypatch.setattr(draw, "_save_png", lambda figure, path, stamp: texts.extend(
+        (text.get_text(), text.get_color()) for text in figure.texts))
+    draw_dashboard(model, results, {}, PreviewRun(run_, 0.0, 600.0, 60.0), tmp_path / "stat.png")
+    values = [(text, shown) for text, shown in texts if text.endswith(" min") or text.endswith(" s")]
+    assert values == [("6.67 min", colour)], texts
 
 
 @pytest.mark.live

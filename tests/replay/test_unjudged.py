@@ -54,3 +54,12 @@ def test_a_run_that_logs_everything_is_judged_by_every_alert_of_the_log(project_
     # A TRL run lacks PPO's KL to the old policy: the KL spike cannot judge it.
     trl = set(logged_series(CATALOG)) - {KL}
     assert "VerlKLSpike" in {each.alertname for each in unjudged(project_needs, trl, CATALOG)}
+
+
+def test_a_key_the_run_logs_under_a_name_no_series_reads_is_named_beside_the_one_it_never_logged(project_needs):
+    logged = set(logged_series(CATALOG)) - {ENTROPY}
+    blind = {each.alertname: each for each in unjudged(project_needs, logged, CATALOG,
+                                                       unmapped={"actor/entropy_mean", "judge/score"})}
+    assert blind["VerlEntropyCollapse"].why == ("could not judge this run: it never logged actor/entropy (it logs "
+                                                "actor/entropy_mean for actor/entropy, which dashgen does not read: "
+                                                "`aliases:` in metrics.yaml would)")

@@ -66,7 +66,7 @@ def test_a_trl_run_whose_log_lacks_the_response_length_is_told_so(tmp_path: Path
     state.parent.mkdir()
     state.write_text(json.dumps({"log_history": history}))
     run = read_run(state, run_labels(state, "verl"), Timing(start=1_700_000_000.0))
-    assert run.never_logged[-1] == {"verl_response_length_mean": 25}
+    assert run.never_logged[-1] == {("verl_response_length_mean", ""): 25}
 
 
 def test_a_trl_log_without_the_trainers_epoch_and_a_verl_run_are_not_taken_for_trl():
@@ -117,5 +117,33 @@ def test_the_exporter_and_the_backfill_serve_the_same_count(tmp_path: Path):
               if family.name == SERIES_NEVER_LOGGED_METRIC for sample in family.samples}
     assert served == {"verl_training_rollout_probs_diff_mean": 25}
     run = read_run(log, run_labels(log, "verl"), Timing(start=1_700_000_000.0))
-    assert run.never_logged[-1] == {"verl_training_rollout_probs_diff_mean": 25}
-    assert run.never_logged[0] == {"verl_training_rollout_probs_diff_mean": 1}
+    assert run.never_logged[-1] == {("verl_training_rollout_probs_diff_mean", ""): 25}
+    assert run.never_logged[0] == {("verl_training_rollout_probs_diff_mean", ""): 1}
+
+
+def test_a_missing_key_names_the_run_key_no_series_reads_that_looks_like_it(tmp_path: Path):
+    """timing_ms/gen (a unit renamed under the same name) for timing_s/gen, perf/throughput_per_gpu (a close
+    spelling) for perf/throughput; a key alike none of the missing ones, or a validation result, names nothing."""
+    line = {**_VERL_LINE, "timing_ms/gen": 12000.0, "perf/throughput_per_gpu": 900.0, "judge/score": 0.3,
+            "val-core/gsm8k/reward/mean@1": 0.5}
+    never = NeverLogged(CATALOG)
+    for _ in range(3):
+        never.observe(line)
+    labelled = never.labelled()
+    assert labelled[("verl_timing_gen_seconds", "timing_ms/gen")] == 3
+    assert labelled[("verl_perf_throughput", "perf/throughput_per_gpu")] == 3
+    assert labelled[("verl_timing_step_seconds", "")] == 3  # timing_ms/gen is gen's, not the step's
+    assert never.unmapped == {"timing_ms/gen", "perf/throughput_per_gpu", "judge/score"}
+    # The exporter serves it as the series' logged_as label ...
+    state = RunState("p", "e", catalog=CATALOG)
+    for step in range(1, 4):
+        state.record(step, line)
+    served = {(sample.labels["series"], sample.labels["logged_as"]) for family in state.collect()
+              if family.name == SERIES_NEVER_LOGGED_METRIC for sample in family.samples}
+    assert ("verl_timing_gen_seconds", "timing_ms/gen") in served and ("verl_timing_step_seconds", "") in served
+    # ... and the backfill the same, from the log.
+    log = tmp_path / "old.jsonl"
+    log.write_text("".join(json.dumps({"step": step, "data": line}) + "\n" for step in range(1, 4)))
+    run = read_run(log, run_labels(log, "verl"), Timing(start=1_700_000_000.0))
+    assert run.never_logged[-1][("verl_timing_gen_seconds", "timing_ms/gen")] == 3
+    assert run.unmapped_keys == never.unmapped

@@ -16,7 +16,7 @@ import attr
 import grafanalib.core as G
 
 from dashgen.catalog import Catalog
-from dashgen.compiler.output.rendering import runbook_anchor
+from dashgen.compiler.dashboards.thresholds import ref_id, threshold_queries, thresholds_json, web_link
 from dashgen.compiler.queries.selectors import checked_expression, dashboard_selectors, expand_selectors
 from dashgen.compiler.queries.source_queries import Lacking, SourceQueries
 from dashgen.config import Config
@@ -103,7 +103,7 @@ class StepXYChart(G.Panel):
     run_label = attr.ib(default="experiment")  # the metric source's name of the label
 
     def to_json_data(self):
-        by_name = {"id": "byName", "options": f"Value #{_ref_id(0)}"}
+        by_name = {"id": "byName", "options": f"Value #{ref_id(0)}"}
         return self.panel_json({
             "type": "xychart",
             "fieldConfig": {"defaults": {"unit": self.unit, "custom": {"show": "lines"}}, "overrides": []},
@@ -179,8 +179,8 @@ def _rows(definition: Dashboard, config: Config, catalog: Catalog, selectors: di
             query_format = "table" if isinstance(panel, StepChart) else "time_series"
             try:
                 targets = [G.Target(expr=expr_of(q.expr, panel.title), legendFormat=queries.template(q.legend),
-                                    refId=_ref_id(i), datasource=DATASOURCE, format=query_format)
-                           for i, q in enumerate(panel.queries)]
+                                    refId=ref_id(i), datasource=DATASOURCE, format=query_format)
+                           for i, q in enumerate((*panel.queries, *threshold_queries(panel, where)))]
             except Lacking as lack:
                 queries.left_out[(definition.uid, panel.title)] = f"it reads {lack.name}: {lack.reason}"
                 continue
@@ -196,18 +196,12 @@ def _rows(definition: Dashboard, config: Config, catalog: Catalog, selectors: di
     return built
 
 
-def _link(title: str, url: str) -> dict[str, Any]:
-    """A link to a web page, with every field Grafana's link model requires."""
-    return {"title": title, "type": "link", "url": url, "targetBlank": True, "icon": "external link",
-            "tooltip": "", "tags": [], "asDropdown": False, "includeVars": False, "keepTime": False}
-
-
 def _dashboard_links(config: Config) -> list[dict[str, Any]]:
     """The runbook, and every dashgen dashboard (by tag) in a drop-down, keeping time and run."""
-    dashboards = {**_link("Dashboards", ""), "type": "dashboards", "tags": ["dashgen"], "asDropdown": True,
+    dashboards = {**web_link("Dashboards", ""), "type": "dashboards", "tags": ["dashgen"], "asDropdown": True,
                   "includeVars": True, "keepTime": True, "icon": "dashboard", "targetBlank": False}
     del dashboards["url"]
-    return [_link("Runbook", config.runbook_base_url), dashboards]
+    return [web_link("Runbook", config.runbook_base_url), dashboards]
 
 
 # The labels a StepChart's value must carry, and only those, to pair row by row with the step.
@@ -226,7 +220,7 @@ def _check_pairs_with_step(chart: StepChart, selectors: dict[str, str], catalog:
 
 def _dashboard_link(link: DashboardLink) -> dict[str, Any]:
     """Another dashboard by uid, keeping the time range and the picked run."""
-    return {**_link(link.title, f"/d/{link.uid}"), "targetBlank": False, "includeVars": True, "keepTime": True,
+    return {**web_link(link.title, f"/d/{link.uid}"), "targetBlank": False, "includeVars": True, "keepTime": True,
             "icon": "dashboard"}
 
 
@@ -278,23 +272,14 @@ def _panel_id(uid: str, row_title: str, panel_title: str) -> int:
     return zlib.crc32(f"{uid}/{row_title}/{panel_title}".encode()) % 1_000_000 + 1
 
 
-def _ref_id(index: int) -> str:
-    letters = ""
-    index += 1
-    while index:
-        index, rem = divmod(index - 1, 26)
-        letters = chr(ord("A") + rem) + letters
-    return letters
-
-
 def _grafanalib_panel(panel: Panel, panel_id: int, targets: list, pos: Position, config: Config,
                       run_label: str = "experiment"):
     common = dict(title=panel.title, id=panel_id, description=panel.description or None, dataSource=DATASOURCE,
                   targets=targets, gridPos=G.GridPos(h=pos.h, w=pos.w, x=pos.x, y=pos.y))
     if isinstance(panel, Stat):
-        return ModernStat(**common, extraJson=_thresholds_json(panel.thresholds, config, panel.unit))
+        return ModernStat(**common, extraJson=thresholds_json(panel.thresholds, config, panel.unit, len(panel.queries)))
     if isinstance(panel, TimeSeries):
-        extra = _thresholds_json(panel.thresholds, config, panel.unit)
+        extra = thresholds_json(panel.thresholds, config, panel.unit, len(panel.queries))
         custom = extra["fieldConfig"]["defaults"].setdefault("custom", {})
         if panel.thresholds:  # drawn as lines across the graph
             custom["thresholdsStyle"] = {"mode": "line"}
@@ -314,24 +299,9 @@ def _grafanalib_panel(panel: Panel, panel_id: int, targets: list, pos: Position,
 
 def _colour_overrides(queries: tuple[Query, ...]) -> list[dict[str, Any]]:
     """A fixed colour for each query that names one (its series, matched by the query's refId)."""
-    return [{"matcher": {"id": "byFrameRefID", "options": _ref_id(i)},
+    return [{"matcher": {"id": "byFrameRefID", "options": ref_id(i)},
              "properties": [{"id": "color", "value": {"fixedColor": q.color, "mode": "fixed"}}]}
             for i, q in enumerate(queries) if q.color]
-
-
-def _thresholds_json(thresholds: tuple[Threshold, ...], config: Config, unit: str) -> dict[str, Any]:
-    """Field config for a panel's thresholds, and links to the runbook of the alerts behind them."""
-    extra: dict[str, Any] = {"fieldConfig": {"defaults": {"unit": unit}}}
-    if not thresholds:
-        return extra
-    steps = [{"color": "green", "value": None},
-             *({"color": t.color, "value": t.value} for t in sorted(thresholds, key=lambda t: t.value))]
-    extra["fieldConfig"]["defaults"]["thresholds"] = {"mode": "absolute", "steps": steps}
-    links = [_link(f"Runbook: {t.alert}", f"{config.runbook_base_url}#{runbook_anchor(t.alert)}")
-             for t in thresholds if t.alert]
-    if links:
-        extra["links"] = links
-    return extra
 
 
 def _datasource_variable() -> dict[str, Any]:

@@ -102,7 +102,8 @@ def backtest_rule_sets(paths: list[Path], rule_sets: list[RuleSet], catalog: Cat
     outcomes = [[RunOutcome(run, _run_alerts(index, own, rule_set.alerts, alerts, per_alert, signals, available))
                  for index, run in enumerate(runs)] for own, rule_set in zip(merged.alerts_of, rule_sets)]
     for outcome in (outcome for per_set in outcomes for outcome in per_set):
-        why = {each.alertname: each.why for each in unjudged(needs, outcome.run.logged, catalog)}
+        why = {each.alertname: each.why
+               for each in unjudged(needs, outcome.run.logged, catalog, outcome.run.unmapped_keys)}
         for alert in outcome.alerts:
             alert.note = why.get(alert.alertname) or alert.note
     return outcomes

@@ -31,8 +31,12 @@ PALETTE = ("#7EB26D", "#EAB839", "#6ED0E0", "#EF843C", "#E24D42", "#1F78C1", "#B
 NAMED_COLOURS = {"green": "#56A64B", "red": "#E02F44", "yellow": "#F2CC0C", "blue": "#3274D9", "orange": "#FF9830",
                  "purple": "#A352CC"}
 HEATMAP_SCHEMES = {"Viridis": "viridis", "Oranges": "Oranges", "Turbo": "turbo", "Blues": "Blues", "Reds": "Reds"}
-# A legend column's width; a name longer than its column is cut with an ellipsis.
-LEGEND_COLUMN_PX, LEGEND_CHAR_PX = 240, 4.6
+# A legend column's width, and its text: a series' name longer than its column is cut with an
+# ellipsis, its value never (the value is what a legend is read for). Sizes in points, spacings in
+# the legend's font size, as matplotlib's legend takes them.
+LEGEND_COLUMN_PX, LEGEND_FONT_PT = 240, 6.5
+LEGEND_HANDLE, LEGEND_HANDLE_PAD, LEGEND_COLUMN_SPACING = 1.2, 0.4, 1.2
+LEGEND_MARGIN_PX = 6  # from the panel's left and right edges, as the title is
 PANEL_FACE, PANEL_EDGE, TEXT, MUTED = "#F7F8FA", "#D8D9DA", "#24292E", "#8E8E8E"
 
 
@@ -161,6 +165,7 @@ def _draw_panel(canvas: _Canvas, panel: dict[str, Any], result: PanelResult, pre
     title = result.title or panel["title"]
     canvas.text(left + 6, top + 4, title, fontsize=8, weight="bold", color=TEXT)
     unit = panel.get("fieldConfig", {}).get("defaults", {}).get("unit", "none")
+    panel, result = _configured_from_data(panel, result)
     if not result.has_data:
         colour = "#C4162A" if result.reads_verl else MUTED
         canvas.figure.text((left + width / 2) / canvas.width_px, 1 - (top + height / 2) / canvas.height_px, "No data",
@@ -177,6 +182,24 @@ def _draw_panel(canvas: _Canvas, panel: dict[str, Any], result: PanelResult, pre
         _step_chart(canvas, panel, result, (left, top, width, height), unit)
     else:
         canvas.text(left + 6, top + 24, f"({kind} panels are not drawn by dashgen preview)", color=MUTED)
+
+
+def _configured_from_data(panel: dict[str, Any], result: PanelResult) -> tuple[dict[str, Any], PanelResult]:
+    """Grafana's "Config from query results" as dashgen writes it (a threshold the run's data sets): the
+    config query's newest value becomes the first threshold above the base, and its series is not drawn."""
+    for transformation in panel.get("transformations", []):
+        if transformation["id"] != "configFromData":
+            continue
+        config_ref = transformation["options"]["configRefId"]
+        config = [s for s in result.series if s.ref_id == config_ref and s.values]
+        result = PanelResult(result.title, [s for s in result.series if s.ref_id != config_ref], result.reads_verl)
+        steps = [dict(step) for step in _threshold_steps(panel)]
+        if config and len(steps) > 1 and not math.isnan(_last(config[0])):
+            steps[1]["value"] = _last(config[0])
+            defaults = panel["fieldConfig"]["defaults"]
+            panel = {**panel, "fieldConfig": {**panel["fieldConfig"], "defaults": {
+                **defaults, "thresholds": {**defaults["thresholds"], "steps": steps}}}}
+    return panel, result
 
 
 # The largest magnitude drawn: matplotlib's axis limits and ticks overflow near a float's largest
@@ -255,7 +278,10 @@ def _plot_area(canvas: _Canvas, box, legend_items: int, unit: str):
     return axes, columns, legend_px, legend_rows
 
 
-def _legend(axes, handles, labels, columns: int, legend_px: int, rows_wanted: int) -> None:
+def _legend(axes, box, handles, entries: list[tuple[str, str]], columns: int, legend_px: int,
+            rows_wanted: int) -> None:
+    """The legend under the axes, from the panel's left edge to its right (under the value axis' labels,
+    as Grafana's): each entry a series' name and its newest value, the name shortened to fit its column."""
     if not handles:
         return
     shown_rows = legend_px // 11
@@ -265,14 +291,46 @@ def _legend(axes, handles, labels, columns: int, legend_px: int, rows_wanted: in
         keep = shown_rows * columns - 1
         hidden = len(handles) - keep
         handles = [*handles[:keep], Line2D([], [], color="none")]
-        labels = [*labels[:keep], f"+{hidden} more"]
+        entries = [*entries[:keep], (f"+{hidden} more", "")]
+    left, _, width, _ = box
     extent = axes.get_window_extent()
-    fits = int((extent.width + 50) / columns / LEGEND_CHAR_PX) - 5  # the legend may reach under the y labels
-    labels = [_shorten(label, fits) for label in labels]
-    height_px = extent.height
-    axes.legend(handles, labels, loc="upper left", bbox_to_anchor=(0, -16 / max(height_px, 1)), ncol=columns,
-                fontsize=6.5, frameon=False, handlelength=1.2, handletextpad=0.4, columnspacing=1.2,
-                borderaxespad=0, borderpad=0, labelspacing=0.25)
+    em = LEGEND_FONT_PT * DPI / 72
+    room = width - 2 * LEGEND_MARGIN_PX
+    column = (room - (columns - 1) * LEGEND_COLUMN_SPACING * em) / columns - (LEGEND_HANDLE + LEGEND_HANDLE_PAD) * em
+    measure = _text_width(axes.figure)
+    labels = [_fitted(name, value, column, measure) for name, value in entries]
+    axes.legend(handles, labels, loc="upper left", ncol=columns,
+                bbox_to_anchor=((left + LEGEND_MARGIN_PX - extent.x0) / max(extent.width, 1),
+                                -16 / max(extent.height, 1)),
+                fontsize=LEGEND_FONT_PT, frameon=False, handlelength=LEGEND_HANDLE, handletextpad=LEGEND_HANDLE_PAD,
+                columnspacing=LEGEND_COLUMN_SPACING, borderaxespad=0, borderpad=0, labelspacing=0.25)
+
+
+def _text_width(figure):
+    """A function giving the width in pixels of a legend's text, as the figure's renderer draws it."""
+    from matplotlib.font_manager import FontProperties
+
+    renderer = figure.canvas.get_renderer()
+    font = FontProperties(family="DejaVu Sans", size=LEGEND_FONT_PT)
+    return lambda text: renderer.get_text_width_height_descent(text, font, ismath=False)[0]
+
+
+def _fitted(name: str, value: str, room: float, measure) -> str:
+    """`name  value` within `room` pixels: the name cut with an ellipsis as far as needed, the value whole
+    (cut itself only when not even one letter of the name fits beside it)."""
+    def label(kept: int) -> str:
+        shown = name if kept >= len(name) else name[:kept] + "\u2026"
+        return f"{shown}  {value}" if value else shown
+
+    if measure(label(len(name))) <= room:
+        return label(len(name))
+    low, high = 0, len(name) - 1  # the longest cut that fits, by bisection
+    while low < high:
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if measure(label(middle)) <= room else (low, middle - 1)
+    if low:
+        return label(low)
+    return _shorten(label(len(name)), max(1, int(room / (LEGEND_FONT_PT * DPI / 72 * 0.6))))
 
 
 def _time_axis(axes, preview: PreviewRun) -> None:
@@ -319,8 +377,8 @@ def _time_series(canvas: _Canvas, panel: dict[str, Any], result: PanelResult, bo
             axes.axhline(step["value"], color=_colour(step["color"]), linewidth=0.9, linestyle=(0, (4, 2)))
     _time_axis(axes, preview)
     _value_axis(axes, panel, unit)
-    labels = [f"{s.name}  {format_value(_last(s), unit)}" for s in series]
-    _legend(axes, handles, labels, columns, legend_px, legend_rows)
+    entries = [(s.name, format_value(_last(s), unit)) for s in series]
+    _legend(axes, box, handles, entries, columns, legend_px, legend_rows)
 
 
 def _heatmap(canvas: _Canvas, panel: dict[str, Any], result: PanelResult, box, preview: PreviewRun) -> None:
@@ -366,16 +424,16 @@ def _step_chart(canvas: _Canvas, panel: dict[str, Any], result: PanelResult, box
         points = sorted((step_at[at], value) for at, value in zip(s.times, s.values) if at in step_at)
         lines.append((s.labels.get("experiment", s.name), points))
     axes, columns, legend_px, legend_rows = _plot_area(canvas, box, len(lines), unit)
-    handles, labels = [], []
+    handles, entries = [], []
     for index, (name, points) in enumerate(lines):
         (line,) = axes.plot([p[0] for p in points], _drawn(p[1] for p in points),
                             color=PALETTE[index % len(PALETTE)], linewidth=1.0)
         handles.append(line)
-        labels.append(f"{name}  {format_value(points[-1][1], unit) if points else ''}")
+        entries.append((name, format_value(points[-1][1], unit) if points else ""))
     axes.xaxis.set_major_locator(MaxNLocator(nbins=6, integer=True))
     axes.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"step {x:.0f}"))
     _value_axis(axes, panel, unit)
-    _legend(axes, handles, labels, columns, legend_px, legend_rows)
+    _legend(axes, box, handles, entries, columns, legend_px, legend_rows)
 
 
 def _run_of(series: Series) -> tuple[str, ...]:
