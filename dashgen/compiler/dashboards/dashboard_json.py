@@ -22,7 +22,7 @@ from dashgen.compiler.queries.source_queries import Lacking, SourceQueries
 from dashgen.config import Config
 from dashgen.errors import BuildError
 from dashgen.model import (GRID_COLUMNS, Annotation, Dashboard, DashboardLink, Heatmap, Panel, Position, Query, Row,
-                           Stat, StepChart, Threshold, TimeSeries, Variable)
+                           Stat, StepChart, TimeSeries, Variable)
 
 SCHEMA_VERSION = 39
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
