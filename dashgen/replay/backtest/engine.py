@@ -38,6 +38,7 @@ from dashgen.replay.backtest.recordings import fill_recordings, recorded_openmet
 from dashgen.replay.backtest.rule_files import read_rule_files
 from dashgen.replay.backtest.rule_sets import RuleSet, merge, served_statistics
 from dashgen.replay.backtest.server import SERVER_ARGS, query_pool, serve_tsdb
+from dashgen.replay.backtest.thinning import DENSE, every_nth, widest_gaps
 from dashgen.replay.prometheus_server import PrometheusServer
 from dashgen.replay.unjudged import needs_of_rules, unjudged
 from dashgen.replay.work_dir import work_dir
@@ -94,9 +95,12 @@ def backtest_rule_sets(paths: list[Path], rule_sets: list[RuleSet], catalog: Cat
         for note in run.notes:
             say(f"{run.path}: {note}")
     with work_dir("backtest") as workdir:
+        gaps = widest_gaps(rule_exprs(recordings, alerts))
+        scrape_ms = round(timing.scrape_interval * 1000)
         with BlockParts(workdir / "parts", workdir / "tsdb", "runs") as blocks:
-            write_openmetrics(runs, blocks, timing.scrape_interval, only=selected)
-        per_alert, recorded_names = evaluate_rules(workdir, recordings, alerts, runs)
+            write_openmetrics(runs, blocks, timing.scrape_interval, only=selected,
+                              every=lambda name: 1 if gaps is None else every_nth(gaps.get(name, DENSE), scrape_ms))
+        per_alert, recorded_names = evaluate_rules(workdir, recordings, alerts, runs, gaps)
         available = series_names(runs) | recorded_names
     signals = [alert_signals(alert, recordings, needs) for alert in alerts]
     outcomes = [[RunOutcome(run, _run_alerts(index, own, rule_set.alerts, alerts, per_alert, signals, available))
@@ -126,11 +130,13 @@ def _run_alerts(run_index: int, own: list[int], stated: list[AlertRule], alerts:
 
 
 def evaluate_rules(workdir: Path, recordings: list[RecordingRule], alerts: list[AlertRule],
-                   runs: list[RecordedRun]) -> tuple[list[list[list[AlertOutcome]]], set[str]]:
+                   runs: list[RecordedRun], gaps: dict[str, int] | None = None,
+                   ) -> tuple[list[list[list[AlertOutcome]]], set[str]]:
     """With the runs' blocks in workdir/tsdb: fill the recordings there, then evaluate every alert.
 
     Returns each alert's outcomes on each run (in the alerts' order, then the runs'), and the
-    recordings that produced samples. A preview uses it too, to draw the alerts a backtest reports."""
+    recordings that produced samples. A preview uses it too, to draw the alerts a backtest reports.
+    `gaps`: how sparsely the recordings may be written (dashgen/replay/backtest/thinning.py)."""
     # Alerts that read no recording are evaluated on the first Prometheus, beside the recordings.
     recorded = {rule.record for rule in recordings}
     early = [index for index, alert in enumerate(alerts) if not _reads(alert) & recorded]
@@ -140,12 +146,18 @@ def evaluate_rules(workdir: Path, recordings: list[RecordingRule], alerts: list[
         evaluations.update({index: pool.submit(evaluate_alert, server, alerts[index], runs) for index in early})
 
     # Recordings that produced samples (GPU ones cannot: no GPU series).
-    recorded_names = fill_recordings(workdir, workdir / "parts", recordings, runs, evaluate_early)
+    recorded_names = fill_recordings(workdir, workdir / "parts", recordings, runs, evaluate_early, gaps)
     late = [index for index in range(len(alerts)) if index not in evaluations]
     if late:
         with serve_tsdb(workdir) as server, query_pool() as pool:
             evaluations.update({index: pool.submit(evaluate_alert, server, alerts[index], runs) for index in late})
     return [evaluations[index].result() for index in range(len(alerts))], recorded_names
+
+
+def rule_exprs(recordings: list[RecordingRule], alerts: list[AlertRule]) -> list[str]:
+    """Every expression the rules evaluate (an alert's condition and sustain, or its expression)."""
+    return [*(rule.expr for rule in recordings),
+            *(expr for alert in alerts for expr in (alert.condition or alert.expr, alert.sustain) if expr)]
 
 
 def _reads(alert: AlertRule) -> set[str]:
