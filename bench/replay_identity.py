@@ -10,6 +10,7 @@ of the run's whole span and wrote every scrape.
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import json
 import sys
@@ -56,9 +57,32 @@ def simulated_alerts() -> dict[str, list[list]]:
     return out
 
 
+def _patient_queries() -> None:
+    """Queries wait up to 10 minutes: on a machine others load, one over a whole span may take more
+    than the 30 s a backtest allows it (this process only)."""
+    import urllib.request
+
+    original = urllib.request.urlopen
+
+    def urlopen(url, *args, **kwargs):
+        kwargs["timeout"] = max(kwargs.get("timeout") or 0, 600)
+        return original(url, *args, **kwargs)
+
+    urllib.request.urlopen = urlopen
+
+
 def main() -> int:
-    result = {"corpus": corpus_alerts(), "simulated": simulated_alerts()}
-    Path(sys.argv[1] if len(sys.argv) > 1 else FIXTURE).write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("out", nargs="?", type=Path, default=FIXTURE)
+    parser.add_argument("--only", choices=("corpus", "simulated"), help="record one part, keeping the other's")
+    args = parser.parse_args()
+    _patient_queries()
+    result = json.loads(args.out.read_text()) if args.only and args.out.exists() else {}
+    if args.only != "simulated":
+        result["corpus"] = corpus_alerts()
+    if args.only != "corpus":
+        result["simulated"] = simulated_alerts()
+    args.out.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
     return 0
 
 

@@ -80,16 +80,20 @@ def _families(runs: list[RecordedRun], only: set[str] | None) -> Iterable[_Famil
 
 
 def write_openmetrics(runs: list[RecordedRun], out: TextIO, scrape_interval: float,
-                      only: set[str] | None = None, every: EveryNth = lambda name: 1) -> int:
+                      only: set[str] | None = None, every: EveryNth = lambda name: 1,
+                      scrapes: list[list[tuple[int, int]]] | None = None) -> int:
     """Write the runs' scrapes as OpenMetrics text (families grouped, samples in time order).
 
     `only` limits the output to these sample names; returns the number of samples written.
     `every`: a sample name's runs of equal values are thinned to their first and last scrape and
     every Nth between (dashgen/replay/backtest/thinning.py says when that changes no result).
+    `scrapes`: each run's (time in ms, index of the step shown) instead of its scrapes on the calendar
+    (dashgen/replay/backtest/step_clock.py).
     A series' lines are joined a step at a time (`_repeated`): a step is shown by several
     scrapes, whose lines differ only in their timestamp.
     """
-    scrapes = [_Scrapes(run, run.scrapes(scrape_interval)) for run in runs]
+    scrapes = [_Scrapes(run, own if own is not None else run.scrapes(scrape_interval))
+               for run, own in zip(runs, scrapes or [None] * len(runs))]
     lines = _Lines(out, every)
     for family in _families(runs, only):
         out.write(f"# TYPE {family.name} {family.type}\n")

@@ -76,9 +76,9 @@ def series_of(times: list[int], values: list[str], step: int) -> list[Run]:
 def queried_series(server: PrometheusServer, rule: RecordingRule, runs: list[RecordedRun]) -> Series:
     """The rule's results over every run, from Prometheus."""
     out: Series = {}
-    for span in query_spans(_times(rule, runs), rule.interval_ms):
+    for span in query_spans(evaluation_grid(rule, runs), rule.interval_ms):
         for series in query_range(server, rule.expr, span, rule.interval_ms, f"recording rule {rule.record}"):
-            own = out.setdefault(_labels(series_key(series["metric"]), rule), [])
+            own = out.setdefault(labels_with_rule(series_key(series["metric"]), rule), [])
             for at, value in series["values"]:
                 add_sample(own, round(at * 1000), value, rule.interval_ms)
     return out
@@ -128,7 +128,7 @@ class Window:
 
     def over(self, source: Series, rule: RecordingRule, runs: list[RecordedRun]) -> Series:
         """The window at each of the rule's evaluation times, for each series of the source."""
-        times = _times(rule, runs)
+        times = evaluation_grid(rule, runs)
         out: Series = {}
         for labels, source_runs in source.items():
             at, values = [], []
@@ -139,7 +139,7 @@ class Window:
             for t, index in self._chosen(at, [float(value) for value in values], times):
                 add_sample(own, t, values[index], rule.interval_ms)
             if own:
-                out[_labels(labels, rule)] = own
+                out[labels_with_rule(labels, rule)] = own
         return out
 
     def _chosen(self, at: list[int], values: list[float], times: list[int]):
@@ -163,13 +163,14 @@ class Window:
 
 def fill_recordings(workdir: Path, parts: Path, recordings: list[RecordingRule], runs: list[RecordedRun],
                     alongside: Callable[[PrometheusServer, ThreadPoolExecutor], object] = lambda server, pool: None,
-                    gaps: dict[str, int] | None = None) -> set[str]:
+                    gaps: dict[str, int] | None = None, given: dict[int, Series] | None = None) -> set[str]:
     """Every recording's results, in blocks in workdir/tsdb; returns the names that produced samples.
 
     `alongside` is handed the first round's server and query threads, for queries that read no
     recording (the engine's alerts on raw series): they fill the processors when the round's
     last recordings leave one idle. `gaps`: how far apart the samples of a run of equal values may be
-    written, per name read (dashgen/replay/backtest/thinning.py); None: every sample."""
+    written, per name read (dashgen/replay/backtest/thinning.py); None: every sample. `given`: the
+    results of some recordings already computed (dashgen/replay/backtest/step_clock.py), by index."""
     recording_levels(recordings)  # a cycle is an error before any work
 
     def every(rule: RecordingRule) -> int:
@@ -188,6 +189,9 @@ def fill_recordings(workdir: Path, parts: Path, recordings: list[RecordingRule],
             with serve_tsdb(workdir) as server, query_pool() as pool:
                 if round_ == 0:
                     alongside(server, pool)
+                    for i, series in sorted((given or {}).items()):
+                        results[i] = series
+                        blocks.write(family_text(recordings[i].record, series, every(recordings[i])))
                 while True:
                     readable = {name for name, indexes in rules_of.items()
                                 if all(i in loaded or (i in results and not results[i]) for i in indexes)}
@@ -213,10 +217,11 @@ def fill_recordings(workdir: Path, parts: Path, recordings: list[RecordingRule],
     return {recordings[i].record for i, series in results.items() if series}
 
 
-def _times(rule: RecordingRule, runs: list[RecordedRun]) -> list[int]:
+def evaluation_grid(rule: RecordingRule, runs: list[RecordedRun]) -> list[int]:
+    """Every time the rule's group is evaluated at over the runs, in order."""
     return sorted({at for run in runs for at in evaluation_times(run, rule.interval_ms)})
 
 
-def _labels(labels: tuple[tuple[str, str], ...], rule: RecordingRule) -> tuple[tuple[str, str], ...]:
+def labels_with_rule(labels: tuple[tuple[str, str], ...], rule: RecordingRule) -> tuple[tuple[str, str], ...]:
     """A result series' labels with the rule's own."""
     return tuple(sorted({**dict(labels), **dict(rule.labels)}.items()))

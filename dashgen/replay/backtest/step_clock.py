@@ -1,0 +1,221 @@
+"""Recordings of a run's newest step evaluated once per step, on a clock of the steps, not the calendar.
+
+Most recordings read what the exporter serves about the newest step through instant selectors
+(`max without(series, statistic) (verl_step_statistic{...})`): between two scrapes that show a new
+step, nothing they read changes. Evaluated at every interval of a run at 750 s a step, 12 of each 13
+evaluations repeat the one before. Here such a recording is evaluated only at its *keys*: the first
+evaluation time at or after each scrape that shows a new step, and the first after the run's last
+scrape leaves Prometheus' 5 minute lookback. Each key gets a sample of its own in a separate TSDB,
+6 minutes apart (past the lookback, so a key sees nothing but its own sample), and Prometheus
+evaluates the recording over those keys in one range query; its value at a key holds until the next.
+
+This gives the very samples the calendar's evaluations give, for a recording that
+- reads only series the backfill writes at every scrape of the steps that have them, and that
+  never disappear before the run's end (a series that fades out stays visible for the lookback
+  after its last scrape, which a key does not see): not `up`, the run state or exit code;
+- uses no time: no range, subquery, offset or `@`, no time(), timestamp() or calendar function;
+- computes each run from its own series: every aggregation keeps `instance`, every vector match
+  is on `instance`, no vector() or scalar(), no label_replace onto a run label. On the calendar a
+  recording sees every run at once; here, one run at a time.
+A recording that reads no series at all and no time is a constant: it is evaluated once.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from contextlib import ExitStack
+from pathlib import Path
+
+import promql_parser as pp
+
+from dashgen.catalog import (EXIT_CODE_METRIC, RUN_STATE_METRIC, SERIES_NEVER_LOGGED_METRIC, SERIES_UNLOGGED_METRIC,
+                             STEP_STATISTIC_METRIC)
+from dashgen.compiler.compiled import RecordingRule
+from dashgen.compiler.queries.promql import metrics_in, substitute_grafana_variables
+from dashgen.replay.backfill import RecordedRun
+from dashgen.replay.backtest.blocks import BlockParts
+from dashgen.replay.backtest.evaluation import query_range, query_spans, series_key
+from dashgen.replay.backtest.recordings import Run, Series, labels_with_rule
+from dashgen.replay.backtest.server import query_pool, serve_tsdb
+from dashgen.replay.backtest.thinning import LOOKBACK_MS
+from dashgen.replay.openmetrics import write_openmetrics
+
+# Keys' spacing on the step clock: past the lookback, so no key reads another's sample.
+KEY_SPACING_MS = 6 * 60 * 1000
+# Where the step clock starts (2001-09-09): before any run's keys reach now.
+CLOCK_START_MS = 1_000_000_000 * 1000 // KEY_SPACING_MS * KEY_SPACING_MS
+RUN_LABEL = "instance"
+TIME_FUNCTIONS = frozenset({"time", "timestamp", "minute", "hour", "day_of_week", "day_of_month", "day_of_year",
+                            "days_in_month", "month", "year"})
+ACROSS_RUNS = frozenset({"vector", "scalar", "absent", "absent_over_time"})
+# Series the backfill does not write at every scrape of the steps: gone after the run, or states.
+UNSTEADY = frozenset({"up", RUN_STATE_METRIC, EXIT_CODE_METRIC})
+
+
+def per_step(expr: str) -> bool:
+    """Whether a recording's expression is a function of each run's newest step alone (see above)."""
+    return _per_step(pp.parse(substitute_grafana_variables(expr)))
+
+
+def constant(expr: str) -> bool:
+    """Whether the expression reads no series and no time: the same at every evaluation."""
+    return not metrics_in(expr) and not _uses_time(pp.parse(substitute_grafana_variables(expr)))
+
+
+def _uses_time(node) -> bool:
+    if isinstance(node, pp.Call):
+        return node.func.name in TIME_FUNCTIONS or any(_uses_time(arg) for arg in node.args)
+    if isinstance(node, pp.BinaryExpr):
+        return _uses_time(node.lhs) or _uses_time(node.rhs)
+    if isinstance(node, (pp.ParenExpr, pp.UnaryExpr)):
+        return _uses_time(node.expr)
+    if isinstance(node, pp.AggregateExpr):
+        return _uses_time(node.expr) or (isinstance(node.param, pp.Expr) and _uses_time(node.param))
+    return not isinstance(node, (pp.NumberLiteral, pp.StringLiteral))
+
+
+def _per_step(node) -> bool:
+    if isinstance(node, pp.VectorSelector):
+        return bool(node.name) and node.offset is None and node.at is None
+    if isinstance(node, (pp.NumberLiteral, pp.StringLiteral)):
+        return True
+    if isinstance(node, (pp.ParenExpr, pp.UnaryExpr)):
+        return _per_step(node.expr)
+    if isinstance(node, pp.Call):
+        name = node.func.name
+        if name in TIME_FUNCTIONS or name in ACROSS_RUNS:
+            return False
+        if name in ("label_replace", "label_join") and isinstance(node.args[1], pp.StringLiteral) \
+                and node.args[1].val in ("job", RUN_LABEL, "project", "experiment"):
+            return False
+        return all(_per_step(arg) for arg in node.args)
+    if isinstance(node, pp.AggregateExpr):
+        labels = set(node.modifier.labels) if node.modifier is not None else set()
+        keeps_run = node.modifier is not None and (
+            RUN_LABEL in labels if node.modifier.type == pp.AggModifierType.By else RUN_LABEL not in labels)
+        return keeps_run and _per_step(node.expr) and (not isinstance(node.param, pp.Expr) or _per_step(node.param))
+    if isinstance(node, pp.BinaryExpr):
+        matching = node.modifier.matching if node.modifier is not None else None
+        if matching is not None:
+            labels = set(matching.labels)
+            on = matching.type == pp.LabelModifierType.Include
+            if (RUN_LABEL not in labels) if on else (RUN_LABEL in labels):
+                return False
+        return _per_step(node.lhs) and _per_step(node.rhs)
+    return False
+
+
+def fading(runs: list[RecordedRun]) -> set[str]:
+    """Names of series some run stops writing before its end (a key that logs at some steps only)."""
+    out: set[str] = set()
+    for run in runs:
+        kinds = ((run.values, lambda key: key), (run.statistics, lambda key: STEP_STATISTIC_METRIC),
+                 (run.validation, lambda key: key[0]), (run.unlogged, lambda key: SERIES_UNLOGGED_METRIC),
+                 (run.never_logged, lambda key: SERIES_NEVER_LOGGED_METRIC))
+        for steps, name_of in kinds:
+            for before, after in zip(steps, steps[1:]):
+                if before is not after:
+                    out.update(name_of(key) for key in before.keys() - after.keys())
+    return out
+
+
+class _Keys:
+    """A run's keys on a grid of `interval_ms`: evaluation times (indexes into `times`, the calendar's
+    evaluation times at which the run's series can be seen) and the step each shows (None: none)."""
+
+    def __init__(self, run: RecordedRun, times: list[int], scrape_ms: int, interval_ms: int):
+        step_ms = [round(t * 1000) for t in run.times]
+        last_ms = round(run.served_until * 1000)
+        first_ms = last_ms - (last_ms - step_ms[0]) // scrape_ms * scrape_ms  # the first scrape
+        shown_from = sorted({first_ms + math.ceil(max(at - first_ms, 0) / scrape_ms) * scrape_ms for at in step_ms})
+        starts = {bisect.bisect_left(times, at) for at in shown_from if at <= last_ms}
+        starts.add(bisect.bisect_right(times, last_ms + LOOKBACK_MS))
+        self.positions = sorted(position for position in starts if position < len(times))
+        self.shown: list[int | None] = []
+        for position in self.positions:
+            at = times[position]
+            scrape = first_ms + min(at - first_ms, last_ms - first_ms) // scrape_ms * scrape_ms
+            visible = first_ms <= at and at - scrape <= LOOKBACK_MS
+            self.shown.append(bisect.bisect_right(step_ms, scrape) - 1 if visible else None)
+
+
+def evaluate_per_step(workdir: Path, rules: list[RecordingRule], runs: list[RecordedRun], times: list[int],
+                      scrape_interval: float, only: set[str]) -> dict[int, Series]:
+    """Each rule's results (all of one interval, on the calendar's evaluation `times` of all runs), by
+    the step clock: rule index -> its series."""
+    scrape_ms = round(scrape_interval * 1000)
+    interval_ms = rules[0].interval_ms
+    keys, clock, scrapes, start = [], [], [], CLOCK_START_MS
+    for run in runs:
+        visible_until = round(run.served_until * 1000) + LOOKBACK_MS
+        own = times[bisect.bisect_left(times, round(run.times[0] * 1000)):bisect.bisect_right(times, visible_until)]
+        run_keys = _Keys(run, own, scrape_ms, interval_ms)
+        keys.append((own, run_keys))
+        clock.append(start)
+        scrapes.append([(start + i * KEY_SPACING_MS, shown) for i, shown in enumerate(run_keys.shown)
+                        if shown is not None])
+        start += (len(run_keys.positions) + 1) * KEY_SPACING_MS
+    by_instance = {run.labels[RUN_LABEL]: index for index, run in enumerate(runs)}
+    results: dict[int, Series] = {}
+    with ExitStack() as stack:
+        with BlockParts(workdir / "parts", workdir / "tsdb", "steps") as blocks:
+            write_openmetrics(runs, blocks, scrape_interval, only=only, scrapes=scrapes)
+        server = stack.enter_context(serve_tsdb(workdir))
+        pool = stack.enter_context(query_pool())
+        answers = pool.map(lambda rule: _query(server, rule, start), rules)
+        for index, (rule, answer) in enumerate(zip(rules, answers)):
+            results[index] = _on_calendar(rule, answer, by_instance, keys, clock, interval_ms)
+    return results
+
+
+def _query(server, rule: RecordingRule, end: int) -> list[dict]:
+    out = []
+    for span in query_spans(list(range(CLOCK_START_MS, end, KEY_SPACING_MS)), KEY_SPACING_MS):
+        out.extend(query_range(server, rule.expr, span, KEY_SPACING_MS, f"recording rule {rule.record}"))
+    return out
+
+
+def _on_calendar(rule: RecordingRule, answer: list[dict], by_instance: dict[str, int],
+                 keys: list[tuple[list[int], _Keys]], clock: list[int], interval_ms: int) -> Series:
+    """The step clock's answer as the calendar's samples: a key's value until the next key."""
+    out: Series = {}
+    for series in answer:
+        labels = series_key(series["metric"])
+        run = by_instance[dict(labels)[RUN_LABEL]]
+        times, run_keys = keys[run]
+        own: list[Run] = out.setdefault(labels_with_rule(labels, rule), [])
+        for at, value in series["values"]:
+            key = (round(at * 1000) - clock[run]) // KEY_SPACING_MS
+            end = run_keys.positions[key + 1] if key + 1 < len(run_keys.positions) else len(times)
+            for first, last in _spans(times, run_keys.positions[key], end, interval_ms):
+                if own and own[-1][3] == value and own[-1][1] + interval_ms == first:
+                    first = own.pop()[0]
+                own.append((first, last, interval_ms, value))
+    return {labels: runs for labels, runs in out.items() if runs}
+
+
+def _spans(times: list[int], begin: int, end: int, interval_ms: int) -> list[tuple[int, int]]:
+    """times[begin:end] as (first, last) of spans of consecutive grid times."""
+    if times[end - 1] - times[begin] == (end - 1 - begin) * interval_ms:
+        return [(times[begin], times[end - 1])]  # the usual case: no hole
+    out, first = [], begin
+    for position in range(begin + 1, end + 1):
+        if position == end or times[position] - times[position - 1] != interval_ms:
+            out.append((times[first], times[position - 1]))
+            first = position
+    return out
+
+
+def evaluate_constants(workdir: Path, rules: list[RecordingRule], times: list[list[int]]) -> dict[int, Series]:
+    """Rules that read no series and no time, evaluated once and held at each of their `times`."""
+    results: dict[int, Series] = {}
+    (workdir / "tsdb").mkdir(parents=True)
+    with serve_tsdb(workdir) as server:
+        for index, (rule, own) in enumerate(zip(rules, times)):
+            answer = query_range(server, rule.expr, (own[0], own[0]), rule.interval_ms, f"recording rule {rule.record}")
+            spans = _spans(own, 0, len(own), rule.interval_ms)
+            results[index] = {labels_with_rule(series_key(series["metric"]), rule):
+                              [(first, last, rule.interval_ms, series["values"][0][1]) for first, last in spans]
+                              for series in answer}
+    return results
