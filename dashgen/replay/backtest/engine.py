@@ -20,7 +20,6 @@ core); results are taken in the rules' order, so the outcome is that of one quer
 from __future__ import annotations
 
 import dataclasses
-from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
@@ -35,11 +34,11 @@ from dashgen.replay.backfill import RecordedRun, Timing, check_unique_runs, read
 from dashgen.replay.openmetrics import series_names, write_openmetrics
 from dashgen.replay.backtest.blocks import BlockParts
 from dashgen.replay.backtest.evaluation import AlertOutcome, RunOutcome, evaluate_alert
-from dashgen.replay.backtest.recordings import Series, evaluation_grid, fill_recordings, recorded_openmetrics
+from dashgen.replay.backtest.recordings import fill_recordings, recorded_openmetrics
 from dashgen.replay.backtest.rule_files import read_rule_files
 from dashgen.replay.backtest.rule_sets import RuleSet, merge, served_statistics
 from dashgen.replay.backtest.server import SERVER_ARGS, query_pool, serve_tsdb
-from dashgen.replay.backtest.step_clock import UNSTEADY, constant, evaluate_constants, evaluate_per_step, fading, per_step
+from dashgen.replay.backtest.clocked_rules import alerts_on_clock, clock_plan, recordings_on_clock
 from dashgen.replay.backtest.thinning import DENSE, every_nth, widest_gaps
 from dashgen.replay.prometheus_server import PrometheusServer
 from dashgen.replay.unjudged import needs_of_rules, unjudged
@@ -71,7 +70,7 @@ def backtest(paths: list[Path], root: Path, config: Config, timing: Timing,
 
 def backtest_rule_sets(paths: list[Path], rule_sets: list[RuleSet], catalog: Catalog, config: Config, timing: Timing,
                        say: Callable[[str], None] = lambda message: None,
-                       timings: dict[Path, Timing] | None = None) -> list[list[RunOutcome]]:
+                       timings: dict[Path, Timing] | None = None, _calendar: bool = False) -> list[list[RunOutcome]]:
     """Backtest several rule sets on the runs in one pass (one backfill, one Prometheus per round):
     each set's outcomes on each run, in the sets' order. `config` places the runs on the clock
     (job, step-window floor); the statistics over steps every set reads are computed, and each set's
@@ -97,12 +96,15 @@ def backtest_rule_sets(paths: list[Path], rule_sets: list[RuleSet], catalog: Cat
         for note in run.notes:
             say(f"{run.path}: {note}")
     with work_dir("backtest") as workdir:
-        gaps = widest_gaps(rule_exprs(recordings, alerts))
+        # `_calendar`: every sample, every rule at every interval of the span (how a backtest ran before
+        # issue 56), for tests that compare the two.
+        gaps = None if _calendar else widest_gaps(rule_exprs(recordings, alerts))
         scrape_ms = round(timing.scrape_interval * 1000)
         with BlockParts(workdir / "parts", workdir / "tsdb", "runs") as blocks:
             write_openmetrics(runs, blocks, timing.scrape_interval, only=selected,
                               every=lambda name: 1 if gaps is None else every_nth(gaps.get(name, DENSE), scrape_ms))
-        per_alert, recorded_names = evaluate_rules(workdir, recordings, alerts, runs, gaps, timing.scrape_interval)
+        per_alert, recorded_names = evaluate_rules(workdir, recordings, alerts, runs, gaps,
+                                                   None if _calendar else timing.scrape_interval)
         available = series_names(runs) | recorded_names
     signals = [alert_signals(alert, recordings, needs) for alert in alerts]
     outcomes = [[RunOutcome(run, _run_alerts(index, own, rule_set.alerts, alerts, per_alert, signals, available))
@@ -139,50 +141,34 @@ def evaluate_rules(workdir: Path, recordings: list[RecordingRule], alerts: list[
     Returns each alert's outcomes on each run (in the alerts' order, then the runs'), and the
     recordings that produced samples. A preview uses it too, to draw the alerts a backtest reports.
     `gaps`: how sparsely the recordings may be written (dashgen/replay/backtest/thinning.py).
-    With the runs' `scrape_interval`, the recordings of the newest step alone are evaluated once a
-    step (dashgen/replay/backtest/step_clock.py)."""
+    With the runs' `scrape_interval`, the rules of the newest step alone are evaluated once a step
+    (dashgen/replay/backtest/step_clock.py, clocked_rules.py)."""
+    plan = None if scrape_interval is None else clock_plan(recordings, alerts, runs)
+    clocked = set() if plan is None else plan.alerts
     # Alerts that read no recording are evaluated on the first Prometheus, beside the recordings.
     recorded = {rule.record for rule in recordings}
-    early = [index for index, alert in enumerate(alerts) if not _reads(alert) & recorded]
+    early = [index for index, alert in enumerate(alerts) if not _reads(alert) & recorded and index not in clocked]
     evaluations: dict[int, Future] = {}  # alert's index -> its outcomes on each run
 
     def evaluate_early(server: PrometheusServer, pool: ThreadPoolExecutor) -> None:
         evaluations.update({index: pool.submit(evaluate_alert, server, alerts[index], runs) for index in early})
 
-    # Recordings that produced samples (GPU ones cannot: no GPU series).
-    given = {} if scrape_interval is None else on_step_clock(workdir / "steps", recordings, runs, scrape_interval)
-    recorded_names = fill_recordings(workdir, workdir / "parts", recordings, runs, evaluate_early, gaps, given)
-    late = [index for index in range(len(alerts)) if index not in evaluations]
+    given = {} if plan is None else recordings_on_clock(workdir / "steps", plan, recordings, runs, scrape_interval)
+    written = None if plan is None else plan.written(recordings, alerts)
+    results = fill_recordings(workdir, workdir / "parts", recordings, runs, evaluate_early, gaps, given, written)
+    done: dict[int, list[list[AlertOutcome]]] = {}
+    if clocked:
+        on_clock = alerts_on_clock(workdir / "alerts", [alerts[index] for index in sorted(clocked)], recordings,
+                                   results, runs, scrape_interval)
+        done = {sorted(clocked)[position]: outcomes for position, outcomes in on_clock.items()}
+    late = [index for index in range(len(alerts)) if index not in evaluations and index not in done]
     if late:
         with serve_tsdb(workdir) as server, query_pool() as pool:
             evaluations.update({index: pool.submit(evaluate_alert, server, alerts[index], runs) for index in late})
-    return [evaluations[index].result() for index in range(len(alerts))], recorded_names
-
-
-def on_step_clock(workdir: Path, recordings: list[RecordingRule], runs: list[RecordedRun],
-                  scrape_interval: float) -> dict[int, Series]:
-    """The results of the recordings that need no calendar: those of the newest step alone, and
-    constants (dashgen/replay/backtest/step_clock.py); recording's index -> its series."""
-    recorded = {rule.record for rule in recordings}
-    unsteady = UNSTEADY | fading(runs)
-    intervals = Counter(rule.interval_ms for rule in recordings)
-    interval = intervals.most_common(1)[0][0] if intervals else 0
-    steady = [index for index, rule in enumerate(recordings)
-              if rule.interval_ms == interval and metrics_in(rule.expr)
-              and not metrics_in(rule.expr) & (recorded | unsteady) and per_step(rule.expr)]
-    constants = [index for index, rule in enumerate(recordings) if constant(rule.expr)]
-    given: dict[int, Series] = {}
-    if steady:
-        times = evaluation_grid(recordings[steady[0]], runs)
-        read = set().union(*(metrics_in(recordings[index].expr) for index in steady))
-        answers = evaluate_per_step(workdir / "clock", [recordings[index] for index in steady], runs, times,
-                                    scrape_interval, read)
-        given.update({steady[position]: series for position, series in answers.items()})
-    if constants:
-        answers = evaluate_constants(workdir / "constants", [recordings[index] for index in constants],
-                                     [evaluation_grid(recordings[index], runs) for index in constants])
-        given.update({constants[position]: series for position, series in answers.items()})
-    return given
+    # Recordings that produced samples (GPU ones cannot: no GPU series).
+    recorded_names = {recordings[index].record for index, series in results.items() if series}
+    return [done[index] if index in done else evaluations[index].result() for index in range(len(alerts))], \
+        recorded_names
 
 
 def rule_exprs(recordings: list[RecordingRule], alerts: list[AlertRule]) -> list[str]:

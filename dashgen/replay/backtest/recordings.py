@@ -163,18 +163,24 @@ class Window:
 
 def fill_recordings(workdir: Path, parts: Path, recordings: list[RecordingRule], runs: list[RecordedRun],
                     alongside: Callable[[PrometheusServer, ThreadPoolExecutor], object] = lambda server, pool: None,
-                    gaps: dict[str, int] | None = None, given: dict[int, Series] | None = None) -> set[str]:
-    """Every recording's results, in blocks in workdir/tsdb; returns the names that produced samples.
+                    gaps: dict[str, int] | None = None, given: dict[int, Series] | None = None,
+                    written: set[str] | None = None) -> dict[int, Series]:
+    """Every recording's results, in blocks in workdir/tsdb; returns them, by the recording's index.
 
     `alongside` is handed the first round's server and query threads, for queries that read no
     recording (the engine's alerts on raw series): they fill the processors when the round's
     last recordings leave one idle. `gaps`: how far apart the samples of a run of equal values may be
     written, per name read (dashgen/replay/backtest/thinning.py); None: every sample. `given`: the
-    results of some recordings already computed (dashgen/replay/backtest/step_clock.py), by index."""
+    results of some recordings already computed (dashgen/replay/backtest/step_clock.py), by index;
+    `written`: the names any query here reads, the only ones written to blocks (None: all)."""
     recording_levels(recordings)  # a cycle is an error before any work
 
     def every(rule: RecordingRule) -> int:
         return 1 if gaps is None else every_nth(gaps.get(rule.record, DENSE), rule.interval_ms)
+
+    def write(blocks: BlockParts, rule: RecordingRule, series: Series) -> None:
+        if written is None or rule.record in written:
+            blocks.write(family_text(rule.record, series, every(rule)))
 
     rules_of: dict[str, list[int]] = {}
     for index, rule in enumerate(recordings):
@@ -191,7 +197,7 @@ def fill_recordings(workdir: Path, parts: Path, recordings: list[RecordingRule],
                     alongside(server, pool)
                     for i, series in sorted((given or {}).items()):
                         results[i] = series
-                        blocks.write(family_text(recordings[i].record, series, every(recordings[i])))
+                        write(blocks, recordings[i], series)
                 while True:
                     readable = {name for name, indexes in rules_of.items()
                                 if all(i in loaded or (i in results and not results[i]) for i in indexes)}
@@ -205,16 +211,16 @@ def fill_recordings(workdir: Path, parts: Path, recordings: list[RecordingRule],
                     queried = pool.map(lambda i: queried_series(server, recordings[i], runs), by_server)
                     for i, series in zip(by_server, queried):
                         results[i] = series
-                        blocks.write(family_text(recordings[i].record, series, every(recordings[i])))
+                        write(blocks, recordings[i], series)
                     for i in by_window:
                         source = results[rules_of[windows[i].source][0]]
                         results[i] = windows[i].over(source, recordings[i], runs)
-                        blocks.write(family_text(recordings[i].record, results[i], every(recordings[i])))
+                        write(blocks, recordings[i], results[i])
         loaded |= set(results)
         round_ += 1
         if len(results) == len(recordings):
             break
-    return {recordings[i].record for i, series in results.items() if series}
+    return results
 
 
 def evaluation_grid(rule: RecordingRule, runs: list[RecordedRun]) -> list[int]:

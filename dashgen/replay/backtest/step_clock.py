@@ -39,7 +39,7 @@ from dashgen.replay.backtest.evaluation import query_range, query_spans, series_
 from dashgen.replay.backtest.recordings import Run, Series, labels_with_rule
 from dashgen.replay.backtest.server import query_pool, serve_tsdb
 from dashgen.replay.backtest.thinning import LOOKBACK_MS
-from dashgen.replay.openmetrics import write_openmetrics
+from dashgen.replay.openmetrics import label_text, write_openmetrics
 
 # Keys' spacing on the step clock: past the lookback, so no key reads another's sample.
 KEY_SPACING_MS = 6 * 60 * 1000
@@ -120,91 +120,140 @@ def fading(runs: list[RecordedRun]) -> set[str]:
     return out
 
 
-class _Keys:
-    """A run's keys on a grid of `interval_ms`: evaluation times (indexes into `times`, the calendar's
-    evaluation times at which the run's series can be seen) and the step each shows (None: none)."""
+# (first, last, value): a result held at every calendar evaluation time from first to last (ms).
+Span = tuple[int, int, str]
 
-    def __init__(self, run: RecordedRun, times: list[int], scrape_ms: int, interval_ms: int):
+
+def visible(runs: list[Run], firsts: list[int], at: int) -> str | None:
+    """The value an instant selector finds at `at` in a series of `runs` (`firsts`: their first times)."""
+    index = bisect.bisect_right(firsts, at) - 1
+    if index < 0:
+        return None
+    first, last, step, value = runs[index]
+    sample = min(last, first + (at - first) // step * step)
+    return value if at - sample <= LOOKBACK_MS else None
+
+
+class _Keys:
+    """A run's keys: the calendar's evaluation times (`times`, those at which the run's series can be
+    seen) at which what the run's series show may change, as indexes into `times`, and the step the
+    backfill shows at each (None: none). `recorded`: the run's recorded series read, whose runs'
+    starts and ends (plus the lookback) are keys too."""
+
+    def __init__(self, run: RecordedRun, times: list[int], scrape_ms: int, recorded: list[list[Run]]):
         step_ms = [round(t * 1000) for t in run.times]
         last_ms = round(run.served_until * 1000)
         first_ms = last_ms - (last_ms - step_ms[0]) // scrape_ms * scrape_ms  # the first scrape
         shown_from = sorted({first_ms + math.ceil(max(at - first_ms, 0) / scrape_ms) * scrape_ms for at in step_ms})
         starts = {bisect.bisect_left(times, at) for at in shown_from if at <= last_ms}
         starts.add(bisect.bisect_right(times, last_ms + LOOKBACK_MS))
+        for runs in recorded:
+            for first, last, _, _ in runs:
+                starts.update((bisect.bisect_left(times, first), bisect.bisect_right(times, last + LOOKBACK_MS)))
+        self.times = times
         self.positions = sorted(position for position in starts if position < len(times))
         self.shown: list[int | None] = []
         for position in self.positions:
             at = times[position]
             scrape = first_ms + min(at - first_ms, last_ms - first_ms) // scrape_ms * scrape_ms
-            visible = first_ms <= at and at - scrape <= LOOKBACK_MS
-            self.shown.append(bisect.bisect_right(step_ms, scrape) - 1 if visible else None)
+            seen = first_ms <= at and at - scrape <= LOOKBACK_MS
+            self.shown.append(bisect.bisect_right(step_ms, scrape) - 1 if seen else None)
+
+    def spans(self, key: int, value: str, interval_ms: int) -> list[tuple[int, int]]:
+        """The calendar times a key's value holds for, as (first, last) of consecutive grid times."""
+        begin = self.positions[key]
+        end = self.positions[key + 1] if key + 1 < len(self.positions) else len(self.times)
+        times = self.times
+        if times[end - 1] - times[begin] == (end - 1 - begin) * interval_ms:
+            return [(times[begin], times[end - 1])]  # the usual case: no hole
+        return grid_spans(times[begin:end], interval_ms)
 
 
-def evaluate_per_step(workdir: Path, rules: list[RecordingRule], runs: list[RecordedRun], times: list[int],
-                      scrape_interval: float, only: set[str]) -> dict[int, Series]:
-    """Each rule's results (all of one interval, on the calendar's evaluation `times` of all runs), by
-    the step clock: rule index -> its series."""
+def evaluate_on_clock(workdir: Path, exprs: list[tuple[str, str]], runs: list[RecordedRun], times: list[int],
+                      interval_ms: int, scrape_interval: float, only: set[str],
+                      recorded: dict[str, Series]) -> list[dict[tuple, list[Span]]]:
+    """Each expression's results (`exprs`: (expression, what it is, for errors)) at the calendar's
+    evaluation `times` of all runs, by the step clock: labels -> the spans each value holds for.
+    `only`: the backfilled series they read; `recorded`: the recordings they read, by name (each
+    series carries its run's instance)."""
     scrape_ms = round(scrape_interval * 1000)
-    interval_ms = rules[0].interval_ms
+    of_run: list[dict[str, list]] = [{} for _ in runs]  # per run: name -> [(labels, runs, firsts)]
+    by_instance = {run.labels[RUN_LABEL]: index for index, run in enumerate(runs)}
+    for name, series in recorded.items():
+        for labels, series_runs in series.items():
+            of_run[by_instance[dict(labels)[RUN_LABEL]]].setdefault(name, []).append(
+                (labels, series_runs, [first for first, _, _, _ in series_runs]))
     keys, clock, scrapes, start = [], [], [], CLOCK_START_MS
-    for run in runs:
-        visible_until = round(run.served_until * 1000) + LOOKBACK_MS
-        own = times[bisect.bisect_left(times, round(run.times[0] * 1000)):bisect.bisect_right(times, visible_until)]
-        run_keys = _Keys(run, own, scrape_ms, interval_ms)
-        keys.append((own, run_keys))
+    for run, read in zip(runs, of_run):
+        reads = [series_runs for per_name in read.values() for _, series_runs, _ in per_name]
+        seen_until = max([round(run.served_until * 1000), *(runs_[-1][1] for runs_ in reads)]) + LOOKBACK_MS
+        own = times[bisect.bisect_left(times, round(run.times[0] * 1000)):bisect.bisect_right(times, seen_until)]
+        run_keys = _Keys(run, own, scrape_ms, reads)
+        keys.append(run_keys)
         clock.append(start)
         scrapes.append([(start + i * KEY_SPACING_MS, shown) for i, shown in enumerate(run_keys.shown)
                         if shown is not None])
         start += (len(run_keys.positions) + 1) * KEY_SPACING_MS
-    by_instance = {run.labels[RUN_LABEL]: index for index, run in enumerate(runs)}
-    results: dict[int, Series] = {}
     with ExitStack() as stack:
         with BlockParts(workdir / "parts", workdir / "tsdb", "steps") as blocks:
+            for name in sorted(recorded):  # before the backfilled series, which end with '# EOF'
+                blocks.write(_recorded_text(name, of_run, keys, clock))
             write_openmetrics(runs, blocks, scrape_interval, only=only, scrapes=scrapes)
         server = stack.enter_context(serve_tsdb(workdir))
         pool = stack.enter_context(query_pool())
-        answers = pool.map(lambda rule: _query(server, rule, start), rules)
-        for index, (rule, answer) in enumerate(zip(rules, answers)):
-            results[index] = _on_calendar(rule, answer, by_instance, keys, clock, interval_ms)
-    return results
+        answers = pool.map(lambda query: _query(server, query, start), exprs)
+        return [_on_calendar(answer, by_instance, keys, clock, interval_ms) for answer in answers]
 
 
-def _query(server, rule: RecordingRule, end: int) -> list[dict]:
+def _recorded_text(name: str, of_run: list[dict[str, list]], keys: list[_Keys], clock: list[int]) -> str:
+    """A recording's series as the step clock's samples: at each key, what the calendar shows then."""
+    lines = []
+    for read, run_keys, start in zip(of_run, keys, clock):
+        for labels, series_runs, firsts in read.get(name, ()):
+            prefix = name + label_text(dict(labels)) + " "
+            for key, position in enumerate(run_keys.positions):
+                value = visible(series_runs, firsts, run_keys.times[position])
+                if value is not None:
+                    at = start + key * KEY_SPACING_MS
+                    lines.append(f"{prefix}{value} {at // 1000}.{at % 1000:03d}\n")
+    return f"# TYPE {name} gauge\n" + "".join(lines) if lines else ""
+
+
+def _query(server, query: tuple[str, str], end: int) -> list[dict]:
+    expr, where = query
     out = []
     for span in query_spans(list(range(CLOCK_START_MS, end, KEY_SPACING_MS)), KEY_SPACING_MS):
-        out.extend(query_range(server, rule.expr, span, KEY_SPACING_MS, f"recording rule {rule.record}"))
+        out.extend(query_range(server, expr, span, KEY_SPACING_MS, where))
     return out
 
 
-def _on_calendar(rule: RecordingRule, answer: list[dict], by_instance: dict[str, int],
-                 keys: list[tuple[list[int], _Keys]], clock: list[int], interval_ms: int) -> Series:
-    """The step clock's answer as the calendar's samples: a key's value until the next key."""
-    out: Series = {}
+def _on_calendar(answer: list[dict], by_instance: dict[str, int], keys: list[_Keys], clock: list[int],
+                 interval_ms: int) -> dict[tuple, list[Span]]:
+    """The step clock's answer on the calendar: a key's value until the next key."""
+    out: dict[tuple, list[Span]] = {}
     for series in answer:
         labels = series_key(series["metric"])
         run = by_instance[dict(labels)[RUN_LABEL]]
-        times, run_keys = keys[run]
-        own: list[Run] = out.setdefault(labels_with_rule(labels, rule), [])
+        own = out.setdefault(labels, [])
         for at, value in series["values"]:
             key = (round(at * 1000) - clock[run]) // KEY_SPACING_MS
-            end = run_keys.positions[key + 1] if key + 1 < len(run_keys.positions) else len(times)
-            for first, last in _spans(times, run_keys.positions[key], end, interval_ms):
-                if own and own[-1][3] == value and own[-1][1] + interval_ms == first:
+            for first, last in keys[run].spans(key, value, interval_ms):
+                if own and own[-1][2] == value and own[-1][1] + interval_ms == first:
                     first = own.pop()[0]
-                own.append((first, last, interval_ms, value))
-    return {labels: runs for labels, runs in out.items() if runs}
+                own.append((first, last, value))
+    return {labels: spans for labels, spans in out.items() if spans}
 
 
-def _spans(times: list[int], begin: int, end: int, interval_ms: int) -> list[tuple[int, int]]:
-    """times[begin:end] as (first, last) of spans of consecutive grid times."""
-    if times[end - 1] - times[begin] == (end - 1 - begin) * interval_ms:
-        return [(times[begin], times[end - 1])]  # the usual case: no hole
-    out, first = [], begin
-    for position in range(begin + 1, end + 1):
-        if position == end or times[position] - times[position - 1] != interval_ms:
-            out.append((times[first], times[position - 1]))
-            first = position
-    return out
+def recorded_series(rule: RecordingRule, spans: dict[tuple, list[Span]]) -> Series:
+    """A recording's result from the step clock's spans."""
+    return {labels_with_rule(labels, rule): [(first, last, rule.interval_ms, value) for first, last, value in own]
+            for labels, own in spans.items()}
+
+
+def held_times(spans: dict[tuple, list[Span]], interval_ms: int) -> dict[tuple, set[int]]:
+    """An alert's condition from the step clock's spans: the times each series holds at."""
+    return {labels: {at for first, last, _ in own for at in range(first, last + 1, interval_ms)}
+            for labels, own in spans.items()}
 
 
 def evaluate_constants(workdir: Path, rules: list[RecordingRule], times: list[list[int]]) -> dict[int, Series]:
@@ -214,8 +263,18 @@ def evaluate_constants(workdir: Path, rules: list[RecordingRule], times: list[li
     with serve_tsdb(workdir) as server:
         for index, (rule, own) in enumerate(zip(rules, times)):
             answer = query_range(server, rule.expr, (own[0], own[0]), rule.interval_ms, f"recording rule {rule.record}")
-            spans = _spans(own, 0, len(own), rule.interval_ms)
+            spans = grid_spans(own, rule.interval_ms)
             results[index] = {labels_with_rule(series_key(series["metric"]), rule):
                               [(first, last, rule.interval_ms, series["values"][0][1]) for first, last in spans]
                               for series in answer}
     return results
+
+
+def grid_spans(times: list[int], interval_ms: int) -> list[tuple[int, int]]:
+    """Sorted grid times as (first, last) of their runs of consecutive ones."""
+    out, first = [], 0
+    for position in range(1, len(times) + 1):
+        if position == len(times) or times[position] - times[position - 1] != interval_ms:
+            out.append((times[first], times[position - 1]))
+            first = position
+    return out
