@@ -11,7 +11,8 @@ from dashgen.evaluation.synthetic_runs import write_run
 from dashgen.project_metrics import project_catalog
 from dashgen.replay.backfill import Timing
 from dashgen.replay.backtest import RuleSet, backtest_rule_sets
-from dashgen.replay.backtest.step_clock import constant, per_step
+from dashgen.replay.backtest.recordings import constant
+from dashgen.replay.backtest.step_clock import per_step
 from conftest import REPO
 
 STEP_STATISTIC = 'verl_step_statistic{job="verl", series="verl_actor_entropy", statistic="median_5steps"}'

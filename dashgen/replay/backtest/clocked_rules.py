@@ -5,6 +5,7 @@ and ends are keys too)."""
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from pathlib import Path
 
@@ -14,10 +15,13 @@ from dashgen.compiler.compiled import AlertRule, RecordingRule
 from dashgen.compiler.queries.promql import metrics_in
 from dashgen.replay.backfill import RecordedRun
 from dashgen.replay.backtest.evaluation import AlertOutcome, evaluation_times, run_outcomes
-from dashgen.replay.backtest.recordings import Series, Window, evaluation_grid
-from dashgen.replay.backtest.step_clock import (UNSTEADY, constant, evaluate_constants, evaluate_on_clock,
-                                                fading, held_times, per_step, recorded_series)
+from dashgen.replay.backtest.recordings import Series, Window, constant, evaluation_grid
+from dashgen.replay.backtest.step_clock import (UNSTEADY, evaluate_on_clock, fading, held_times, per_step,
+                                                recorded_series)
 from dashgen.replay.backtest.thinning import LOOKBACK_MS
+
+# The most keys per evaluation on the calendar at which the step clock is worth its own Prometheus.
+WORTH_A_CLOCK = 0.5
 
 
 def clock_interval(recordings: list[RecordingRule], alerts: list[AlertRule]) -> int:
@@ -34,18 +38,23 @@ class ClockPlan:
     constants: list[int]
     alerts: set[int]
 
-    def written(self, recordings: list[RecordingRule], alerts: list[AlertRule]) -> set[str]:
-        """The recordings the calendar's Prometheus reads: those the rules left to it read."""
+    def calendar_reads(self, recordings: list[RecordingRule], alerts: list[AlertRule]) -> set[str]:
+        """The series the calendar's Prometheus reads (backfilled or recorded): those the rules left
+        to it read."""
         left = [rule.expr for index, rule in enumerate(recordings)
                 if index not in self.steady and index not in self.constants and Window.of(rule) is None]
         left += [expr for index, alert in enumerate(alerts) if index not in self.alerts for expr in _exprs(alert)]
-        return set().union(*(metrics_in(expr) for expr in left)) & {rule.record for rule in recordings}
+        return set().union(*(metrics_in(expr) for expr in left))
 
 
 def clock_plan(recordings: list[RecordingRule], alerts: list[AlertRule], runs: list[RecordedRun]) -> ClockPlan:
+    """What goes on the step clock; nothing where it would save too little (steps about as frequent
+    as the evaluations: the clock costs a Prometheus and a TSDB of its own)."""
     recorded = {rule.record for rule in recordings}
     unsteady = UNSTEADY | fading(runs)
     interval = clock_interval(recordings, alerts)
+    if not interval or _keys_per_evaluation(runs, interval) > WORTH_A_CLOCK:
+        return ClockPlan([], [], set())
     steady = [index for index, rule in enumerate(recordings)
               if rule.interval_ms == interval and metrics_in(rule.expr)
               and not metrics_in(rule.expr) & (recorded | unsteady) and per_step(rule.expr)]
@@ -70,9 +79,16 @@ def clock_plan(recordings: list[RecordingRule], alerts: list[AlertRule], runs: l
     return ClockPlan(steady, constants, clocked)
 
 
+def _keys_per_evaluation(runs: list[RecordedRun], interval_ms: int) -> float:
+    """About how many keys the step clock would have for each evaluation on the calendar."""
+    keys = sum(len({math.ceil(at * 1000 / interval_ms) for at in run.times}) + 2 for run in runs)
+    evaluations = sum((run.end - run.times[0]) * 1000 / interval_ms + 1 for run in runs)
+    return keys / evaluations
+
+
 def recordings_on_clock(workdir: Path, plan: ClockPlan, recordings: list[RecordingRule], runs: list[RecordedRun],
                         scrape_interval: float) -> dict[int, Series]:
-    """The results of the plan's recordings; recording's index -> its series."""
+    """The results of the plan's recordings of the newest step; recording's index -> its series."""
     given: dict[int, Series] = {}
     if plan.steady:
         rules = [recordings[index] for index in plan.steady]
@@ -81,10 +97,6 @@ def recordings_on_clock(workdir: Path, plan: ClockPlan, recordings: list[Recordi
                                     runs, evaluation_grid(rules[0], runs), rules[0].interval_ms, scrape_interval,
                                     read, {})
         given.update({index: recorded_series(rule, spans) for index, rule, spans in zip(plan.steady, rules, answers)})
-    if plan.constants:
-        answers = evaluate_constants(workdir / "constants", [recordings[index] for index in plan.constants],
-                                     [evaluation_grid(recordings[index], runs) for index in plan.constants])
-        given.update({plan.constants[position]: series for position, series in answers.items()})
     return given
 
 

@@ -38,7 +38,7 @@ from dashgen.replay.backtest.recordings import fill_recordings, recorded_openmet
 from dashgen.replay.backtest.rule_files import read_rule_files
 from dashgen.replay.backtest.rule_sets import RuleSet, merge, served_statistics
 from dashgen.replay.backtest.server import SERVER_ARGS, query_pool, serve_tsdb
-from dashgen.replay.backtest.clocked_rules import alerts_on_clock, clock_plan, recordings_on_clock
+from dashgen.replay.backtest.clocked_rules import ClockPlan, alerts_on_clock, clock_plan, recordings_on_clock
 from dashgen.replay.backtest.thinning import DENSE, every_nth, widest_gaps
 from dashgen.replay.prometheus_server import PrometheusServer
 from dashgen.replay.unjudged import needs_of_rules, unjudged
@@ -100,11 +100,14 @@ def backtest_rule_sets(paths: list[Path], rule_sets: list[RuleSet], catalog: Cat
         # issue 56), for tests that compare the two.
         gaps = None if _calendar else widest_gaps(rule_exprs(recordings, alerts))
         scrape_ms = round(timing.scrape_interval * 1000)
+        plan = None if _calendar else clock_plan(recordings, alerts, runs)
+        # The step clock writes what its rules read itself: the calendar's TSDB, only what the others read.
+        calendar_reads = selected if plan is None else plan.calendar_reads(recordings, alerts)
         with BlockParts(workdir / "parts", workdir / "tsdb", "runs") as blocks:
-            write_openmetrics(runs, blocks, timing.scrape_interval, only=selected,
+            write_openmetrics(runs, blocks, timing.scrape_interval, only=calendar_reads,
                               every=lambda name: 1 if gaps is None else every_nth(gaps.get(name, DENSE), scrape_ms))
-        per_alert, recorded_names = evaluate_rules(workdir, recordings, alerts, runs, gaps,
-                                                   None if _calendar else timing.scrape_interval)
+        per_alert, recorded_names = evaluate_rules(workdir, recordings, alerts, runs, gaps, plan,
+                                                   timing.scrape_interval)
         available = series_names(runs) | recorded_names
     signals = [alert_signals(alert, recordings, needs) for alert in alerts]
     outcomes = [[RunOutcome(run, _run_alerts(index, own, rule_set.alerts, alerts, per_alert, signals, available))
@@ -134,16 +137,15 @@ def _run_alerts(run_index: int, own: list[int], stated: list[AlertRule], alerts:
 
 
 def evaluate_rules(workdir: Path, recordings: list[RecordingRule], alerts: list[AlertRule],
-                   runs: list[RecordedRun], gaps: dict[str, int] | None = None, scrape_interval: float | None = None,
-                   ) -> tuple[list[list[list[AlertOutcome]]], set[str]]:
+                   runs: list[RecordedRun], gaps: dict[str, int] | None = None, plan: ClockPlan | None = None,
+                   scrape_interval: float = 15.0) -> tuple[list[list[list[AlertOutcome]]], set[str]]:
     """With the runs' blocks in workdir/tsdb: fill the recordings there, then evaluate every alert.
 
     Returns each alert's outcomes on each run (in the alerts' order, then the runs'), and the
     recordings that produced samples. A preview uses it too, to draw the alerts a backtest reports.
     `gaps`: how sparsely the recordings may be written (dashgen/replay/backtest/thinning.py).
-    With the runs' `scrape_interval`, the rules of the newest step alone are evaluated once a step
-    (dashgen/replay/backtest/step_clock.py, clocked_rules.py)."""
-    plan = None if scrape_interval is None else clock_plan(recordings, alerts, runs)
+    `plan`: the rules evaluated once a step, on the step clock, from the runs as scraped every
+    `scrape_interval` (dashgen/replay/backtest/step_clock.py, clocked_rules.py); None: none."""
     clocked = set() if plan is None else plan.alerts
     # Alerts that read no recording are evaluated on the first Prometheus, beside the recordings.
     recorded = {rule.record for rule in recordings}
@@ -154,7 +156,7 @@ def evaluate_rules(workdir: Path, recordings: list[RecordingRule], alerts: list[
         evaluations.update({index: pool.submit(evaluate_alert, server, alerts[index], runs) for index in early})
 
     given = {} if plan is None else recordings_on_clock(workdir / "steps", plan, recordings, runs, scrape_interval)
-    written = None if plan is None else plan.written(recordings, alerts)
+    written = None if plan is None else plan.calendar_reads(recordings, alerts) & {rule.record for rule in recordings}
     results = fill_recordings(workdir, workdir / "parts", recordings, runs, evaluate_early, gaps, given, written)
     done: dict[int, list[list[AlertOutcome]]] = {}
     if clocked:

@@ -24,7 +24,7 @@ from typing import Callable, Iterator
 
 import promql_parser as pp
 
-from dashgen.compiler.queries.promql import metrics_in
+from dashgen.compiler.queries.promql import metrics_in, substitute_grafana_variables
 from dashgen.compiler.compiled import RecordingRule
 from dashgen.records import record
 from dashgen.replay.backfill import RecordedRun
@@ -39,6 +39,9 @@ from dashgen.replay.prometheus_server import PrometheusServer
 # Recordings go to promtool in smaller parts than the runs' series, most of them while the round's
 # last queries run: the next Prometheus waits only for the last part.
 RECORDED_PART_BYTES = 8 * 1024 * 1024
+# Functions of the evaluation's time (with no argument, the calendar ones read it too).
+TIME_FUNCTIONS = frozenset({"time", "timestamp", "minute", "hour", "day_of_week", "day_of_month", "day_of_year",
+                            "days_in_month", "month", "year"})
 # Equal samples of a series: at first, first + step, ... last (ms), the value as Prometheus wrote it.
 # A recording's result is held as such runs, so a long steady stretch costs one.
 Run = tuple[int, int, int, str]
@@ -46,6 +49,23 @@ Run = tuple[int, int, int, str]
 Series = dict[tuple[tuple[str, str], ...], list[Run]]
 # A window function -> "the new value wins" (Prometheus replaces only on strictly less or greater).
 _WINDOWS: dict[str, Callable[[float, float], bool]] = {"min_over_time": operator.lt, "max_over_time": operator.gt}
+
+
+def constant(expr: str) -> bool:
+    """Whether the expression reads no series and no time: the same at every evaluation."""
+    return not metrics_in(expr) and not _uses_time(pp.parse(substitute_grafana_variables(expr)))
+
+
+def _uses_time(node) -> bool:
+    if isinstance(node, pp.Call):
+        return node.func.name in TIME_FUNCTIONS or any(_uses_time(arg) for arg in node.args)
+    if isinstance(node, pp.BinaryExpr):
+        return _uses_time(node.lhs) or _uses_time(node.rhs)
+    if isinstance(node, (pp.ParenExpr, pp.UnaryExpr)):
+        return _uses_time(node.expr)
+    if isinstance(node, pp.AggregateExpr):
+        return _uses_time(node.expr) or (isinstance(node.param, pp.Expr) and _uses_time(node.param))
+    return not isinstance(node, (pp.NumberLiteral, pp.StringLiteral))
 
 
 def add_sample(runs: list[Run], at: int, value: str, step: int) -> None:
@@ -74,7 +94,13 @@ def series_of(times: list[int], values: list[str], step: int) -> list[Run]:
 
 
 def queried_series(server: PrometheusServer, rule: RecordingRule, runs: list[RecordedRun]) -> Series:
-    """The rule's results over every run, from Prometheus."""
+    """The rule's results over every run, from Prometheus; a constant's from one evaluation."""
+    if constant(rule.expr):
+        times = evaluation_grid(rule, runs)
+        answer = query_range(server, rule.expr, (times[0], times[0]), rule.interval_ms, f"recording rule {rule.record}")
+        spans = grid_spans(times, rule.interval_ms)
+        return {labels_with_rule(series_key(series["metric"]), rule):
+                [(first, last, rule.interval_ms, series["values"][0][1]) for first, last in spans] for series in answer}
     out: Series = {}
     for span in query_spans(evaluation_grid(rule, runs), rule.interval_ms):
         for series in query_range(server, rule.expr, span, rule.interval_ms, f"recording rule {rule.record}"):
@@ -231,3 +257,13 @@ def evaluation_grid(rule: RecordingRule, runs: list[RecordedRun]) -> list[int]:
 def labels_with_rule(labels: tuple[tuple[str, str], ...], rule: RecordingRule) -> tuple[tuple[str, str], ...]:
     """A result series' labels with the rule's own."""
     return tuple(sorted({**dict(labels), **dict(rule.labels)}.items()))
+
+
+def grid_spans(times: list[int], interval_ms: int) -> list[tuple[int, int]]:
+    """Sorted grid times as (first, last) of their runs of consecutive ones."""
+    out, first = [], 0
+    for position in range(1, len(times) + 1):
+        if position == len(times) or times[position] - times[position - 1] != interval_ms:
+            out.append((times[first], times[position - 1]))
+            first = position
+    return out

@@ -17,7 +17,7 @@ This gives the very samples the calendar's evaluations give, for a recording tha
 - computes each run from its own series: every aggregation keeps `instance`, every vector match
   is on `instance`, no vector() or scalar(), no label_replace onto a run label. On the calendar a
   recording sees every run at once; here, one run at a time.
-A recording that reads no series at all and no time is a constant: it is evaluated once.
+(A recording that reads no series and no time is evaluated once: dashgen/replay/backtest/recordings.py.)
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from dashgen.compiler.queries.promql import metrics_in, substitute_grafana_varia
 from dashgen.replay.backfill import RecordedRun
 from dashgen.replay.backtest.blocks import BlockParts
 from dashgen.replay.backtest.evaluation import query_range, query_spans, series_key
-from dashgen.replay.backtest.recordings import Run, Series, labels_with_rule
+from dashgen.replay.backtest.recordings import TIME_FUNCTIONS, Run, Series, grid_spans, labels_with_rule
 from dashgen.replay.backtest.server import query_pool, serve_tsdb
 from dashgen.replay.backtest.thinning import LOOKBACK_MS
 from dashgen.replay.openmetrics import label_text, write_openmetrics
@@ -46,8 +46,6 @@ KEY_SPACING_MS = 6 * 60 * 1000
 # Where the step clock starts (2001-09-09): before any run's keys reach now.
 CLOCK_START_MS = 1_000_000_000 * 1000 // KEY_SPACING_MS * KEY_SPACING_MS
 RUN_LABEL = "instance"
-TIME_FUNCTIONS = frozenset({"time", "timestamp", "minute", "hour", "day_of_week", "day_of_month", "day_of_year",
-                            "days_in_month", "month", "year"})
 ACROSS_RUNS = frozenset({"vector", "scalar", "absent", "absent_over_time"})
 # Series the backfill does not write at every scrape of the steps: gone after the run, or states.
 UNSTEADY = frozenset({"up", RUN_STATE_METRIC, EXIT_CODE_METRIC})
@@ -56,23 +54,6 @@ UNSTEADY = frozenset({"up", RUN_STATE_METRIC, EXIT_CODE_METRIC})
 def per_step(expr: str) -> bool:
     """Whether a recording's expression is a function of each run's newest step alone (see above)."""
     return _per_step(pp.parse(substitute_grafana_variables(expr)))
-
-
-def constant(expr: str) -> bool:
-    """Whether the expression reads no series and no time: the same at every evaluation."""
-    return not metrics_in(expr) and not _uses_time(pp.parse(substitute_grafana_variables(expr)))
-
-
-def _uses_time(node) -> bool:
-    if isinstance(node, pp.Call):
-        return node.func.name in TIME_FUNCTIONS or any(_uses_time(arg) for arg in node.args)
-    if isinstance(node, pp.BinaryExpr):
-        return _uses_time(node.lhs) or _uses_time(node.rhs)
-    if isinstance(node, (pp.ParenExpr, pp.UnaryExpr)):
-        return _uses_time(node.expr)
-    if isinstance(node, pp.AggregateExpr):
-        return _uses_time(node.expr) or (isinstance(node.param, pp.Expr) and _uses_time(node.param))
-    return not isinstance(node, (pp.NumberLiteral, pp.StringLiteral))
 
 
 def _per_step(node) -> bool:
@@ -124,16 +105,6 @@ def fading(runs: list[RecordedRun]) -> set[str]:
 Span = tuple[int, int, str]
 
 
-def visible(runs: list[Run], firsts: list[int], at: int) -> str | None:
-    """The value an instant selector finds at `at` in a series of `runs` (`firsts`: their first times)."""
-    index = bisect.bisect_right(firsts, at) - 1
-    if index < 0:
-        return None
-    first, last, step, value = runs[index]
-    sample = min(last, first + (at - first) // step * step)
-    return value if at - sample <= LOOKBACK_MS else None
-
-
 class _Keys:
     """A run's keys: the calendar's evaluation times (`times`, those at which the run's series can be
     seen) at which what the run's series show may change, as indexes into `times`, and the step the
@@ -177,15 +148,14 @@ def evaluate_on_clock(workdir: Path, exprs: list[tuple[str, str]], runs: list[Re
     `only`: the backfilled series they read; `recorded`: the recordings they read, by name (each
     series carries its run's instance)."""
     scrape_ms = round(scrape_interval * 1000)
-    of_run: list[dict[str, list]] = [{} for _ in runs]  # per run: name -> [(labels, runs, firsts)]
+    of_run: list[dict[str, list]] = [{} for _ in runs]  # per run: name -> [(labels, runs)]
     by_instance = {run.labels[RUN_LABEL]: index for index, run in enumerate(runs)}
     for name, series in recorded.items():
         for labels, series_runs in series.items():
-            of_run[by_instance[dict(labels)[RUN_LABEL]]].setdefault(name, []).append(
-                (labels, series_runs, [first for first, _, _, _ in series_runs]))
+            of_run[by_instance[dict(labels)[RUN_LABEL]]].setdefault(name, []).append((labels, series_runs))
     keys, clock, scrapes, start = [], [], [], CLOCK_START_MS
     for run, read in zip(runs, of_run):
-        reads = [series_runs for per_name in read.values() for _, series_runs, _ in per_name]
+        reads = [series_runs for per_name in read.values() for _, series_runs in per_name]
         seen_until = max([round(run.served_until * 1000), *(runs_[-1][1] for runs_ in reads)]) + LOOKBACK_MS
         own = times[bisect.bisect_left(times, round(run.times[0] * 1000)):bisect.bisect_right(times, seen_until)]
         run_keys = _Keys(run, own, scrape_ms, reads)
@@ -209,13 +179,17 @@ def _recorded_text(name: str, of_run: list[dict[str, list]], keys: list[_Keys], 
     """A recording's series as the step clock's samples: at each key, what the calendar shows then."""
     lines = []
     for read, run_keys, start in zip(of_run, keys, clock):
-        for labels, series_runs, firsts in read.get(name, ()):
+        for labels, series_runs in read.get(name, ()):
             prefix = name + label_text(dict(labels)) + " "
+            index = 0  # the last run that starts at or before the key
             for key, position in enumerate(run_keys.positions):
-                value = visible(series_runs, firsts, run_keys.times[position])
-                if value is not None:
-                    at = start + key * KEY_SPACING_MS
-                    lines.append(f"{prefix}{value} {at // 1000}.{at % 1000:03d}\n")
+                at = run_keys.times[position]
+                while index + 1 < len(series_runs) and series_runs[index + 1][0] <= at:
+                    index += 1
+                first, last, step, value = series_runs[index]
+                if first <= at and at - min(last, first + (at - first) // step * step) <= LOOKBACK_MS:
+                    stamp = start + key * KEY_SPACING_MS
+                    lines.append(f"{prefix}{value} {stamp // 1000}.{stamp % 1000:03d}\n")
     return f"# TYPE {name} gauge\n" + "".join(lines) if lines else ""
 
 
@@ -254,27 +228,3 @@ def held_times(spans: dict[tuple, list[Span]], interval_ms: int) -> dict[tuple, 
     """An alert's condition from the step clock's spans: the times each series holds at."""
     return {labels: {at for first, last, _ in own for at in range(first, last + 1, interval_ms)}
             for labels, own in spans.items()}
-
-
-def evaluate_constants(workdir: Path, rules: list[RecordingRule], times: list[list[int]]) -> dict[int, Series]:
-    """Rules that read no series and no time, evaluated once and held at each of their `times`."""
-    results: dict[int, Series] = {}
-    (workdir / "tsdb").mkdir(parents=True)
-    with serve_tsdb(workdir) as server:
-        for index, (rule, own) in enumerate(zip(rules, times)):
-            answer = query_range(server, rule.expr, (own[0], own[0]), rule.interval_ms, f"recording rule {rule.record}")
-            spans = grid_spans(own, rule.interval_ms)
-            results[index] = {labels_with_rule(series_key(series["metric"]), rule):
-                              [(first, last, rule.interval_ms, series["values"][0][1]) for first, last in spans]
-                              for series in answer}
-    return results
-
-
-def grid_spans(times: list[int], interval_ms: int) -> list[tuple[int, int]]:
-    """Sorted grid times as (first, last) of their runs of consecutive ones."""
-    out, first = [], 0
-    for position in range(1, len(times) + 1):
-        if position == len(times) or times[position] - times[position - 1] != interval_ms:
-            out.append((times[first], times[position - 1]))
-            first = position
-    return out
