@@ -29,7 +29,8 @@ from dashgen.replay.backtest import backtest, recorded_openmetrics, recording_le
 from dashgen.replay.backtest import blocks as backtest_blocks
 from dashgen.replay.backtest.blocks import BlockParts
 from dashgen.replay.backtest.evaluation import evaluate_alert
-from dashgen.replay.backtest.recordings import Window, queried_series
+from dashgen.replay.backtest.recordings import Window, queried_series, series_of
+from dashgen.replay.backtest.recordings import samples as runs_samples
 from dashgen.evaluation.simulate import Fault, RunSpec, write_run
 from dashgen.sources.step_statistics import served_by
 
@@ -183,17 +184,18 @@ def test_a_window_over_a_recording_is_what_prometheus_computes(tmp_path: Path):
     at_ms += [(start + 3600 + 60 * index) * 1000 for index in range(3)]
     values += ["NaN", "4", "NaN"]
     # The recording as its blocks hold it: two series, one without the +Inf.
-    source = {(("job", "verl"), ("run", run)): ([t for t, v in zip(at_ms, values) if run == "a" or v != "+Inf"],
-                                                [v for v in values if run == "a" or v != "+Inf"])
-              for run in ("a", "b")}
+    samples = {(("job", "verl"), ("run", run)): ([t for t, v in zip(at_ms, values) if run == "a" or v != "+Inf"],
+                                                 [v for v in values if run == "a" or v != "+Inf"])
+               for run in ("a", "b")}
+    source = {labels: series_of(times, texts, 60_000) for labels, (times, texts) in samples.items()}
     lines = [f'rec:x{{job="verl",run="{labels[1][1]}"}} {value} {at // 1000}\n'
-             for labels, (times, texts) in source.items() for at, value in zip(times, texts)]
+             for labels, (times, texts) in samples.items() for at, value in zip(times, texts)]
     (tmp_path / "rec.om").write_text("# TYPE rec:x gauge\n" + "".join(lines) + "# EOF\n")
     create_blocks(tmp_path / "rec.om", tmp_path / "tsdb", 7200)
     span = RecordedRun(Path("window"), {}, times=[start - 600], end=start + 7200)
 
     def as_floats(series):  # repr tells -0.0 from 0.0; the texts differ ("-0.0" written, "-0" read back)
-        return {labels: (times, [repr(float(value)) for value in texts]) for labels, (times, texts) in series.items()}
+        return {labels: [(at, repr(float(value))) for at, value in runs_samples(runs)] for labels, runs in series.items()}
 
     with serve_tsdb(tmp_path) as server:
         for function in ("min_over_time", "max_over_time"):

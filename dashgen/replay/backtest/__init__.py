@@ -4,6 +4,9 @@ engine.py        backfill the runs, fill the recording rules, evaluate every ale
 blocks.py        OpenMetrics into TSDB blocks, part by part, by promtools in the background
 server.py        the query-only Prometheus, and the threads that query it
 recordings.py    the recording rules' results, by Prometheus or (a window over a recording) here
+thinning.py      which samples of a run of equal values can be left out without changing a result
+step_clock.py    rules of the newest step alone, evaluated once a step on a clock of the steps
+clocked_rules.py which rules go on the step clock, and their results back on the calendar
 evaluation.py    one alert over the runs, as Prometheus' rule manager would; the outcome types
 rule_files.py    rules from Prometheus rule files (`--rules`), and the fill order of recordings
 rule_sets.py     several rule sets (before and after a change) as one, for one pass

@@ -38,6 +38,8 @@ from dashgen.replay.backtest.recordings import fill_recordings, recorded_openmet
 from dashgen.replay.backtest.rule_files import read_rule_files
 from dashgen.replay.backtest.rule_sets import RuleSet, merge, served_statistics
 from dashgen.replay.backtest.server import SERVER_ARGS, query_pool, serve_tsdb
+from dashgen.replay.backtest.clocked_rules import ClockPlan, alerts_on_clock, clock_plan, recordings_on_clock
+from dashgen.replay.backtest.thinning import DENSE, every_nth, widest_gaps
 from dashgen.replay.prometheus_server import PrometheusServer
 from dashgen.replay.unjudged import needs_of_rules, unjudged
 from dashgen.replay.work_dir import work_dir
@@ -68,7 +70,7 @@ def backtest(paths: list[Path], root: Path, config: Config, timing: Timing,
 
 def backtest_rule_sets(paths: list[Path], rule_sets: list[RuleSet], catalog: Catalog, config: Config, timing: Timing,
                        say: Callable[[str], None] = lambda message: None,
-                       timings: dict[Path, Timing] | None = None) -> list[list[RunOutcome]]:
+                       timings: dict[Path, Timing] | None = None, _calendar: bool = False) -> list[list[RunOutcome]]:
     """Backtest several rule sets on the runs in one pass (one backfill, one Prometheus per round):
     each set's outcomes on each run, in the sets' order. `config` places the runs on the clock
     (job, step-window floor); the statistics over steps every set reads are computed, and each set's
@@ -94,9 +96,18 @@ def backtest_rule_sets(paths: list[Path], rule_sets: list[RuleSet], catalog: Cat
         for note in run.notes:
             say(f"{run.path}: {note}")
     with work_dir("backtest") as workdir:
+        # `_calendar`: every sample, every rule at every interval of the span (how a backtest ran before
+        # issue 56), for tests that compare the two.
+        gaps = None if _calendar else widest_gaps(rule_exprs(recordings, alerts))
+        scrape_ms = round(timing.scrape_interval * 1000)
+        plan = None if _calendar else clock_plan(recordings, alerts, runs)
+        # The step clock writes what its rules read itself: the calendar's TSDB, only what the others read.
+        calendar_reads = selected if plan is None else plan.calendar_reads(recordings, alerts)
         with BlockParts(workdir / "parts", workdir / "tsdb", "runs") as blocks:
-            write_openmetrics(runs, blocks, timing.scrape_interval, only=selected)
-        per_alert, recorded_names = evaluate_rules(workdir, recordings, alerts, runs)
+            write_openmetrics(runs, blocks, timing.scrape_interval, only=calendar_reads,
+                              every=lambda name: 1 if gaps is None else every_nth(gaps.get(name, DENSE), scrape_ms))
+        per_alert, recorded_names = evaluate_rules(workdir, recordings, alerts, runs, gaps, plan,
+                                                   timing.scrape_interval)
         available = series_names(runs) | recorded_names
     signals = [alert_signals(alert, recordings, needs) for alert in alerts]
     outcomes = [[RunOutcome(run, _run_alerts(index, own, rule_set.alerts, alerts, per_alert, signals, available))
@@ -127,26 +138,46 @@ def _run_alerts(run_index: int, own: list[int], stated: list[AlertRule], alerts:
 
 
 def evaluate_rules(workdir: Path, recordings: list[RecordingRule], alerts: list[AlertRule],
-                   runs: list[RecordedRun]) -> tuple[list[list[list[AlertOutcome]]], set[str]]:
+                   runs: list[RecordedRun], gaps: dict[str, int] | None = None, plan: ClockPlan | None = None,
+                   scrape_interval: float = 15.0) -> tuple[list[list[list[AlertOutcome]]], set[str]]:
     """With the runs' blocks in workdir/tsdb: fill the recordings there, then evaluate every alert.
 
     Returns each alert's outcomes on each run (in the alerts' order, then the runs'), and the
-    recordings that produced samples. A preview uses it too, to draw the alerts a backtest reports."""
+    recordings that produced samples. A preview uses it too, to draw the alerts a backtest reports.
+    `gaps`: how sparsely the recordings may be written (dashgen/replay/backtest/thinning.py).
+    `plan`: the rules evaluated once a step, on the step clock, from the runs as scraped every
+    `scrape_interval` (dashgen/replay/backtest/step_clock.py, clocked_rules.py); None: none."""
+    clocked = set() if plan is None else plan.alerts
     # Alerts that read no recording are evaluated on the first Prometheus, beside the recordings.
     recorded = {rule.record for rule in recordings}
-    early = [index for index, alert in enumerate(alerts) if not _reads(alert) & recorded]
+    early = [index for index, alert in enumerate(alerts) if not _reads(alert) & recorded and index not in clocked]
     evaluations: dict[int, Future] = {}  # alert's index -> its outcomes on each run
 
     def evaluate_early(server: PrometheusServer, pool: ThreadPoolExecutor) -> None:
         evaluations.update({index: pool.submit(evaluate_alert, server, alerts[index], runs) for index in early})
 
-    # Recordings that produced samples (GPU ones cannot: no GPU series).
-    recorded_names = fill_recordings(workdir, workdir / "parts", recordings, runs, evaluate_early)
-    late = [index for index in range(len(alerts)) if index not in evaluations]
+    given = {} if plan is None else recordings_on_clock(workdir / "steps", plan, recordings, runs, scrape_interval)
+    written = None if plan is None else plan.calendar_reads(recordings, alerts) & {rule.record for rule in recordings}
+    results = fill_recordings(workdir, workdir / "parts", recordings, runs, evaluate_early, gaps, given, written)
+    done: dict[int, list[list[AlertOutcome]]] = {}
+    if clocked:
+        on_clock = alerts_on_clock(workdir / "alerts", [alerts[index] for index in sorted(clocked)], recordings,
+                                   results, runs, scrape_interval)
+        done = {sorted(clocked)[position]: outcomes for position, outcomes in on_clock.items()}
+    late = [index for index in range(len(alerts)) if index not in evaluations and index not in done]
     if late:
         with serve_tsdb(workdir) as server, query_pool() as pool:
             evaluations.update({index: pool.submit(evaluate_alert, server, alerts[index], runs) for index in late})
-    return [evaluations[index].result() for index in range(len(alerts))], recorded_names
+    # Recordings that produced samples (GPU ones cannot: no GPU series).
+    recorded_names = {recordings[index].record for index, series in results.items() if series}
+    return [done[index] if index in done else evaluations[index].result() for index in range(len(alerts))], \
+        recorded_names
+
+
+def rule_exprs(recordings: list[RecordingRule], alerts: list[AlertRule]) -> list[str]:
+    """Every expression the rules evaluate (an alert's condition and sustain, or its expression)."""
+    return [*(rule.expr for rule in recordings),
+            *(expr for alert in alerts for expr in (alert.condition or alert.expr, alert.sustain) if expr)]
 
 
 def _reads(alert: AlertRule) -> set[str]:

@@ -153,10 +153,10 @@ def evaluate_alert(server: PrometheusServer, alert: AlertRule, runs: list[Record
     held = _held_times(server, alert.condition or alert.expr, every_time, alert.interval_ms, f"alert {alert.name}")
     sustained = {} if alert.sustain is None else _held_times(server, alert.sustain, every_time, alert.interval_ms,
                                                              f"alert {alert.name} (sustain)")
-    return [_run_outcomes(alert, run, run_times, held, sustained) for run, run_times in zip(runs, times)]
+    return [run_outcomes(alert, run, run_times, held, sustained) for run, run_times in zip(runs, times)]
 
 
-def _run_outcomes(alert: AlertRule, run: RecordedRun, times: list[int], held: dict[tuple, set[int]],
+def run_outcomes(alert: AlertRule, run: RecordedRun, times: list[int], held: dict[tuple, set[int]],
                   sustained: dict[tuple, set[int]]) -> list[AlertOutcome]:
     outcomes = []
     extra_labels = {name: value for name, value in alert.labels if name != "severity"}
