@@ -307,12 +307,12 @@ ISSUE_52_SCENARIOS: tuple[tuple[str, tuple[RunSpec, ...]], ...] = (
 ISSUE_52_RUNS = tuple(spec for _, specs in ISSUE_52_SCENARIOS for spec in specs)
 
 
-def _backtest(runs: tuple[RunSpec, ...], folder: Path) -> list[RunOutcome]:
+def _backtest(runs: tuple[RunSpec, ...], folder: Path, calendar: bool = False) -> list[RunOutcome]:
     paths = [write_run(spec, folder / f"{spec.name}.jsonl") for spec in runs]
     timings = {path: Timing(start=1_700_000_000.0, end=spec.end,
                             hold_seconds=HUNG_HOLD_SECONDS if spec.end == "hung" else GRACE_SECONDS)
                for path, spec in zip(paths, runs)}
-    return backtest(paths, REPO, Config(), Timing(), timings=timings)
+    return backtest(paths, REPO, Config(), Timing(), timings=timings, _calendar=calendar)
 
 
 def _print_set(title: str, result: Score) -> None:

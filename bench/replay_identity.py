@@ -1,18 +1,16 @@
 """The alerts a backtest reports on every public corpus run and every simulated run of
-bench/alert_lifecycle.py, as one JSON document: what tests/replay/test_replay_identity.py holds
-a change of the replay engine to (names, severities, labels, start and end steps).
+bench/alert_lifecycle.py (names, severities, labels, start and end steps), by the replay engine and
+by the calendar path it replaced (issue 56: every sample written, every rule evaluated at every
+interval of the run's whole span), and where the two differ: what tests/replay/test_replay_identity.py
+holds a change of the engine to, on the rules as they are.
 
-Run from the repository root: .venv/bin/python bench/replay_identity.py [OUT.json]
-(default: the test's fixture, tests/replay/fixtures/replay_alerts.json). The committed fixture was
-written by the engine before issue 56 (commit f31c964), which evaluated every rule at every interval
-of the run's whole span and wrote every scrape.
+Run from the repository root: .venv/bin/python bench/replay_identity.py [--only corpus|simulated]
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import sys
 import tempfile
 from pathlib import Path
@@ -25,7 +23,6 @@ from dashgen.review.corpus import public_corpus
 from dashgen.review.runs import find_runs
 
 REPO = Path(__file__).resolve().parent.parent
-FIXTURE = REPO / "tests" / "replay" / "fixtures" / "replay_alerts.json"
 
 
 def alert_intervals(outcomes: list[RunOutcome], names: list[str]) -> dict[str, list[list]]:
@@ -37,14 +34,14 @@ def alert_intervals(outcomes: list[RunOutcome], names: list[str]) -> dict[str, l
     return out
 
 
-def corpus_alerts() -> dict[str, list[list]]:
+def corpus_alerts(calendar: bool = False) -> dict[str, list[list]]:
     runs = find_runs([public_corpus()])
     outcomes = backtest([run.steps_path for run in runs], REPO, Config(), Timing(start=START),
-                        timings=run_timings(runs))
+                        timings=run_timings(runs), _calendar=calendar)
     return alert_intervals(outcomes, [run.name for run in runs])
 
 
-def simulated_alerts() -> dict[str, list[list]]:
+def simulated_alerts(calendar: bool = False) -> dict[str, list[list]]:
     spec = importlib.util.spec_from_file_location("alert_lifecycle", REPO / "bench" / "alert_lifecycle.py")
     lifecycle = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(lifecycle)
@@ -52,7 +49,7 @@ def simulated_alerts() -> dict[str, list[list]]:
     with tempfile.TemporaryDirectory() as tmp:
         for number, runs in enumerate((lifecycle.RUNS, lifecycle.ISSUE_20_RUNS, lifecycle.ISSUE_27_RUNS,
                                        lifecycle.ISSUE_35_RUNS, lifecycle.ISSUE_52_RUNS)):
-            outcomes = lifecycle._backtest(runs, Path(tmp) / f"set-{number}")
+            outcomes = lifecycle._backtest(runs, Path(tmp) / f"set-{number}", calendar)
             out.update(alert_intervals(outcomes, [f"set-{number}/{spec.name}" for spec in runs]))
     return out
 
@@ -71,19 +68,26 @@ def _patient_queries() -> None:
     urllib.request.urlopen = urlopen
 
 
+def differences(calendar: dict, stepped: dict) -> list[str]:
+    """A line per run whose alerts differ between the two paths."""
+    return [f"{name}: calendar {calendar.get(name)}, stepped {stepped.get(name)}"
+            for name in sorted(set(calendar) | set(stepped)) if calendar.get(name) != stepped.get(name)]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("out", nargs="?", type=Path, default=FIXTURE)
-    parser.add_argument("--only", choices=("corpus", "simulated"), help="record one part, keeping the other's")
+    parser.add_argument("--only", choices=("corpus", "simulated"), help="compare one part only")
     args = parser.parse_args()
     _patient_queries()
-    result = json.loads(args.out.read_text()) if args.only and args.out.exists() else {}
-    if args.only != "simulated":
-        result["corpus"] = corpus_alerts()
-    if args.only != "corpus":
-        result["simulated"] = simulated_alerts()
-    args.out.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
-    return 0
+    found = []
+    for part, alerts in (("corpus", corpus_alerts), ("simulated", simulated_alerts)):
+        if args.only in (None, part):
+            calendar, stepped = alerts(calendar=True), alerts()
+            found += differences(calendar, stepped)
+            print(f"{part}: {len(stepped)} runs, {sum(map(len, stepped.values()))} firings, "
+                  f"{len(differences(calendar, stepped))} runs differ")
+    print("\n".join(found))
+    return 1 if found else 0
 
 
 if __name__ == "__main__":

@@ -49,7 +49,8 @@ __all__ = ["SERVER_ARGS", "backtest", "backtest_rule_sets", "evaluate_rules", "r
 
 def backtest(paths: list[Path], root: Path, config: Config, timing: Timing,
              say: Callable[[str], None] = lambda message: None,
-             timings: dict[Path, Timing] | None = None, rule_files: list[Path] | None = None) -> list[RunOutcome]:
+             timings: dict[Path, Timing] | None = None, rule_files: list[Path] | None = None,
+             _calendar: bool = False) -> list[RunOutcome]:
     """Backtest every alert of the project at `root` on the runs; cleans up after itself.
 
     `timings` gives some runs their own timing (e.g. how each ended) instead of `timing`.
@@ -65,7 +66,7 @@ def backtest(paths: list[Path], root: Path, config: Config, timing: Timing,
     else:
         compiled = compile_rules(root, config, catalog)
         rule_set = RuleSet(compiled.recording_rules, compiled.alert_rules, compiled.step_statistics)
-    return backtest_rule_sets(paths, [rule_set], catalog, config, timing, say, timings)[0]
+    return backtest_rule_sets(paths, [rule_set], catalog, config, timing, say, timings, _calendar=_calendar)[0]
 
 
 def backtest_rule_sets(paths: list[Path], rule_sets: list[RuleSet], catalog: Catalog, config: Config, timing: Timing,

@@ -32,7 +32,7 @@ import promql_parser as pp
 from dashgen.catalog import (EXIT_CODE_METRIC, RUN_STATE_METRIC, SERIES_NEVER_LOGGED_METRIC, SERIES_UNLOGGED_METRIC,
                              STEP_STATISTIC_METRIC)
 from dashgen.compiler.compiled import RecordingRule
-from dashgen.compiler.queries.promql import metrics_in, substitute_grafana_variables
+from dashgen.compiler.queries.promql import substitute_grafana_variables
 from dashgen.replay.backfill import RecordedRun
 from dashgen.replay.backtest.blocks import BlockParts
 from dashgen.replay.backtest.evaluation import query_range, query_spans, series_key
