@@ -20,6 +20,7 @@ from dashgen.compiler.rules.condition_compiler import BaselineDefaults, Conditio
 from dashgen.compiler.loader import DefinitionModule, call_definition, load_modules
 from dashgen.compiler.queries.promql import QueryError, label_value, metrics_in
 from dashgen.compiler.queries.references import check_alertname_matchers, check_step_statistics_listed, statistics_read
+from dashgen.compiler.rules.for_steps import held_for_steps
 from dashgen.compiler.rules.definition_checks import check_alert, check_group_names, check_interval, check_record_name
 from dashgen.compiler.queries.selectors import checked_expression, expression_info, rule_selectors
 from dashgen.compiler.rules.signal_needs import alert_needs, readers_expression
@@ -277,7 +278,7 @@ def _written(rule, compiler: ConditionCompiler, definition: DefinitionModule):
         raise BuildError(f"{where}: with condition=, state hysteresis as keep_firing_while=, not sustain=")
     expr = compiler.compile(rule.condition, where)
     if isinstance(rule.for_, Steps):
-        expr = compiler.held_for_steps(expr, rule.name, rule.for_)
+        expr = held_for_steps(compiler, rule.condition, expr, rule.name, rule.for_, where)
     sustain = None
     if rule.keep_firing_while is not None:
         sustain = Sustain(compiler.compile(rule.keep_firing_while, f"{where} (keep_firing_while)", rule.condition),

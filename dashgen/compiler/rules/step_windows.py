@@ -2,7 +2,8 @@
 
 This is the fallback: a series the exporter maps from the step log has its step windows computed
 there, exactly (dashgen/sources/step_statistics.py). What is left compiles here: a window over a
-recorded series, `for_=steps(N)`, and every step window of a source without a step log
+recorded series, `for_=steps(N)` of a condition the exporter cannot judge alone
+(dashgen/compiler/rules/for_steps.py), and every step window of a source without a step log
 (RL-Insight).
 
 A PromQL range is a literal duration, and runs last from 1.5 s to 20 minutes a step: a 5-minute
