@@ -48,7 +48,7 @@ def sizes_in(rule_files: list[str]) -> list[AlertSize]:
         for group in (yaml.safe_load(text) or {}).get("groups") or []:
             for rule in group["rules"]:
                 if "record" in rule:
-                    recorded[rule["record"]] = rule["expr"]
+                    recorded.setdefault(rule["record"], []).append(rule["expr"])
                 else:
                     alerts.append((rule["alert"], rule["expr"]))
     return sizes_of(alerts, recorded)

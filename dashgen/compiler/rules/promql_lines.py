@@ -29,12 +29,15 @@ def lines_of(expr: str) -> int:
 
 def alert_sizes(rules: CompiledRules) -> list[AlertSize]:
     """Each available alert's size, in the order the rule files hold them."""
-    return sizes_of([(alert.name, alert.expr) for alert in rules.alert_rules],
-                    {rule.record: rule.expr for rule in rules.recording_rules})
+    recorded: dict[str, list[str]] = {}
+    for rule in rules.recording_rules:
+        recorded.setdefault(rule.record, []).append(rule.expr)
+    return sizes_of([(alert.name, alert.expr) for alert in rules.alert_rules], recorded)
 
 
-def sizes_of(alerts: Iterable[tuple[str, str]], recorded: Mapping[str, str]) -> list[AlertSize]:
-    """The size of each (name, expression) of an alert, given the recordings (record -> expression)."""
+def sizes_of(alerts: Iterable[tuple[str, str]], recorded: Mapping[str, list[str]]) -> list[AlertSize]:
+    """The size of each (name, expression) of an alert, given the recordings (record -> the
+    expressions of the rules recording it: several, each with labels of its own, for a table)."""
     sizes = []
     for name, expr in alerts:
         read: set[str] = set()
@@ -43,7 +46,7 @@ def sizes_of(alerts: Iterable[tuple[str, str]], recorded: Mapping[str, str]) -> 
             record_name = pending.pop()
             if record_name not in read:
                 read.add(record_name)
-                pending.extend(metrics_in(recorded[record_name]) & recorded.keys())
-        total = lines_of(expr) + sum(lines_of(recorded[record_name]) for record_name in read)
+                pending.extend(name for text in recorded[record_name] for name in metrics_in(text) & recorded.keys())
+        total = lines_of(expr) + sum(lines_of(text) for record_name in read for text in recorded[record_name])
         sizes.append(AlertSize(name, lines_of(expr), total, len(read)))
     return sizes

@@ -23,7 +23,7 @@ from dashgen.compiler.queries.references import check_alertname_matchers, check_
 from dashgen.compiler.rules.for_steps import held_for_steps
 from dashgen.compiler.rules.definition_checks import check_alert, check_group_names, check_interval, check_record_name
 from dashgen.compiler.queries.selectors import checked_expression, expression_info, rule_selectors
-from dashgen.compiler.rules.signal_needs import alert_needs, readers_expression
+from dashgen.compiler.rules.signal_needs import alert_needs, readers_table
 from dashgen.compiler.queries.source_queries import Lacking, SourceQueries
 from dashgen.conditions import RUN_NAME, VALUE, Steps, comparisons
 from dashgen.config import Config, duration_seconds
@@ -104,9 +104,11 @@ def _series_readers_file(files: list[RuleFile], catalog: Catalog, config: Config
         return []
     needs = alert_needs(((rule.name, rule.condition or rule.expr) for rule in alerts),
                         ((rule.record, rule.expr) for file in files for rule in file.recordings), catalog)
-    rule = RecordingRule(SERIES_READERS_METRIC, readers_expression(needs, catalog), _ms(config.rule_interval))
+    rows = tuple(RecordingRule(SERIES_READERS_METRIC, "vector(1)", _ms(config.rule_interval), tuple(sorted(row)))
+                 for row in readers_table(needs, catalog))
+    rules = rows or (RecordingRule(SERIES_READERS_METRIC, "vector(0) != 0", _ms(config.rule_interval)),)
     return [RuleFile(SERIES_READERS_FILE, "the alerts' compiled rules (dashgen/compiler/rules/signal_needs.py)",
-                     (CompiledGroup(SERIES_READERS_FILE, config.rule_interval, (rule,)),))]
+                     (CompiledGroup(SERIES_READERS_FILE, config.rule_interval, rules),))]
 
 
 def baseline_defaults(config: Config) -> BaselineDefaults:
