@@ -6,9 +6,9 @@ last N logged values is above the number (the highest, for `below`). The exporte
 from the step log (dashgen/sources/step_statistics.py, once the series is logged on all N steps),
 so the alert reads one recording of one line beside its condition: no rhythm, no bands.
 
-Any other condition (a baseline, a reduction, several signals, a source without a step log)
-compiles to PromQL: its truth recorded per run at each evaluation, and its minimum over the time
-the run's rhythm gives N steps (ConditionCompiler.held_for_steps, dashgen/compiler/rules/step_windows.py).
+Any other condition (a baseline, a reduction, several signals, a validation family's members, a
+source without a step log) compiles to PromQL: its truth recorded per run at each evaluation, and
+its minimum over the time the run's rhythm gives N steps (ConditionCompiler.held_for_steps, dashgen/compiler/rules/step_windows.py).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from dashgen.compiler.rules.condition_compiler import ConditionCompiler, resolve
 from dashgen.compiler.rules.reductions import promql_number
 from dashgen.conditions import Compare, Condition, Steps
 from dashgen.model import ON_RUN
+from dashgen.sources.step_statistics import FAMILIES
 
 # The extreme of a series' last N values that is beyond a number when every one of them is.
 _EXTREME_BEYOND = {">": "min", "<": "max"}
@@ -37,7 +38,9 @@ def _held_by_exporter(compiler: ConditionCompiler, condition: Condition, for_ste
         return None
     extreme = _EXTREME_BEYOND.get(condition.op)
     series = resolve_signal(condition.signal.ref, compiler.catalog, where)
-    if extreme is None or not compiler.computes_step_windows(series):
+    # A labelled family (a validation family) has one statistic a member, and the alert's condition
+    # holds for a run while any member's does: that is the PromQL form's to judge.
+    if extreme is None or not compiler.computes_step_windows(series) or series.metric.name in FAMILIES:
         return None
     recorded = compiler.step_reduction(series, extreme, for_steps, fully_logged=True)
     return f"{recorded} {condition.op} {promql_number(condition.value)}"
