@@ -3,13 +3,15 @@
 from dataclasses import dataclass
 
 from dashgen.conditions import RUN_NAME
-from dashgen.config import AreaConfig, Config, Duration, Fraction, Interval
+from dashgen.config import AreaConfig, Config, Duration, Fraction, Interval, format_duration
 from dashgen.gpu import SESSION_LABEL, gpu_source, run_join
 from dashgen.model import ON_RUN, Alert, Recording, RuleGroup, Severity
 
 RESERVED = "verl_perf_max_memory_reserved_bytes{$verl}"
 ALLOCATED = "verl_perf_max_memory_allocated_bytes{$verl}"
 CAPACITY = "run:gpu_memory_capacity_bytes:min"
+# The smallest card's MiB per Ray session (DCGM: of the whole cluster), read at the slow interval.
+SESSION_CARD, CLUSTER_CARD = "session:gpu_memory_capacity_mib:min", "cluster:gpu_memory_capacity_mib:min"
 PEAK_RESERVED = "run:verl_perf_max_memory_reserved_bytes:max"
 MIB = 2**20
 
@@ -30,25 +32,38 @@ class MemoryConfig(AreaConfig, area="memory"):
     # than configured: VerlGPUMemoryCapacityTooLow says so, and pressure is not judged. A run
     # reserves what it reserves from its first steps; a day of samples cost 12 ms a cycle at 15 runs.
     memory_capacity_window: Interval = "1h"
+    # How often the card's size is read from the per-GPU memory series (two series a GPU: 2,048 at
+    # 1024 GPUs, 27 ms a cycle read every minute); it does not change while a node lives. A run on
+    # a node Prometheus has not read yet is judged against gpu_memory_bytes until it is read.
+    memory_card_size_interval: Interval = "10m"
 
 
-def capacity_recording(config: Config) -> Recording:
+def capacity_recordings(config: Config) -> tuple[Recording, Recording]:
     """Each run's card size: the smallest of its GPUs as Ray (through the run's session) or DCGM
-    (the whole cluster's: DCGM's series name no run) reports it, else gpu_memory_bytes."""
+    (the whole cluster's: DCGM's series name no run) reports it, else gpu_memory_bytes. The first
+    recording reads the per-GPU series, at memory_card_size_interval; the second, every
+    evaluation, the last value the first had within two of its intervals."""
     gpu = gpu_source(config)
     total = f"({gpu.memory_used}{{$gpu}} + {gpu.memory_free}{{$gpu}})"
     runs = f"max by (project, experiment) ({RESERVED}) * 0"
+    held = f"[{format_duration(2 * config.area(MemoryConfig).memory_card_size_interval.seconds)}]"
     if gpu.linked_to_runs:
         # Per Ray session first: the join then reads a series a session, not one a GPU.
-        measured = f"min by (project, experiment) (\n  min by ({SESSION_LABEL}) {total}{run_join('verl')}\n) * {MIB}"
+        card = Recording(SESSION_CARD, f"min by ({SESSION_LABEL}) {total}",
+                         "GPU memory of the smallest card of each Ray session, in MiB (Ray's used + available)")
+        measured = (f"min by (project, experiment) (\n  min by ({SESSION_LABEL}) (last_over_time({SESSION_CARD}{held}))"
+                    f"{run_join('verl')}\n) * {MIB}")
     else:
-        measured = f"{runs} + on() group_left() (min({total}) * {MIB})"
-    return Recording(CAPACITY, f"{measured}\nor on(project, experiment)\n{runs} + {config.gpu_memory_bytes}",
-                     "GPU memory of the run's smallest card, in bytes: Ray's or DCGM's used + free where they are "
-                     "scraped, otherwise the config's gpu_memory_bytes")
+        card = Recording(CLUSTER_CARD, f"min({total})",
+                         "GPU memory of the cluster's smallest card, in MiB (DCGM's used + free)")
+        measured = f"{runs} + on() group_left() (min(last_over_time({CLUSTER_CARD}{held})) * {MIB})"
+    return card, Recording(
+        CAPACITY, f"{measured}\nor on(project, experiment)\n{runs} + {config.gpu_memory_bytes}",
+        "GPU memory of the run's smallest card, in bytes: Ray's or DCGM's used + free where they are scraped "
+        "(read every memory_card_size_interval), otherwise the config's gpu_memory_bytes")
 
 
-def rules(config: Config) -> RuleGroup:
+def rules(config: Config) -> list[RuleGroup]:
     tunables = config.area(MemoryConfig)
     fraction, gap = tunables.memory_pressure_reserved_fraction, tunables.memory_pressure_gap_fraction
     near = tunables.memory_near_limit_fraction
@@ -113,4 +128,6 @@ def rules(config: Config) -> RuleGroup:
             "the card's memory (e.g. 141GB); rebuild and deploy.",
         ),
     )
-    return RuleGroup("verl-memory", (capacity_recording(config), peak, pressure, capacity_too_low))
+    card, capacity = capacity_recordings(config)
+    return [RuleGroup("verl-memory", (capacity, peak, pressure, capacity_too_low)),
+            RuleGroup("verl-memory-card", (card,), interval=tunables.memory_card_size_interval)]

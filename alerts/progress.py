@@ -14,8 +14,10 @@ from dashgen.model import ON_RUN, EXPORTER_LABELS, Alert, Inhibition, Recording,
 
 LAST_STEP = f"{LAST_STEP_METRIC}{{$verl}}"
 STEP_SECONDS, SAVE_SECONDS = "verl_timing_step_seconds{$verl}", "verl_timing_save_checkpoint_seconds{$verl}"
-# How far the last step moved within one evaluation: the gap between two step-log lines when a
-# new one arrived, 0 otherwise; it never measures the silence going on now.
+# How far the last step moved within one evaluation: the gap between two step-log lines, recorded
+# at the evaluations a new one arrived (none at the others); it never measures the silence going
+# on now. Its samples are the gaps themselves: a day of them is read as a range, not re-evaluated
+# minute by minute as a subquery of the nonzero ones (1,440 evaluations a run at every cycle).
 LINE_GAP = "verl:step_log:line_gap_seconds"
 ENDED = f'{RUN_STATE_METRIC}{{$verl, state!="{RunPhase.RUNNING.value}"}} == 1'
 # The run state once per evaluation: the end alerts look back `run_end_memory` (24h) for the
@@ -80,7 +82,7 @@ def _stall_silence_limit(config: Config) -> str:
         f"{tunables.stall_step_time_factor:g} * quantile_over_time(0.5, {STEP_SECONDS}[{window}])",
         f"{tunables.stall_longest_gap_factor:g} * max_over_time({LINE_GAP}[{gap_window}])",
         f"{tunables.stall_lost_line_factor:g} * "
-        f"quantile_over_time(0.5, ({LINE_GAP} > 0)[{gap_window}:{config.rule_interval}])",
+        f"quantile_over_time(0.5, {LINE_GAP}[{gap_window}])",
         first_save,
     )
     # Each bound under a label of its own, so that `or` keeps all four for the max.
@@ -132,8 +134,9 @@ def rules(config: Config) -> RuleGroup:
         ),
     )
     memory = tunables.run_end_memory
-    line_gap = Recording(LINE_GAP, f"{LAST_STEP} - {LAST_STEP} offset {config.rule_interval}",
-                         "Seconds between the newest step-log line and the one before, at the evaluation it arrived")
+    line_gap = Recording(LINE_GAP, f"{LAST_STEP} - {LAST_STEP} offset {config.rule_interval} > 0",
+                         "Seconds between the newest step-log line and the one before, at the evaluation it arrived "
+                         "(no sample at the others)")
     stall_limit = Recording(STALL_LIMIT, _stall_silence_limit(config),
                             "Seconds of silence past which VerlTrainingStalled may page the run: the longest of its "
                             "floor and the bounds the run's step times and log gaps set")

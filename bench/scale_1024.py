@@ -23,7 +23,9 @@ Run from the repository root: .venv/bin/python bench/scale_1024.py [--before REF
      included, variables at All (the Node variable, which has no All, at its first node), at
      the step Grafana picks for a 1000 px wide panel;
    - the rule-cycle time per group (prometheus_rule_group_last_duration_seconds, median of
-     six evaluations; groups are evaluated every 10 s here instead of 1m, to measure sooner),
+     six evaluations; groups are evaluated six times as often as their interval says, every 10 s
+     for the 1m rule interval, to measure sooner), a group of a longer interval counted for the
+     share of cycles it is evaluated at (a 10m group's evaluation a tenth),
      and the samples a cycle reads (each rule's expression queried with stats=all, its
      totalQueryableSamples summed by group): a cost figure that does not move with the
      machine's load, as the times do; with each rule's own execution time (median of five
@@ -65,6 +67,7 @@ from dashgen.replay.backtest import SERVER_ARGS, load_rules, recorded_openmetric
 from dashgen.replay.prometheus_server import PrometheusServer, free_port
 from dashgen.evaluation.simulate import RunSpec, write_run
 from dashgen.catalog import STEP_STATISTIC_METRIC, STEP_WINDOWS_INFO_METRIC
+from dashgen.config import duration_seconds
 from dashgen.sources.step_statistics import served_by
 
 REPO = Path(__file__).resolve().parent.parent
@@ -317,11 +320,32 @@ def panel_targets(dashboard: dict) -> Iterator[tuple[str, str]]:
 
 
 def with_fast_groups(text: str) -> str:
-    """The rule file with every group evaluated every EVALUATION_SECONDS (only how often, not what)."""
+    """The rule file with every group evaluated RULE_INTERVAL_SECONDS / EVALUATION_SECONDS times as
+    often (only how often, not what): a group of the rule interval every EVALUATION_SECONDS, one of
+    10m every ten of them."""
     data = yaml.safe_load(text)
     for group in data["groups"]:
-        group["interval"] = f"{EVALUATION_SECONDS}s"
+        group["interval"] = f"{fast_interval(group.get('interval', '1m')):g}s"
     return yaml.safe_dump(data, sort_keys=False)
+
+
+RULE_INTERVAL_SECONDS = 60.0  # the config's rule_interval: a cycle
+
+
+def fast_interval(interval: str) -> float:
+    return duration_seconds(interval) * EVALUATION_SECONDS / RULE_INTERVAL_SECONDS
+
+
+def group_intervals(rule_files: dict[str, str]) -> dict[str, float]:
+    """Each group's interval, in cycles of the rule interval (1 for most, 10 for a 10m group)."""
+    return {group["name"]: duration_seconds(group.get("interval", "1m")) / RULE_INTERVAL_SECONDS
+            for text in rule_files.values() for group in (yaml.safe_load(text) or {}).get("groups") or []}
+
+
+def per_cycle(cycle: dict[str, float], intervals: dict[str, float]) -> dict[str, float]:
+    """Each group's evaluation time shared out over the cycles between two of its evaluations: what
+    it costs a cycle on average (a 10m group's evaluation counts a tenth)."""
+    return {group: ms / intervals.get(group, 1.0) for group, ms in cycle.items()}
 
 
 # --- Grafana's view of a range ------------------------------------------------------------------
@@ -423,12 +447,21 @@ def group_values(metrics: dict[str, float], name: str) -> dict[str, float]:
     return {match.group(1): value for key, value in metrics.items() if (match := pattern.fullmatch(key))}
 
 
-def rule_cycle(server: PrometheusServer, evaluations: int = 6) -> dict[str, float]:
-    """Median over `evaluations` of each group's last evaluation time, in ms."""
+def rule_cycle(server: PrometheusServer, evaluations: int = 6, intervals: dict[str, float] | None = None
+               ) -> dict[str, float]:
+    """Median over `evaluations` of each group's last evaluation time, in ms; a group evaluated less
+    often than every cycle (`intervals`, in cycles), over those it had, at least one."""
+    intervals = intervals or {}
     samples: dict[str, list[float]] = {}
     seen = group_values(self_metrics(server), "prometheus_rule_group_iterations_total")
-    deadline = time.monotonic() + EVALUATION_SECONDS * (evaluations + 3)
-    while min((len(v) for v in samples.values()), default=0) < evaluations and time.monotonic() < deadline:
+    slowest = max(intervals.values(), default=1.0) * EVALUATION_SECONDS
+    deadline = time.monotonic() + max(EVALUATION_SECONDS * (evaluations + 3), slowest + 3 * EVALUATION_SECONDS)
+
+    def enough() -> bool:
+        wanted = {group: evaluations if intervals.get(group, 1.0) <= 1 else 1 for group in seen}
+        return all(len(samples.get(group, ())) >= count for group, count in wanted.items())
+
+    while not enough() and time.monotonic() < deadline:
         time.sleep(2)
         metrics = self_metrics(server)
         iterations = group_values(metrics, "prometheus_rule_group_iterations_total")
@@ -544,19 +577,25 @@ def build_data(workdir: Path, variants: list[Variant], end: float) -> tuple[list
     return runs, samples
 
 
-def measure(variant: Variant, workdir: Path, runs: list[RecordedRun], start: float, first: bool) -> dict:
+def server_config(variant: Variant, workdir: Path, live: ThreadingHTTPServer) -> Path:
+    """A Prometheus config of the variant's rules (groups sped up), scraping the live endpoint."""
     rules_dir = workdir / variant.name / "rules"
     rules_dir.mkdir(parents=True)
     for path, text in variant.rule_files().items():
         (rules_dir / Path(path).name).write_text(with_fast_groups(text))
     config = workdir / variant.name / "prometheus.yml"
+    config.write_text(yaml.safe_dump({
+        "global": {"scrape_interval": f"{SCRAPE_SECONDS}s", "evaluation_interval": f"{EVALUATION_SECONDS}s"},
+        "rule_files": [str(rules_dir / "*.yaml")],
+        "scrape_configs": [{"job_name": "live", "honor_labels": True,
+                            "static_configs": [{"targets": [f"127.0.0.1:{live.server_address[1]}"]}]}]}))
+    return config
+
+
+def measure(variant: Variant, workdir: Path, runs: list[RecordedRun], start: float, first: bool) -> dict:
     live = serve_live(runs, start)
     try:
-        config.write_text(yaml.safe_dump({
-            "global": {"scrape_interval": f"{SCRAPE_SECONDS}s", "evaluation_interval": f"{EVALUATION_SECONDS}s"},
-            "rule_files": [str(rules_dir / "*.yaml")],
-            "scrape_configs": [{"job_name": "live", "honor_labels": True,
-                                "static_configs": [{"targets": [f"127.0.0.1:{live.server_address[1]}"]}]}]}))
+        config = server_config(variant, workdir, live)
         with PrometheusServer(config, workdir / "tsdb", SERVER_ARGS) as server:
             if first:
                 began = time.monotonic()
@@ -564,7 +603,8 @@ def measure(variant: Variant, workdir: Path, runs: list[RecordedRun], start: flo
                 print(f"{variant.name}: compaction of the backfilled blocks settled after "
                       f"{time.monotonic() - began:.0f} s", file=sys.stderr)
             wait_for_live_data(server)
-            cycle = rule_cycle(server)
+            cycle = per_cycle(rule_cycle(server, intervals=group_intervals(variant.rule_files())),
+                              group_intervals(variant.rule_files()))
             samples_read, rule_times = rule_samples(server, variant.rule_files(), time.time())
             alerts, straggler_nodes = active_alerts(server)
             now = time.time()
@@ -586,12 +626,14 @@ def duration_of(grafana_from: str) -> float:
 
 
 def fill_recordings(workdir: Path, variants: list[Variant], start: float, end: float) -> None:
-    recordings = {}
-    for variant in variants:  # "after" last: its definition wins where both record a name
-        for rule in load_rules(variant.rule_files())[0]:
-            recordings[rule.record] = rule
+    recordings: dict[str, list] = {}
+    for variant in variants:  # "after" last: its rules win where both record a name
+        named: dict[str, list] = {}
+        for rule in load_rules(variant.rule_files())[0]:  # a name may have several rules (a table's rows)
+            named.setdefault(rule.record, []).append(rule)
+        recordings.update(named)
     span = RecordedRun(Path("scale_1024"), {}, times=[start], end=end)
-    for level, rules in enumerate(recording_levels(list(recordings.values()))):
+    for level, rules in enumerate(recording_levels([rule for rules in recordings.values() for rule in rules])):
         with serve_tsdb(workdir) as server:
             text = recorded_openmetrics(server, rules, [span])
         if text:
@@ -616,7 +658,7 @@ def report(results: dict[str, dict], samples: int, timings: dict[str, float]) ->
         row(f"{label}: JSON returned (MB)", [f"{results[n][key].bytes / 1e6:.1f}" for n in names],
             f"<= {GOALS['refresh_mb']:g}" if key == "day" else "")
         row(f"{label}: queries", [str(results[n][key].queries) for n in names])
-    row("rule cycle, all groups (ms)", [f"{sum(results[n]['cycle'].values()):.1f}" for n in names],
+    row("rule cycle, all groups (ms a cycle)", [f"{sum(results[n]['cycle'].values()):.1f}" for n in names],
         f"<= {GOALS['rule_cycle_ms']:g}")
     groups = sorted({g for n in names for g in results[n]["cycle"]})
     for group in groups:

@@ -27,6 +27,8 @@ def dump_statistics(served: ServedStatistics) -> str:
             entry["of_median"] = stat.of_median
         if stat.half_logged:
             entry["half_logged"] = True
+        if stat.fully_logged:
+            entry["fully_logged"] = True
         entries.append(entry)
     header = ("# Rendered by `dashgen build`; do not edit. The statistics over a run's last steps that the rules\n"
               "# read as verl_step_statistic: `dashgen export` and `dashgen backtest` compute them from the step log.\n"
@@ -38,7 +40,7 @@ MAX_STATISTICS = 1_000
 # The list's size on disk that many statistics fit in as `dashgen build` writes them (a few hundred
 # bytes each): a larger file is refused before it is parsed, which would cost seconds and memory.
 MAX_STATISTICS_BYTES = MAX_STATISTICS * 1024
-_FIELDS = {"series", "reduction", "steps", "ending", "of_median", "half_logged"}
+_FIELDS = {"series", "reduction", "steps", "ending", "of_median", "half_logged", "fully_logged"}
 
 
 def load_statistics(path: Path) -> ServedStatistics:
@@ -62,7 +64,7 @@ def load_statistics(path: Path) -> ServedStatistics:
     for index, entry in enumerate(data["statistics"], start=1):
         if not isinstance(entry, dict) or set(entry) - _FIELDS or not {"series", "reduction", "steps"} <= set(entry):
             raise BuildError(f"{path}: statistics entry {index}: expected series, reduction, steps and optionally "
-                             f"ending, of_median, half_logged")
+                             f"ending, of_median, half_logged, fully_logged")
         try:
             out.append(StepStatistic(**entry))
         except (TypeError, ValueError) as exc:

@@ -28,13 +28,13 @@ import bisect
 import hashlib
 import math
 import re
-import statistics
 from functools import cached_property
 from typing import Iterable
 
 from dashgen.catalog import STEP_STATISTIC_METRIC, VALIDATION_FAMILIES, VALIDATION_LABELS, verl_metric_name
 from dashgen.conditions import MAX_STEPS, percentile_of
 from dashgen.records import record
+from dashgen.sources.step_reductions import median_of, reduced
 
 
 STEP_TIME_METRIC = verl_metric_name("timing_s/step")[0]  # the log's own clock
@@ -51,7 +51,9 @@ class StepStatistic:
     the series has a value from half that many steps before) rather than its values: the quietest
     or peak level of a smoothed signal, never a run's first value alone. `half_logged`: exists
     only once the series has a value from at least half the window before its end (a baseline is
-    not the median of a young run's first few steps)."""
+    not the median of a young run's first few steps). `fully_logged`: exists only once the series
+    has a value from every step of the window back (a condition held over N steps, never a young
+    run's first value alone)."""
 
     series: str
     reduction: str
@@ -59,6 +61,7 @@ class StepStatistic:
     ending: int = 0
     of_median: int = 0
     half_logged: bool = False
+    fully_logged: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.series, str) or not self.series:
@@ -66,9 +69,10 @@ class StepStatistic:
         if not isinstance(self.reduction, str):
             raise ValueError(f"step statistic of {self.series}: reduction {self.reduction!r}: expected a name ("
                              f"{', '.join(REDUCTIONS)} or a quantile p1 to p99), not {_kind(self.reduction)}")
-        if not isinstance(self.half_logged, bool):
-            raise ValueError(f"step statistic of {self.series}: half_logged {self.half_logged!r}: expected true or "
-                             f"false, not {_kind(self.half_logged)}")
+        for flag in ("half_logged", "fully_logged"):
+            if not isinstance(getattr(self, flag), bool):
+                raise ValueError(f"step statistic of {self.series}: {flag} {getattr(self, flag)!r}: expected true or "
+                                 f"false, not {_kind(getattr(self, flag))}")
         for name in ("steps", "ending", "of_median"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
@@ -79,6 +83,8 @@ class StepStatistic:
         if not (1 <= self.steps <= MAX_STEPS and 0 <= self.ending <= MAX_STEPS and 0 <= self.of_median <= MAX_STEPS):
             raise ValueError(f"step statistic of {self.series}: steps must be from 1 to {MAX_STEPS:,}, ending and "
                              f"of_median from 0 to {MAX_STEPS:,}")
+        if self.half_logged and self.fully_logged:
+            raise ValueError(f"step statistic of {self.series}: half_logged or fully_logged, not both")
 
     @cached_property  # read for every value a tracker observes
     def name(self) -> str:
@@ -90,6 +96,8 @@ class StepStatistic:
             name += f"_of_median_{self.of_median}steps"
         if self.half_logged:
             name += "_half_logged"
+        if self.fully_logged:
+            name += "_fully_logged"
         return name
 
     @property
@@ -104,59 +112,6 @@ def _kind(value: object) -> str:
         return "an empty text"
     kinds = {list: "a list", dict: "a mapping", str: "a text", bool: "true or false", type(None): "null"}
     return kinds.get(type(value), "a number" if isinstance(value, (int, float)) else f"a {type(value).__name__}")
-
-
-def _median(values: Iterable[float]) -> float:
-    return statistics.median(values)
-
-
-# A spread needs this many values: two give one difference, no estimate of a noise.
-SPREAD_MIN_VALUES = 3
-
-
-def step_to_step_spread(values: list[float]) -> float | None:
-    """The signal's own noise: the median absolute difference between consecutive logged values,
-    less their drift. For independent noise of standard deviation s it is 0.95 s. Blind to a
-    single outlier, and to a steady trend at any logging cadence: a share rising 0.01 a step moves
-    each difference 0.01 in a log of every step but 0.05 in a log of every 5th, which, not taken
-    out, would read the rise itself as noise (issue 35). Their mean where the median is 0. None
-    with fewer than SPREAD_MIN_VALUES.
-
-    The drift is taken out only where two estimates of it agree in sign, and the smaller of them:
-    the median difference (which a signal alternating between two levels puts on one of its two
-    jumps) and the median of the window's later half less that of its earlier half, per logged
-    step between them (which a signal taking few values shifts by a whole level)."""
-    if len(values) < SPREAD_MIN_VALUES:
-        return None
-    differences = [later - earlier for earlier, later in zip(values, values[1:])]
-    half = len(values) // 2
-    by_halves = (statistics.median(values[-half:]) - statistics.median(values[:half])) / (len(values) - half)
-    by_differences = statistics.median(differences)
-    drift = min(by_halves, by_differences, key=abs) if by_halves * by_differences > 0 else 0.0
-    deviations = [abs(difference - drift) for difference in differences]
-    # A signal that takes few values (a share of two completions: 0, 0.5 or 1) repeats itself on
-    # most steps, and the median difference of 0 would say it has no noise at all.
-    return statistics.median(deviations) or statistics.fmean(deviations)
-
-
-def quantile(values: list[float], fraction: float) -> float:
-    """The value `fraction` of `values` are at or below, interpolated linearly between the two
-    nearest ranks: Prometheus' quantile_over_time, so the exporter's statistic and a step window in
-    PromQL read the same."""
-    ordered = sorted(values)
-    rank = fraction * (len(ordered) - 1)
-    below = math.floor(rank)
-    above = min(below + 1, len(ordered) - 1)
-    weight = rank - below
-    return ordered[below] * (1 - weight) + ordered[above] * weight
-
-
-_REDUCE = {"median": _median, "max": max, "min": min, "spread": step_to_step_spread}
-
-
-def _reduce(reduction: str, values: list[float]) -> float | None:
-    fraction = percentile_of(reduction)
-    return _REDUCE[reduction](values) if fraction is None else quantile(values, fraction)
 
 
 # How many steps of history beyond its windows a series keeps for the floor (see StepStatistics):
@@ -307,7 +262,7 @@ class StepStatistics:
             values = self._values[key]
             window = values.window(count, step, self.clock, self.floor)
             if window and _logged_since(values, count, step):
-                history.add(step, self.clock, _median(window))
+                history.add(step, self.clock, median_of(window))
             history.prune(step)
         self._drop_members(step)
 
@@ -356,7 +311,11 @@ class StepStatistics:
         if stat.half_logged and not (_logged_since(self._values[key], stat.steps, end_step)
                                      and len(window) >= min(stat.steps, MIN_WINDOW_VALUES) // 2):
             return None  # a young run's first steps, or half the window's steps but not half its values
-        value = _reduce(stat.reduction, window) if window else None
+        first = self._values[key].first_step
+        if stat.fully_logged and not (first is not None and first <= end_step - (stat.steps - 1)
+                                      and len(window) >= min(stat.steps, MIN_WINDOW_VALUES)):
+            return None  # fewer of the window's steps than it counts, or fewer values than a window reads
+        value = reduced(stat.reduction, window) if window else None
         return None if value is None else float(value)
 
 
@@ -377,7 +336,7 @@ def member_labels(key: Member) -> tuple[tuple[str, str], ...]:
     return tuple(zip(VALIDATION_LABELS, key[1:])) if isinstance(key, tuple) else ()
 
 
-_NAME = re.compile(r"(median|max|min|spread|p[1-9]\d?)_(\d+)steps(?:_ending(\d+))?(?:_of_median_(\d+)steps)?(_half_logged)?")
+_NAME = re.compile(r"(median|max|min|spread|p[1-9]\d?)_(\d+)steps(?:_ending(\d+))?(?:_of_median_(\d+)steps)?(_half_logged)?(_fully_logged)?")
 _SELECTED = re.compile(STEP_STATISTIC_METRIC + r"\{([^}]*)\}")
 
 
@@ -387,8 +346,9 @@ def parse_name(series: str, name: str) -> StepStatistic | None:
     match = _NAME.fullmatch(name)
     if match is None:
         return None
-    reduction, steps, ending, of_median, half = match.groups()
-    return StepStatistic(series, reduction, _count(steps), _count(ending), _count(of_median), bool(half))
+    reduction, steps, ending, of_median, half, fully = match.groups()
+    return StepStatistic(series, reduction, _count(steps), _count(ending), _count(of_median), bool(half),
+                         bool(fully))
 
 
 def _count(digits: str | None) -> int:

@@ -12,9 +12,11 @@ from dashgen.compiler.rule_tests.fixture_statistics import fixtures_with_statist
 from dashgen.compiler.output.targets.prometheus import panel_links
 from dashgen.compiler.project import compile_project
 from dashgen.compiler.rule_tests.promtool_files import files_read_by, rules_read_by, write_generated_tests
+from dashgen.catalog import CATALOG
 from dashgen.config import Config, duration_seconds
 from dashgen.model import Alert
 from dashgen.promtool import run_rule_tests
+from dashgen.sources.series_arrival import logged_series
 
 RULES = sorted((REPO / "rendered" / "rules").glob("*.yaml"))
 FIXTURES = sorted((REPO / "tests" / "rules").glob("*.yaml"))
@@ -79,6 +81,18 @@ def test_rule_files_use_only_standard_prometheus_fields():
             assert set(group) <= {"name", "interval", "rules"}
             for rule in group["rules"]:
                 assert set(rule) <= {"alert", "record", "expr", "for", "keep_firing_for", "labels", "annotations"}
+
+
+def test_the_readers_table_is_rendered_as_constants_one_row_a_logged_series():
+    """Issue 56: a chain of 89 label_replace(vector(1)) joined by `or` cost a cycle more than any rule
+    that reads data; each row is a rule of its own, vector(1) with the row as its labels."""
+    [group] = yaml.safe_load((REPO / "rendered" / "rules" / "dashgen-series-readers.yaml").read_text())["groups"]
+    rows = group["rules"]
+    assert {(rule["record"], rule["expr"]) for rule in rows} == {("dashgen:series_readers", "vector(1)")}
+    assert sorted(rule["labels"]["series"] for rule in rows) == sorted(logged_series(CATALOG))
+    assert all(rule["labels"]["key"] == CATALOG[rule["labels"]["series"]].verl_keys[0] for rule in rows)
+    # A series no alert is blind without has no alerts label, as label_replace's empty value had none.
+    assert all(rule["labels"].get("alerts", "x") for rule in rows)
 
 
 def test_every_runbook_url_points_at_an_existing_section():

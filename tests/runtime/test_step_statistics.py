@@ -13,8 +13,8 @@ from dashgen.errors import BuildError
 from dashgen.runtime.exporter import RunState
 from dashgen.promtool import run_promtool
 from dashgen.sources.statistics_file import dump_statistics, load_statistics
-from dashgen.sources.step_statistics import (ServedStatistics, StepStatistic, StepStatistics, parse_name, quantile,
-                                             statistics_in, step_to_step_spread)
+from dashgen.sources.step_reductions import quantile, step_to_step_spread
+from dashgen.sources.step_statistics import ServedStatistics, StepStatistic, StepStatistics, parse_name, statistics_in
 
 from conftest import REPO
 
@@ -59,6 +59,18 @@ def test_a_baseline_exists_once_half_its_window_is_logged():
     assert fed([baseline], lines) == {}  # window ends at step 4: it needs a value from step -1 or before
     lines += [(step, {KL: float(step)}) for step in range(9, 16)]
     assert fed([baseline], lines) == {"median_10steps_ending4_half_logged": 6.5}  # steps 2..11
+
+
+def test_a_condition_held_over_steps_exists_once_every_step_of_its_window_is_logged():
+    """for_=steps(5) on a logged series: the lowest of its last 5 values, never of a young run's first few."""
+    held = StepStatistic(KL, "min", 5, fully_logged=True)
+    lines = [(step, {KL: float(10 - step)}) for step in range(1, 5)]
+    assert fed([held], lines) == {}  # steps 1..4: four of the five
+    assert fed([held], lines + [(5, {KL: 5.0})]) == {"min_5steps_fully_logged": 5.0}
+    assert fed([held], lines + [(5, {})]) == {}  # step 5 logged no value: four values of five
+    assert fed([held], lines + [(5, {KL: 7.0}), (6, {KL: 8.0})]) == {"min_5steps_fully_logged": 6.0}  # steps 2..6
+    with pytest.raises(ValueError, match="half_logged or fully_logged, not both"):
+        StepStatistic(KL, "min", 5, half_logged=True, fully_logged=True)
 
 
 def test_the_peak_of_a_median_reads_the_median_at_each_step():
@@ -119,7 +131,8 @@ def test_a_restart_starts_the_windows_again_and_nan_is_no_value():
 
 
 def test_names_read_back_and_the_rendered_list_round_trips(tmp_path: Path):
-    wanted = [StepStatistic(KL, "min", 200, ending=10, of_median=10), StepStatistic(KL, "median", 100, 30, 0, True)]
+    wanted = [StepStatistic(KL, "min", 200, ending=10, of_median=10), StepStatistic(KL, "median", 100, 30, 0, True),
+              StepStatistic(KL, "max", 5, fully_logged=True)]
     for stat in wanted:
         assert parse_name(stat.series, stat.name) == stat
     path = tmp_path / "step-statistics.yaml"

@@ -137,7 +137,7 @@ class ConditionCompiler:
             return reduce(self._copies[series], selected_range)
         return read_copy, self.defaults.rule_interval
 
-    def _logged(self, series: SignalSeries) -> bool:
+    def computes_step_windows(self, series: SignalSeries) -> bool:
         """Whether the source computes `series`' step windows from the step log (see
         dashgen/sources/step_statistics.py): a series the exporter maps from a logged key, or a
         labelled family of them (per member)."""
@@ -151,19 +151,21 @@ class ConditionCompiler:
         return (f"max without({', '.join(STEP_STATISTIC_LABELS)}) ({STEP_STATISTIC_METRIC}"
                 f"{{verl, series=\"{statistic.series}\", statistic=\"{statistic.name}\"}})")
 
-    def step_reduction(self, series: SignalSeries, reduction: str, window: Steps, half_logged: bool = False) -> str:
+    def step_reduction(self, series: SignalSeries, reduction: str, window: Steps, half_logged: bool = False,
+                       fully_logged: bool = False) -> str:
         """A recording of `series` reduced over the run's last `window.count` steps (`half_logged`:
-        once the series has been logged over half of them)."""
-        key = (series.stem, reduction, window.count, half_logged)
+        once the series has been logged over half of them; `fully_logged`, the exporter's only: all)."""
+        key = (series.stem, reduction, window.count, half_logged, fully_logged)
         if key in self._by_steps:
             return self._by_steps[key]
-        name = f"{series.stem}:{reduction}_{window.count}steps" + ("_half_logged" if half_logged else "")
-        self._by_steps[key] = name
-        since = ", once half of them are logged" if half_logged else ""
-        if self._logged(series) and (reduction in _EXPORTER_REDUCTIONS or percentile_of(reduction) is not None):
+        logged = "_half_logged" if half_logged else "_fully_logged" if fully_logged else ""
+        name = self._by_steps[key] = f"{series.stem}:{reduction}_{window.count}steps{logged}"
+        since = ", once half of them are logged" if half_logged else ", once all are logged" if fully_logged else ""
+        if self.computes_step_windows(series) and (reduction in _EXPORTER_REDUCTIONS
+                                                   or percentile_of(reduction) is not None):
             self.recordings.rolling.append(Recording(
                 name, self._statistic(StepStatistic(series.metric.name, reduction, window.count,
-                                                    half_logged=half_logged)),
+                                                    half_logged=half_logged, fully_logged=fully_logged)),
                 f"The {reduction} of {series.metric.name} over the run's last {window.count} logged steps{since} "
                 f"(the exporter's)"))
             return name
@@ -225,7 +227,7 @@ class ConditionCompiler:
         if key in self._rolling:
             return self._rolling[key]
         name = self._rolling[key] = f"{series.stem}:baseline_median_{window.count}steps_ending{ending.count}"
-        if self._logged(series):
+        if self.computes_step_windows(series):
             statistic = StepStatistic(series.metric.name, "median", window.count, ending.count, half_logged=True)
             self.recordings.rolling.append(Recording(
                 name, self._statistic(statistic),
@@ -310,7 +312,7 @@ class ConditionCompiler:
             self._quietest[key] = name
             adjective = "Lowest" if lowest else "Highest"
             before = f", ending {ended} steps ago" if ended else ""
-            if self._logged(series):
+            if self.computes_step_windows(series):
                 statistic = StepStatistic(series.metric.name, extreme, over.count, ended, of_median=window.count)
                 self.recordings.rolling.append(Recording(
                     name, self._statistic(statistic),
@@ -428,7 +430,7 @@ class ConditionCompiler:
         if baseline.is_held or not isinstance(baseline.window, Steps):
             raise BuildError(f"{where}: {signal.ref}: beyond_noise needs a baseline counted in steps "
                              f"(Baseline(steps(100), ending=steps(30)) or Baseline.quietest(steps(10), over=steps(200)))")
-        if not self._logged(series):
+        if not self.computes_step_windows(series):
             return None
         span = baseline.over if baseline.is_quietest else baseline.window
         # The noise of the steps before those the signal's median reads: a quietest level's window

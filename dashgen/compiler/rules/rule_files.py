@@ -20,9 +20,10 @@ from dashgen.compiler.rules.condition_compiler import BaselineDefaults, Conditio
 from dashgen.compiler.loader import DefinitionModule, call_definition, load_modules
 from dashgen.compiler.queries.promql import QueryError, label_value, metrics_in
 from dashgen.compiler.queries.references import check_alertname_matchers, check_step_statistics_listed, statistics_read
+from dashgen.compiler.rules.for_steps import held_for_steps
 from dashgen.compiler.rules.definition_checks import check_alert, check_group_names, check_interval, check_record_name
 from dashgen.compiler.queries.selectors import checked_expression, expression_info, rule_selectors
-from dashgen.compiler.rules.signal_needs import alert_needs, readers_expression
+from dashgen.compiler.rules.signal_needs import alert_needs, readers_table
 from dashgen.compiler.queries.source_queries import Lacking, SourceQueries
 from dashgen.conditions import RUN_NAME, VALUE, Steps, comparisons
 from dashgen.config import Config, duration_seconds
@@ -103,9 +104,11 @@ def _series_readers_file(files: list[RuleFile], catalog: Catalog, config: Config
         return []
     needs = alert_needs(((rule.name, rule.condition or rule.expr) for rule in alerts),
                         ((rule.record, rule.expr) for file in files for rule in file.recordings), catalog)
-    rule = RecordingRule(SERIES_READERS_METRIC, readers_expression(needs, catalog), _ms(config.rule_interval))
+    rows = tuple(RecordingRule(SERIES_READERS_METRIC, "vector(1)", _ms(config.rule_interval), tuple(sorted(row)))
+                 for row in readers_table(needs, catalog))
+    rules = rows or (RecordingRule(SERIES_READERS_METRIC, "vector(0) != 0", _ms(config.rule_interval)),)
     return [RuleFile(SERIES_READERS_FILE, "the alerts' compiled rules (dashgen/compiler/rules/signal_needs.py)",
-                     (CompiledGroup(SERIES_READERS_FILE, config.rule_interval, (rule,)),))]
+                     (CompiledGroup(SERIES_READERS_FILE, config.rule_interval, rules),))]
 
 
 def baseline_defaults(config: Config) -> BaselineDefaults:
@@ -277,7 +280,7 @@ def _written(rule, compiler: ConditionCompiler, definition: DefinitionModule):
         raise BuildError(f"{where}: with condition=, state hysteresis as keep_firing_while=, not sustain=")
     expr = compiler.compile(rule.condition, where)
     if isinstance(rule.for_, Steps):
-        expr = compiler.held_for_steps(expr, rule.name, rule.for_)
+        expr = held_for_steps(compiler, rule.condition, expr, rule.name, rule.for_, where)
     sustain = None
     if rule.keep_firing_while is not None:
         sustain = Sustain(compiler.compile(rule.keep_firing_while, f"{where} (keep_firing_while)", rule.condition),

@@ -2,7 +2,8 @@
 
 This is the fallback: a series the exporter maps from the step log has its step windows computed
 there, exactly (dashgen/sources/step_statistics.py). What is left compiles here: a window over a
-recorded series, `for_=steps(N)`, and every step window of a source without a step log
+recorded series, `for_=steps(N)` of a condition the exporter cannot judge alone
+(dashgen/compiler/rules/for_steps.py), and every step window of a source without a step log
 (RL-Insight).
 
 A PromQL range is a literal duration, and runs last from 1.5 s to 20 minutes a step: a 5-minute
@@ -68,9 +69,12 @@ NEAR_BAND = "near_band"
 
 
 def near_band_copy(name: str, series: str) -> Recording:
-    """`series` again, once under each band near its run's rhythm, labelled `near_band`."""
-    terms = [f'label_replace({series} and on({ON_RUN}) ({STEP_BAND} >= {band - 1} <= {band + 1}), '
-             f'"{NEAR_BAND}", "{band}", "", "")' for band in range(BANDS)]
+    """`series` again, once under each band near its run's rhythm, labelled `near_band`: its own
+    band and the two beside it, each a label made of the band's value by count_values (1 for each
+    run), which the series is multiplied by: three terms, whatever the number of bands."""
+    near = (STEP_BAND, f"{STEP_BAND} - 1 >= 0", f"{STEP_BAND} + 1 <= {BANDS - 1}")
+    terms = [f'{series} * on({ON_RUN}) group_left({NEAR_BAND}) count_values by ({ON_RUN}) ("{NEAR_BAND}", {band})'
+             for band in near]
     return Recording(name, "\nor\n".join(terms),
                      f"{series.split('{')[0]} of the runs whose rhythm is in or beside band near_band: what the "
                      f"coarser step windows read")

@@ -66,7 +66,7 @@ def panel_links(project: CompiledProject) -> dict[str, dict[str, str]]:
 
 def _rule_model(rule: RecordingRule | CompiledAlert, config: Config, panels: Mapping[str, AlertPanel]) -> dict[str, Any]:
     if isinstance(rule, RecordingRule):
-        return {"record": rule.record, "expr": rule.expr}
+        return {"record": rule.record, "expr": rule.expr, **({"labels": dict(rule.labels)} if rule.labels else {})}
     alert = rule.definition
     model: dict[str, Any] = {"alert": alert.name, "expr": rule.rule.expr}
     if isinstance(alert.for_, str) and alert.for_ not in ("0s", "0m"):  # steps are in the expression
