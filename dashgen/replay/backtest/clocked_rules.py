@@ -41,8 +41,12 @@ class ClockPlan:
     def calendar_reads(self, recordings: list[RecordingRule], alerts: list[AlertRule]) -> set[str]:
         """The series the calendar's Prometheus reads (backfilled or recorded): those the rules left
         to it read."""
+        recorded = {rule.record for rule in recordings}
+        # A window over a recording is taken in Python from that recording's results; one over a
+        # series of the log (a team's max_over_time(verl_actor_ppo_kl[5m])) is the server's to read.
         left = [rule.expr for index, rule in enumerate(recordings)
-                if index not in self.steady and index not in self.constants and Window.of(rule) is None]
+                if index not in self.steady and index not in self.constants
+                and (Window.of(rule) is None or Window.of(rule).source not in recorded)]
         left += [expr for index, alert in enumerate(alerts) if index not in self.alerts for expr in _exprs(alert)]
         return set().union(*(metrics_in(expr) for expr in left))
 
