@@ -12,6 +12,7 @@ with the folder, instead of staying in the system's temporary folder for good.
 
 from __future__ import annotations
 
+import atexit
 import fcntl
 import os
 import shutil
@@ -30,6 +31,10 @@ def work_dir(purpose: str) -> Iterator[Path]:
     prefix = f"dashgen-{purpose}-"
     remove_abandoned(prefix)
     folder = Path(tempfile.mkdtemp(prefix=prefix))
+    # Once more at exit, after Python has joined the run's worker threads: a signal ends the block
+    # below in the main thread while a worker may still be writing blocks into the folder, and
+    # its mkdir(parents=True) would make the folder anew after the block removed it.
+    atexit.register(shutil.rmtree, folder, True)
     try:
         lock = _hold_lock(folder)
         try:
